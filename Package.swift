@@ -1,0 +1,52 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+// The device binary (`replenish-agent`) links libcurl, libgpiod and libcrypto from the system and a few
+// Foundation-free Swift packages. The emulator is a separate product that shares no code with the agent.
+let package = Package(
+    name: "replenish-agent",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "replenish-agent", targets: ["ReplenishAgent"]),
+        .executable(name: "replenish-emulator", targets: ["ReplenishEmulator"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.30.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
+    ],
+    targets: [
+        // Typed wrappers for the variadic parts of libcurl that Swift cannot call.
+        .target(name: "CCurl", linkerSettings: [.linkedLibrary("curl")]),
+        // libgpiod (v1 or v2 API, chosen from the installed header at build time).
+        .target(name: "CGpiod", linkerSettings: [.linkedLibrary("gpiod")]),
+        // OpenSSL's libcrypto for SHA-256 (PKCE); libcurl already loads it, so it costs the device nothing.
+        .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .executableTarget(
+            name: "ReplenishAgent",
+            dependencies: [
+                "CCurl", "CGpiod", "CCrypto",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .executableTarget(
+            name: "ReplenishEmulator",
+            dependencies: [
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ]
+        ),
+        .testTarget(name: "ReplenishAgentTests", dependencies: ["ReplenishAgent"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

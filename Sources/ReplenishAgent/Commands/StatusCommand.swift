@@ -1,0 +1,114 @@
+import ArgumentParser
+import FoundationEssentials
+
+/// `status [--json]`: what the device knows, read from the state directory (works whether or not the agent
+/// runs). Never prints a token.
+struct StatusCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "status", abstract: "Show pairing, token expiry, pending orders and last results.")
+
+    @OptionGroup var options: ConfigOption
+
+    @Flag(name: .long, help: "Print one JSON object.")
+    var json = false
+
+    struct Report: Encodable, Equatable {
+        struct Slot: Encodable, Equatable {
+            var subscribed: Bool?
+            var lastResult: String?
+            var lastResultAt: String?
+            var pending: Bool
+            var parkedReason: String?
+
+            func encode(to encoder: any Encoder) throws {
+                var container = encoder.container(keyedBy: CodingKeys.self)
+                // `subscribed` and `lastResult` are always present, null when unknown.
+                try container.encode(subscribed, forKey: .subscribed)
+                try container.encode(lastResult, forKey: .lastResult)
+                try container.encodeIfPresent(lastResultAt, forKey: .lastResultAt)
+                try container.encode(pending, forKey: .pending)
+                try container.encodeIfPresent(parkedReason, forKey: .parkedReason)
+            }
+
+            enum CodingKeys: String, CodingKey { case subscribed, lastResult, lastResultAt, pending, parkedReason }
+        }
+
+        var serial: String
+        var phase: String
+        var paired: Bool
+        var pairingState: String
+        var accessTokenExpiresAt: String?
+        var accessTokenExpiresInSeconds: Int?
+        var pendingOrders: Int
+        var parkedOrders: Int
+        var lastDeviceStatusAt: String?
+        var slots: [String: Slot]
+        var problems: [String]
+    }
+
+    static func report(config: AgentConfig, now: Double) -> Report {
+        var problems: [String] = []
+        var tokens: TokenSet?
+        do { tokens = try FileTokenStore.peek(stateDirectory: config.stateDirectory) } catch { problems.append(error.message) }
+        let outbox = (try? readState(Outbox.self, OrderService<ContinuousClock>.path(stateDirectory: config.stateDirectory), &problems)) ?? Outbox()
+        let record = (try? readState(StatusRecord.self, StatusBook.path(stateDirectory: config.stateDirectory), &problems)) ?? StatusRecord()
+        var slots: [String: Report.Slot] = [:]
+        for slot in config.slots {
+            let known = record.slots[slot]
+            let entry = outbox.entry(for: slot)
+            slots[slot] = Report.Slot(
+                subscribed: known?.subscribed, lastResult: entry?.parkedReason ?? known?.lastResult,
+                lastResultAt: known?.lastResultAt.map(ISO8601.format), pending: entry.map { !$0.isParked } ?? false,
+                parkedReason: entry?.parkedReason)
+        }
+        return Report(
+            serial: config.device.serial, phase: config.device.phase.rawValue, paired: tokens != nil,
+            pairingState: tokens != nil ? "paired" : "pairing mode (not paired)",
+            accessTokenExpiresAt: tokens.map { ISO8601.format($0.accessTokenExpiresAt) },
+            accessTokenExpiresInSeconds: tokens.map { Int(($0.accessTokenExpiresAt - now).rounded()) },
+            pendingOrders: outbox.pending.count, parkedOrders: outbox.parked.count,
+            lastDeviceStatusAt: record.lastDeviceStatusAt.map(ISO8601.format), slots: slots, problems: problems)
+    }
+
+    private static func readState<T: Decodable>(_ type: T.Type, _ path: String, _ problems: inout [String]) throws -> T? {
+        guard let bytes = try POSIX.readFile(path, limit: 4 << 20) else { return nil }
+        guard let value = try? JSONDecoder().decode(T.self, from: Data(bytes)) else {
+            problems.append("\(path) is unreadable (the agent will move it aside at its next start)")
+            return nil
+        }
+        return value
+    }
+
+    func run() async throws {
+        let config = try options.load()
+        let report = Self.report(config: config, now: POSIX.wallTime())
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            Output.line(String(decoding: try encoder.encode(report), as: UTF8.self))
+            return
+        }
+        Output.line("device \(report.serial) (phase \(report.phase)): \(report.pairingState)")
+        if let expiresAt = report.accessTokenExpiresAt, let seconds = report.accessTokenExpiresInSeconds {
+            Output.line("access token expires \(expiresAt) (\(seconds >= 0 ? "in \(seconds) s" : "expired"))")
+        }
+        Output.line("pending orders: \(report.pendingOrders), parked: \(report.parkedOrders)")
+        for (slot, info) in report.slots.sorted(by: { $0.key < $1.key }) {
+            let subscribed = info.subscribed.map { $0 ? "subscribed" : "not subscribed" } ?? "subscription unknown"
+            Output.line("slot \(slot): \(subscribed); last result: \(info.lastResult ?? "none")\(info.pending ? "; order pending" : "")")
+        }
+        for problem in report.problems { Output.error(problem) }
+    }
+}
+
+extension FileTokenStore {
+    /// Reads the token file without the side effects of `load` (no moving aside): for `status`.
+    static func peek(stateDirectory: String) throws(AgentError) -> TokenSet? {
+        let store = FileTokenStore(stateDirectory: stateDirectory)
+        guard let bytes = try POSIX.readFile(store.path) else { return nil }
+        guard let tokens = try? JSONDecoder().decode(TokenSet.self, from: Data(bytes)) else {
+            throw AgentError(.storage, "\(store.path) is unreadable")
+        }
+        return tokens
+    }
+}

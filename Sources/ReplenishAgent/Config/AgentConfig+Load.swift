@@ -1,0 +1,216 @@
+/// Reading and checking `agent.json` and the board file it names.
+extension AgentConfig {
+    /// Loads the config at `path` and its board file. Throws an error carrying every problem, one a line.
+    static func load(path: String) throws(ConfigError) -> AgentConfig {
+        var problems = Problems()
+        let config = parse(path: path, problems: &problems)
+        guard problems.isEmpty, let config else { throw ConfigError(problems: problems.lines) }
+        return config
+    }
+
+    static func parse(path: String, problems: inout Problems) -> AgentConfig? {
+        let bytes: [UInt8]
+        do {
+            guard let read = try POSIX.readFile(path) else {
+                problems.add(path, "no such file")
+                return nil
+            }
+            bytes = read
+        } catch {
+            problems.add(path, error.message)
+            return nil
+        }
+        guard let json = try? JSONValue.parse(bytes) else {
+            problems.add(path, "is not valid JSON")
+            return nil
+        }
+        return parse(json, path: path, problems: &problems)
+    }
+
+    static func parse(_ json: JSONValue, path: String, problems: inout Problems) -> AgentConfig? {
+        let before = problems.lines.count
+        guard var top = ObjectReader(json, path: "", problems: &problems) else { return nil }
+
+        // device
+        var device: Device?
+        if var reader = ObjectReader(top.value("device", required: true, problems: &problems) ?? .object([:]),
+                                     path: "device", problems: &problems)
+        {
+            let serial = reader.string("serial", problems: &problems)
+            if let serial, !isValidIdentifier(serial) {
+                problems.add("device.serial", "must be 1 to 64 characters of A-Z a-z 0-9 - + _")
+            }
+            let model = reader.string("model", problems: &problems)
+            if let model, !isValidIdentifier(model) {
+                problems.add("device.model", "must be 1 to 64 characters of A-Z a-z 0-9 - + _")
+            }
+            let phaseName = reader.string("phase", problems: &problems)
+            let phase = phaseName.flatMap(Phase.init(rawValue:))
+            if let phaseName, phase == nil {
+                problems.add("device.phase", "must be \"test\", \"certification\" or \"production\", found \"\(phaseName)\"")
+            }
+            reader.reportUnknownKeys(problems: &problems)
+            if let serial, let model, let phase { device = Device(serial: serial, model: model, phase: phase) }
+        }
+
+        // lwa
+        var lwa: LWA?
+        if var reader = ObjectReader(top.value("lwa", required: true, problems: &problems) ?? .object([:]),
+                                     path: "lwa", problems: &problems)
+        {
+            let clientId = reader.string("clientId", problems: &problems)
+            if let clientId, clientId.isEmpty || clientId.utf8.count > 256 || clientId.contains(" ") {
+                problems.add("lwa.clientId", "must be 1 to 256 characters without spaces")
+            }
+            let secret = reader.string("clientSecret", required: false, problems: &problems)
+            if let secret, secret.isEmpty { problems.add("lwa.clientSecret", "must not be empty (leave it out instead)") }
+            let tokenURL = url(reader.string("tokenURL", problems: &problems), at: "lwa.tokenURL", problems: &problems)
+            reader.reportUnknownKeys(problems: &problems)
+            if let clientId, let tokenURL {
+                lwa = LWA(clientId: clientId, clientSecret: secret.map(Secret.init), tokenURL: tokenURL)
+            }
+        }
+
+        // drs
+        var drsBaseURL: EndpointURL?
+        if var reader = ObjectReader(top.value("drs", required: true, problems: &problems) ?? .object([:]),
+                                     path: "drs", problems: &problems)
+        {
+            drsBaseURL = url(reader.string("baseURL", problems: &problems), at: "drs.baseURL", problems: &problems)
+            reader.reportUnknownKeys(problems: &problems)
+        }
+
+        let configDirectory = POSIX.parentDirectory(of: path)
+
+        // tls (optional)
+        var caFile: String?
+        if let tls = top.value("tls", required: false, problems: &problems),
+            var reader = ObjectReader(tls, path: "tls", problems: &problems)
+        {
+            if let file = reader.string("caFile", required: false, problems: &problems) {
+                let resolved = POSIX.join(configDirectory, file)
+                if (try? POSIX.readFile(resolved, limit: 4 << 20)) ?? nil == nil {
+                    problems.add("tls.caFile", "cannot read \(resolved)")
+                }
+                caFile = resolved
+            }
+            reader.reportUnknownKeys(problems: &problems)
+        }
+
+        let stateDirectory = top.string("stateDirectory", problems: &problems)
+        if let stateDirectory, !stateDirectory.hasPrefix("/") {
+            problems.add("stateDirectory", "must be an absolute path")
+        }
+
+        // board
+        var board: BoardFile?
+        var boardPath: String?
+        if let relative = top.string("board", problems: &problems) {
+            let resolved = POSIX.join(configDirectory, relative)
+            boardPath = resolved
+            do {
+                if let bytes = try POSIX.readFile(resolved) {
+                    if let json = try? JSONValue.parse(bytes) {
+                        board = BoardFile.parse(json, file: resolved, problems: &problems)
+                    } else {
+                        problems.add("board", "\(resolved) is not valid JSON")
+                    }
+                } else {
+                    problems.add("board", "no board file at \(resolved)")
+                }
+            } catch {
+                problems.add("board", error.message)
+            }
+        }
+
+        // buttons
+        var buttons: [Button] = []
+        if let value = top.value("buttons", required: true, problems: &problems) {
+            if case .array(let items) = value {
+                if items.isEmpty { problems.add("buttons", "must map at least one input to a slot") }
+                var inputsSeen: Set<String> = []
+                for (index, item) in items.enumerated() {
+                    guard var reader = ObjectReader(item, path: "buttons[\(index)]", problems: &problems) else { continue }
+                    let input = reader.string("input", problems: &problems)
+                    let slot = reader.string("slot", problems: &problems)
+                    if let input {
+                        if let board, board.input(named: input) == nil {
+                            problems.add(reader.child("input"), "the board file has no input named \"\(input)\"")
+                        }
+                        if !inputsSeen.insert(input).inserted {
+                            problems.add(reader.child("input"), "\"\(input)\" is mapped twice")
+                        }
+                    }
+                    if let slot, !isValidSlot(slot) {
+                        problems.add(reader.child("slot"), "must be 1 to 255 characters of A-Z a-z 0-9 - . _ ~")
+                    }
+                    reader.reportUnknownKeys(problems: &problems)
+                    if let input, let slot { buttons.append(Button(input: input, slot: slot)) }
+                }
+            } else {
+                problems.add("buttons", "must be an array")
+            }
+        }
+
+        // pairing
+        var listen: Listen?
+        if var reader = ObjectReader(top.value("pairing", required: true, problems: &problems) ?? .object([:]),
+                                     path: "pairing", problems: &problems)
+        {
+            if let text = reader.string("listen", problems: &problems) {
+                listen = parseListen(text)
+                if listen == nil { problems.add("pairing.listen", "must be HOST:PORT with a port from 1 to 65535") }
+            }
+            reader.reportUnknownKeys(problems: &problems)
+        }
+
+        top.reportUnknownKeys(problems: &problems)
+        guard problems.lines.count == before, let device, let lwa, let drsBaseURL, let stateDirectory, let board,
+            let boardPath, let listen
+        else { return nil }
+        return AgentConfig(
+            device: device, lwa: lwa, drsBaseURL: drsBaseURL, caFile: caFile, stateDirectory: stateDirectory,
+            boardPath: boardPath, board: board, buttons: buttons, pairingListen: listen, path: path)
+    }
+
+    private static func url(_ text: String?, at path: String, problems: inout Problems) -> EndpointURL? {
+        guard let text else { return nil }
+        do {
+            return try EndpointURL(text)
+        } catch {
+            problems.add(path, error.message)
+            return nil
+        }
+    }
+
+    /// Serials and model ids: `A-Z a-z 0-9 - + _`, 1 to 64 characters (the DRS web guide's rule).
+    static func isValidIdentifier(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.count <= 64
+            && text.utf8.allSatisfy { isAlphanumeric($0) || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "_") }
+    }
+
+    /// Slot ids go into URL paths, so only RFC 3986 unreserved characters are allowed.
+    static func isValidSlot(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.count <= 255
+            && text.utf8.allSatisfy {
+                isAlphanumeric($0) || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "_")
+                    || $0 == UInt8(ascii: "~")
+            }
+    }
+
+    /// `HOST:PORT` or `[IPv6]:PORT`.
+    static func parseListen(_ text: String) -> Listen? {
+        guard let colon = text.lastIndex(of: ":") else { return nil }
+        var host = String(text[..<colon])
+        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        guard !host.isEmpty, let port = Int(text[text.index(after: colon)...]), (1...65535).contains(port) else {
+            return nil
+        }
+        return Listen(host: host, port: port)
+    }
+}
+
+/// Every problem found in a config, one a line, each naming the key path or the file.
+struct ConfigError: Error, Sendable {
+    var problems: [String]
+}

@@ -1,0 +1,54 @@
+/// The agent's configuration, decoded strictly from `agent.json` (see CONTRACT.md and
+/// `config/agent.example.json`). Every field is already validated; the loader is `AgentConfig.load`.
+struct AgentConfig: Sendable {
+    /// The DRS phase decides the two flags the device reports to the companion app and LWA.
+    enum Phase: String, Sendable {
+        case test, certification, production
+
+        var isTestDevice: Bool { self == .test }
+        var shouldIncludeNonLive: Bool { self != .production }
+    }
+
+    struct Device: Sendable {
+        var serial: String
+        var model: String
+        var phase: Phase
+    }
+
+    struct LWA: Sendable {
+        var clientId: String
+        var clientSecret: Secret?
+        var tokenURL: EndpointURL
+    }
+
+    struct Button: Sendable, Equatable {
+        var input: String
+        var slot: String
+    }
+
+    struct Listen: Sendable, Equatable {
+        var host: String
+        var port: Int
+    }
+
+    var device: Device
+    var lwa: LWA
+    var drsBaseURL: EndpointURL
+    var caFile: String?
+    var stateDirectory: String
+    var boardPath: String
+    var board: BoardFile
+    var buttons: [Button]
+    var pairingListen: Listen
+    /// Where the config came from (for messages).
+    var path: String
+
+    /// The slot a named input orders for, if it is mapped.
+    func slot(forInput input: String) -> String? { buttons.first { $0.input == input }?.slot }
+
+    /// The slots the device orders for, in config order, without repeats.
+    var slots: [String] {
+        var seen: Set<String> = []
+        return buttons.map(\.slot).filter { seen.insert($0).inserted }
+    }
+}

@@ -1,0 +1,118 @@
+/// A board file: which GPIO backend the device uses and which lines carry its inputs and LEDs.
+struct BoardFile: Sendable, Equatable {
+    enum Backend: String, Sendable { case gpiod, simulated }
+    enum Bias: String, Sendable { case asIs = "as-is", disabled, pullUp = "pull-up", pullDown = "pull-down" }
+    enum InputKind: String, Sendable { case button, level }
+
+    struct Input: Sendable, Equatable {
+        var name: String
+        var kind: InputKind
+        /// Line offset on the chip (gpiod backend only).
+        var line: Int?
+        var activeLow: Bool
+        var bias: Bias
+        var debounceMilliseconds: Int
+        var longPressMilliseconds: Int
+    }
+
+    struct Output: Sendable, Equatable {
+        var name: String
+        var line: Int?
+        var activeLow: Bool
+    }
+
+    var name: String
+    var backend: Backend
+    /// Chip name, path or label (gpiod backend only).
+    var chip: String?
+    var inputs: [Input]
+    var outputs: [Output]
+
+    func input(named name: String) -> Input? { inputs.first { $0.name == name } }
+}
+
+extension BoardFile {
+    /// Decodes and checks a board file, recording every problem against `file`.
+    static func parse(_ json: JSONValue, file: String, problems: inout Problems) -> BoardFile? {
+        guard var top = ObjectReader(json, path: "", problems: &problems) else { return nil }
+        var local = Problems()
+        let name = top.string("name", required: false, problems: &local) ?? "unnamed board"
+        let backendName = top.string("backend", problems: &local)
+        let backend = backendName.flatMap(Backend.init(rawValue:))
+        if let backendName, backend == nil {
+            local.add("backend", "must be \"gpiod\" or \"simulated\", found \"\(backendName)\"")
+        }
+        let chip = top.string("chip", required: backend == .gpiod, problems: &local)
+        if let chip, chip.isEmpty || chip.utf8.count > 256 { local.add("chip", "must be 1 to 256 characters") }
+        var inputs: [Input] = []
+        var outputs: [Output] = []
+        var names: Set<String> = []
+        func checkName(_ name: String?, at path: String) {
+            guard let name else { return }
+            if !isValidName(name) { local.add(path, "must be 1 to 32 characters of a-z A-Z 0-9 - _") }
+            if !names.insert(name).inserted { local.add(path, "\"\(name)\" is used twice") }
+        }
+        if case .array(let items)? = top.value("inputs", required: true, problems: &local) {
+            if items.isEmpty { local.add("inputs", "must name at least one input") }
+            for (index, item) in items.enumerated() {
+                let path = "inputs[\(index)]"
+                guard var reader = ObjectReader(item, path: path, problems: &local) else { continue }
+                let inputName = reader.string("name", problems: &local)
+                checkName(inputName, at: reader.child("name"))
+                let kindName = reader.string("kind", required: false, problems: &local) ?? "button"
+                let kind = InputKind(rawValue: kindName)
+                if kind == nil { local.add(reader.child("kind"), "must be \"button\" or \"level\"") }
+                let line = reader.integer("line", in: 0...1023, problems: &local)
+                if backend == .gpiod && line == nil { local.add(reader.child("line"), "is required on a gpiod board") }
+                let biasName = reader.string("bias", required: false, problems: &local) ?? "as-is"
+                let bias = Bias(rawValue: biasName)
+                if bias == nil {
+                    local.add(reader.child("bias"), "must be \"as-is\", \"disabled\", \"pull-up\" or \"pull-down\"")
+                }
+                let activeLow = reader.bool("activeLow", problems: &local) ?? false
+                let debounce = reader.integer("debounceMs", in: 0...1000, problems: &local) ?? 30
+                let longPress = reader.integer("longPressMs", in: 500...60000, problems: &local) ?? 5000
+                reader.reportUnknownKeys(problems: &local)
+                if let inputName, let kind, let bias {
+                    inputs.append(
+                        Input(name: inputName, kind: kind, line: line, activeLow: activeLow, bias: bias,
+                              debounceMilliseconds: debounce, longPressMilliseconds: longPress))
+                }
+            }
+        } else if top.value("inputs", required: false, problems: &local) != nil {
+            local.add("inputs", "must be an array")
+        }
+        if let value = top.value("outputs", required: false, problems: &local) {
+            if case .array(let items) = value {
+                for (index, item) in items.enumerated() {
+                    guard var reader = ObjectReader(item, path: "outputs[\(index)]", problems: &local) else { continue }
+                    let outputName = reader.string("name", problems: &local)
+                    checkName(outputName, at: reader.child("name"))
+                    let line = reader.integer("line", in: 0...1023, problems: &local)
+                    if backend == .gpiod && line == nil {
+                        local.add(reader.child("line"), "is required on a gpiod board")
+                    }
+                    let activeLow = reader.bool("activeLow", problems: &local) ?? false
+                    reader.reportUnknownKeys(problems: &local)
+                    if let outputName { outputs.append(Output(name: outputName, line: line, activeLow: activeLow)) }
+                }
+            } else {
+                local.add("outputs", "must be an array")
+            }
+        }
+        top.reportUnknownKeys(problems: &local)
+        for line in local.lines { problems.add(file, line) }
+        guard local.isEmpty, let backend else { return nil }
+        return BoardFile(name: name, backend: backend, chip: chip, inputs: inputs, outputs: outputs)
+    }
+
+    static func isValidName(_ name: String) -> Bool {
+        !name.isEmpty && name.utf8.count <= 32
+            && name.utf8.allSatisfy { isAlphanumeric($0) || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") }
+    }
+}
+
+/// ASCII letters and digits.
+func isAlphanumeric(_ byte: UInt8) -> Bool {
+    (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+}

@@ -1,0 +1,162 @@
+import Logging
+import NIOCore
+import NIOPosix
+import ServiceLifecycle
+import Synchronization
+
+/// The daemon: wires config, storage, HTTP, tokens, orders, duties, pairing and GPIO together and runs them
+/// as one service group until SIGTERM/SIGINT. A newcomer's map:
+/// - a button press: `GPIOBackend` → `InputPipeline` (debounce) → `Agent.handlePress` → `OrderService.accept`
+///   (durable outbox) → `OrderService.run` → `DRSClient.replenish`;
+/// - token refresh: `TokenManager.run`; pairing: `PairingCoordinator` behind `LocalHTTPServer`;
+/// - C is called only in `CurlEasy`, `GpiodBackend` and `PKCE`.
+struct Agent {
+    typealias Clock = ContinuousClock
+
+    let config: AgentConfig
+    let logger: Logger
+
+    static func controlSocketPath(stateDirectory: String) -> String { POSIX.join(stateDirectory, "control.sock") }
+
+    func run() async throws {
+        try StateDirectory.prepare(config.stateDirectory)
+        let clock = ContinuousClock()
+        let wallTime: @Sendable () -> Double = { POSIX.wallTime() }
+        let http = try CurlHTTPClient(options: .init(caFile: config.caFile))
+        let lwa = LWAClient(http: http, tokenURL: config.lwa.tokenURL, clientSecret: config.lwa.clientSecret)
+        let drs = DRSClient(http: http, baseURL: config.drsBaseURL)
+        let logger = logger
+        let tokens = try Self.makeTokenManager(config: config, lwa: lwa, clock: clock, wallTime: wallTime, logger: logger)
+        let status = try StatusBook(stateDirectory: config.stateDirectory) { logger.error("\($0)") }
+        let orders = try OrderService(stateDirectory: config.stateDirectory, drs: drs, tokens: tokens, status: status,
+                                      clock: clock, wallTime: wallTime, logger: logger)
+        let duties = Duties(drs: drs, tokens: tokens, status: status, slots: config.slots, clock: clock,
+                            wallTime: wallTime, logger: logger)
+        let pairing = PairingCoordinator(device: config.device, lwa: lwa, tokens: tokens, logger: logger)
+        let pairingWaker = Waker()
+        await tokens.onChange { state in
+            await orders.poke()
+            if case .paired = state { await duties.pairingChanged() }
+            pairingWaker.ring()
+        }
+
+        let backend: any GPIOBackend
+        switch config.board.backend {
+        case .simulated: backend = SimulatedBackend(board: config.board)
+        case .gpiod: backend = try GpiodBackend(board: config.board)
+        }
+        let config = config
+        let inputs = InputPipeline(board: config.board, clock: clock, logger: logger) { press in
+            await Self.handlePress(press, config: config, orders: orders, logger: logger)
+        }
+
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        var services: [LoopService] = [
+            LoopService(name: "tokens") { await tokens.run() },
+            LoopService(name: "orders") { await orders.run() },
+            LoopService(name: "duties") { await duties.run() },
+            LoopService(name: "pairing") {
+                try await Self.servePairingWhileUnpaired(config: config, pairing: pairing, tokens: tokens,
+                                                         waker: pairingWaker, group: group, logger: logger)
+            },
+            LoopService(name: "inputs") { await inputs.run(edges: backend.edges) },
+        ]
+        if let simulated = backend as? SimulatedBackend {
+            let control = ControlServer(backend: simulated, inputs: inputs, board: config.board)
+            let path = Self.controlSocketPath(stateDirectory: config.stateDirectory)
+            services.append(LoopService(name: "control") {
+                try await LocalHTTPServer.serve(at: .unix(path: path), group: group, onBound: { _ in
+                    _ = chmod(path, 0o600)
+                    logger.info("simulated board: control socket ready", metadata: ["control.socket": "\(path)"])
+                }, handler: { request in await control.handle(request) })
+            })
+        }
+        let paired = await tokens.isPaired
+        logger.info("replenish-agent starting",
+                    metadata: ["device.serial": "\(config.device.serial)", "device.phase": "\(config.device.phase.rawValue)",
+                               "board": "\(config.board.name)", "paired": "\(paired)"])
+        let serviceGroup = ServiceGroup(configuration: .init(
+            services: services.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0) },
+            gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        let result: Result<Void, any Error>
+        do { try await serviceGroup.run(); result = .success(()) } catch { result = .failure(error) }
+        backend.shutdown()
+        try? await group.shutdownGracefully()
+        logger.info("replenish-agent stopped")
+        try result.get()
+    }
+
+    /// The token manager over the token file. A corrupt token file is moved aside and reported, and the
+    /// agent starts unpaired rather than not at all.
+    static func makeTokenManager(config: AgentConfig, lwa: LWAClient, clock: Clock, wallTime: @escaping @Sendable () -> Double,
+                                 logger: Logger) throws(AgentError) -> TokenManager<Clock>
+    {
+        let store = FileTokenStore(stateDirectory: config.stateDirectory)
+        do {
+            return try TokenManager(store: store, lwa: lwa, clock: clock, wallTime: wallTime, logger: logger)
+        } catch {
+            guard error.code == .storage, try store.load() == nil else { throw error }
+            logger.error("\(error.message)")
+            return try TokenManager(store: store, lwa: lwa, clock: clock, wallTime: wallTime, logger: logger)
+        }
+    }
+
+    /// Serves the pairing endpoints whenever the device is not paired, and closes the port once it is.
+    static func servePairingWhileUnpaired(config: AgentConfig, pairing: PairingCoordinator<Clock>,
+                                          tokens: TokenManager<Clock>, waker: Waker, group: any EventLoopGroup,
+                                          logger: Logger) async throws
+    {
+        let listen = config.pairingListen
+        while !Task.isCancelled {
+            if await tokens.isPaired {
+                await waker.wait(timeout: nil, clock: ContinuousClock())
+                continue
+            }
+            let server = Task {
+                try await LocalHTTPServer.serve(at: .tcp(host: listen.host, port: listen.port), group: group, onBound: { port in
+                    logger.info("pairing mode: serving the companion app",
+                                metadata: ["pairing.listen": "\(listen.host):\(port ?? listen.port)"])
+                }, handler: { request in await pairing.handle(request) })
+            }
+            // Wait until paired (or shutdown), then close the port.
+            await withTaskCancellationHandler {
+                while await !tokens.isPaired && !Task.isCancelled {
+                    await waker.wait(timeout: .seconds(60), clock: ContinuousClock())
+                }
+            } onCancel: { server.cancel() }
+            server.cancel()
+            do { try await server.value } catch is CancellationError {} catch {
+                logger.error("pairing server failed", metadata: ["error": "\(error)"])
+                if !Task.isCancelled { try await Task.sleep(for: .seconds(5)) }
+            }
+            if await tokens.isPaired { logger.info("paired: pairing endpoints closed") }
+        }
+    }
+
+    /// What a recognised press does: a short press on a mapped button orders for its slot.
+    static func handlePress(_ press: ButtonPress, config: AgentConfig, orders: OrderService<Clock>, logger: Logger) async
+        -> Result<String, AgentError>
+    {
+        guard let slot = config.slot(forInput: press.input) else {
+            return .failure(AgentError(.invalidInput, "input \(press.input) is not mapped to a slot"))
+        }
+        switch press.kind {
+        case .short:
+            do {
+                switch try await orders.accept(slot: slot) {
+                case .queued: return .success("order for slot \(slot) queued")
+                case .coalesced: return .success("an order for slot \(slot) is already pending; press recorded")
+                }
+            } catch {
+                logger.warning("press refused", metadata: ["order.slot": "\(slot)", "error": "\(error.message)"])
+                return .failure(error)
+            }
+        case .long:
+            return .failure(AgentError(.invalidInput, "long press recognised; re-pairing from the button is not enabled on this agent"))
+        }
+    }
+}
+
+#if canImport(Glibc)
+    import Glibc
+#endif

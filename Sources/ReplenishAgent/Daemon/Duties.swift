@@ -1,0 +1,91 @@
+import FoundationEssentials
+import Logging
+
+/// The duties DRS asks of a paired device besides ordering: device status within 30 seconds of pairing or
+/// start, then daily; the subscription of each slot at the same times (so presses for an unsubscribed slot
+/// are refused at the button). Failures retry with backoff.
+actor Duties<C: Clock> where C.Duration == Duration {
+    static var interval: Duration { .seconds(24 * 3600) }
+
+    private let drs: DRSClient
+    private let tokens: TokenManager<C>
+    private let status: StatusBook
+    private let slots: [String]
+    private let clock: C
+    private let wallTime: @Sendable () -> Double
+    private let logger: Logger
+    private let waker = Waker()
+    private var random = RandomSource.system
+    private var dueAt: C.Instant?
+    private var failures = 0
+
+    init(drs: DRSClient, tokens: TokenManager<C>, status: StatusBook, slots: [String], clock: C,
+         wallTime: @escaping @Sendable () -> Double, logger: Logger)
+    {
+        self.drs = drs
+        self.tokens = tokens
+        self.status = status
+        self.slots = slots
+        self.clock = clock
+        self.wallTime = wallTime
+        self.logger = logger
+    }
+
+    /// The device was just paired (or re-paired): report now.
+    func pairingChanged() {
+        dueAt = nil
+        waker.ring()
+    }
+
+    func run() async {
+        while !Task.isCancelled {
+            guard await tokens.isPaired else {
+                await waker.wait(timeout: nil, clock: clock)
+                continue
+            }
+            if let dueAt, clock.now < dueAt {
+                await waker.wait(timeout: clock.now.duration(to: dueAt), clock: clock)
+                continue
+            }
+            do {
+                try await perform()
+                failures = 0
+                dueAt = clock.now.advanced(by: Self.interval)
+            } catch {
+                failures += 1
+                logger.warning("device duties failed; will retry",
+                               metadata: ["error.code": "\(error.code)", "error": "\(error.message)"])
+                dueAt = clock.now.advanced(by: max(Backoff.orders.delay(attempt: failures, using: &random), .seconds(1)))
+            }
+        }
+    }
+
+    private func perform() async throws(AgentError) {
+        let token = try await tokens.accessToken()
+        let now = wallTime()
+        let answer = try await drs.deviceStatus(mostRecentlyActive: now, token: token)
+        guard (200..<300).contains(answer.status) else {
+            if DRSClient.isTokenRejection(answer) { _ = try await tokens.accessTokenReplacing(token) }
+            throw AgentError(.server, "deviceStatus answered \(answer.status)")
+        }
+        logger.info("device status sent")
+        let subscription = try await drs.subscriptionInfo(token: try await tokens.accessToken())
+        guard subscription.status == 200 else { throw AgentError(.server, "subscriptionInfo answered \(subscription.status)") }
+        guard let info = try? JSONDecoder().decode(SubscriptionInfo.self, from: Data(subscription.body)) else {
+            throw AgentError(.server, "subscriptionInfo answer is unreadable")
+        }
+        let slots = slots
+        try await status.update { record in
+            record.lastDeviceStatusAt = now
+            record.lastSubscriptionCheckAt = now
+            for slot in slots { record.slots[slot, default: .init()].subscribed = info.slotsSubscriptionStatus[slot] ?? false }
+        }
+        logger.info("subscriptions checked",
+                    metadata: ["drs.subscribed": "\(slots.filter { info.slotsSubscriptionStatus[$0] == true }.count)/\(slots.count)"])
+    }
+}
+
+/// `GET /subscriptionInfo` @1.0: slot id → subscribed.
+private struct SubscriptionInfo: Decodable {
+    var slotsSubscriptionStatus: [String: Bool]
+}

@@ -1,0 +1,12 @@
+import ServiceLifecycle
+
+/// One long-running part of the daemon as a swift-service-lifecycle `Service`: its loop is cancelled on
+/// graceful shutdown (SIGTERM/SIGINT), and the group stops in reverse order of the list.
+struct LoopService: Service {
+    let name: String
+    let body: @Sendable () async throws -> Void
+
+    func run() async throws {
+        try await cancelWhenGracefulShutdown { try await body() }
+    }
+}

@@ -1,0 +1,39 @@
+/// What the device remembers for `status` beyond tokens and the outbox: per-slot last results and
+/// subscription, and when the duties last ran. Kept in `status.json`, replaced atomically.
+struct StatusRecord: Codable, Sendable, Equatable {
+    struct Slot: Codable, Sendable, Equatable {
+        var subscribed: Bool?
+        var lastResult: String?
+        var lastResultAt: Double?
+        var lastEventInstanceId: String?
+    }
+
+    var version = 1
+    var slots: [String: Slot] = [:]
+    var lastDeviceStatusAt: Double?
+    var lastSubscriptionCheckAt: Double?
+    var lastError: String?
+}
+
+/// The daemon's single writer of `status.json`.
+actor StatusBook {
+    private let path: String
+    private(set) var record: StatusRecord
+
+    init(stateDirectory: String, onCorrupt: (String) -> Void) throws(AgentError) {
+        path = Self.path(stateDirectory: stateDirectory)
+        record = try StateFile.load(StatusRecord.self, from: path, onCorrupt: onCorrupt) ?? StatusRecord()
+    }
+
+    static func path(stateDirectory: String) -> String { POSIX.join(stateDirectory, "status.json") }
+
+    func subscribed(_ slot: String) -> Bool? { record.slots[slot]?.subscribed }
+
+    func update(_ change: @Sendable (inout StatusRecord) -> Void) throws(AgentError) {
+        var next = record
+        change(&next)
+        guard next != record else { return }
+        try StateFile.save(next, to: path)
+        record = next
+    }
+}

@@ -1,0 +1,17 @@
+/// A change of an input line's logical level (active = pressed, or level below threshold), as the backend
+/// saw it: raw, bounces included. Debouncing is `ButtonDebouncer`'s job.
+struct InputEdge: Sendable, Equatable {
+    var input: String
+    var active: Bool
+}
+
+/// The device's GPIO: input edges in, LED levels out. `GpiodBackend` drives a real chip through libgpiod;
+/// `SimulatedBackend` is the same face with no hardware (desktop, tests, the demo).
+protocol GPIOBackend: Sendable {
+    /// The stream of raw edges of every input. One consumer.
+    var edges: AsyncStream<InputEdge> { get }
+    /// Drives an output (LED) on or off.
+    func setOutput(_ name: String, on: Bool) throws(AgentError)
+    /// Releases the lines and ends `edges`.
+    func shutdown()
+}

@@ -1,0 +1,28 @@
+import NIOPosix
+
+/// The device's HTTP client: one libcurl easy handle (so one kept-alive connection per host) driven by one
+/// dedicated thread, so a request never blocks Swift's cooperative thread pool. Requests run one at a time,
+/// in the order they were sent; the agent's traffic is a handful of small calls, so one lane is enough.
+final class CurlHTTPClient: HTTPClient, @unchecked Sendable {
+    // @unchecked: `easy` is touched only on `worker`'s single thread.
+    private let worker: NIOThreadPool
+    private let easy: CurlEasy
+
+    init(options: CurlEasy.Options) throws(AgentError) {
+        easy = try CurlEasy(options: options)
+        worker = NIOThreadPool(numberOfThreads: 1)
+        worker.start()
+    }
+
+    deinit { worker.shutdownGracefully { _ in } }
+
+    func send(_ request: HTTPRequest) async throws(AgentError) -> HTTPResponse {
+        do {
+            return try await worker.runIfActive { try self.easy.perform(request) }
+        } catch let error as AgentError {
+            throw error
+        } catch {
+            throw AgentError(.network, "HTTP client stopped: \(error)")
+        }
+    }
+}

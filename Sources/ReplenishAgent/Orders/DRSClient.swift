@@ -1,0 +1,60 @@
+import FoundationEssentials
+
+/// The DRS device API calls, with the exact version headers PROTOCOL.md lists. It returns the raw answer;
+/// what an answer means for an order is decided by `DeliveryPolicy`.
+struct DRSClient: Sendable {
+    static let prefix = "com.amazon.dash.replenishment."
+
+    let http: any HTTPClient
+    let baseURL: EndpointURL
+
+    func replenish(slot: String, token: Secret) async throws(AgentError) -> HTTPResponse {
+        try await call(.post, "/replenish/\(slot)", input: "DrsReplenishInput@1.0", accept: "DrsReplenishResult@1.0",
+                       token: token)
+    }
+
+    func deviceStatus(mostRecentlyActive: Double, token: Secret) async throws(AgentError) -> HTTPResponse {
+        let body = #"{"mostRecentlyActiveDate":"\#(ISO8601.format(mostRecentlyActive))"}"#
+        return try await call(.post, "/deviceStatus", input: "DrsDeviceStatusInput@1.0",
+                              accept: "DrsDeviceStatusResult@1.0", token: token, json: Array(body.utf8))
+    }
+
+    func subscriptionInfo(token: Secret) async throws(AgentError) -> HTTPResponse {
+        try await call(.get, "/subscriptionInfo", input: "DrsSubscriptionInfoInput@1.0",
+                       accept: "DrsSubscriptionInfoResult@1.0", token: token)
+    }
+
+    func deregister(token: Secret) async throws(AgentError) -> HTTPResponse {
+        try await call(.delete, "/registration", input: "DrsDeregisterInput@2.0", accept: "DrsDeregisterResult@1.0",
+                       token: token)
+    }
+
+    private func call(_ method: HTTPRequest.Method, _ path: String, input: String, accept: String, token: Secret,
+                      json: [UInt8]? = nil) async throws(AgentError) -> HTTPResponse
+    {
+        var headers = [
+            ("Authorization", "Bearer \(token.value)"),
+            ("x-amzn-type-version", Self.prefix + input),
+            ("x-amzn-accept-type", Self.prefix + accept),
+        ]
+        if json != nil { headers.append(("Content-Type", "application/json")) }
+        return try await http.send(HTTPRequest(method: method, url: baseURL.appending(path), headers: headers,
+                                               body: json, timeoutSeconds: 30))
+    }
+
+    /// True when DRS (or a gateway in front of it) rejected the access token.
+    static func isTokenRejection(_ response: HTTPResponse) -> Bool {
+        if response.status == 401 || response.status == 403 { return true }
+        guard response.status == 400 else { return false }
+        if response.header("x-amzn-errortype")?.hasPrefix("InvalidTokenException") == true { return true }
+        let message = (try? JSONDecoder().decode(DRSMessage.self, from: Data(response.body)))?.message
+        return message?.lowercased() == "invalid token"
+    }
+}
+
+/// ISO 8601 date-times with a zone, as DRS wants them (`2015-12-21T10:00:00Z`).
+enum ISO8601 {
+    static func format(_ epochSeconds: Double) -> String {
+        Date(timeIntervalSince1970: epochSeconds.rounded(.down)).formatted(.iso8601)
+    }
+}

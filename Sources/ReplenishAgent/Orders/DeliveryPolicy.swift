@@ -1,0 +1,81 @@
+import FoundationEssentials
+
+/// What to do after one replenish attempt. Pure: the answer (or the lack of one) goes in, a decision comes
+/// out; `OrderService` carries it out.
+enum DeliveryPolicy {
+    enum Decision: Equatable, Sendable {
+        /// DRS accepted the press: an order was placed, or one is already in progress (DRS de-duplicated).
+        case done(detailCode: String, eventInstanceId: String?)
+        /// DRS rejected the access token: refresh it and try once more at once.
+        case refreshTokenAndRetry
+        /// Transient: try again after at least this long.
+        case retry(after: Duration, reason: String)
+        /// Retrying cannot help (unknown slot, not subscribed, other 4xx): keep the entry, parked with a reason.
+        case park(reason: String)
+    }
+
+    static let knownDetailCodes: Set<String> = ["STANDARD_ORDER_PLACED", "TEST_ORDER_PLACED", "ORDER_INPROGRESS"]
+    static let longestRetryAfter = Duration.seconds(3600)
+
+    /// Decides on the result of attempt number `attempt` (1 for the first).
+    static func decide<R: RandomNumberGenerator>(
+        _ result: Result<HTTPResponse, AgentError>, attempt: Int, tokenAlreadyRefreshed: Bool,
+        backoff: Backoff = .orders, using random: inout R
+    ) -> Decision {
+        let response: HTTPResponse
+        switch result {
+        case .failure(let error):
+            return .retry(after: backoff.delay(attempt: attempt, using: &random), reason: error.message)
+        case .success(let answer):
+            response = answer
+        }
+        switch response.status {
+        case 200..<300:
+            guard let answer = try? JSONDecoder().decode(ReplenishAnswer.self, from: Data(response.body)),
+                !answer.detailCode.isEmpty, answer.detailCode.utf8.count <= 64,
+                (answer.eventInstanceId?.utf8.count ?? 0) <= 255
+            else {
+                return .retry(after: backoff.delay(attempt: attempt, using: &random),
+                              reason: "DRS answered \(response.status) with a body the agent cannot read")
+            }
+            return .done(detailCode: LWAClient.sanitize(answer.detailCode), eventInstanceId: answer.eventInstanceId)
+        case _ where DRSClient.isTokenRejection(response):
+            if !tokenAlreadyRefreshed { return .refreshTokenAndRetry }
+            return .retry(after: backoff.delay(attempt: attempt, using: &random),
+                          reason: "DRS rejected a freshly refreshed token")
+        case 429, 500...599:
+            var delay = backoff.delay(attempt: attempt, using: &random)
+            if let retryAfter = retryAfter(response) { delay = max(delay, retryAfter) }
+            return .retry(after: delay, reason: "DRS answered \(response.status)")
+        case 404:
+            return .park(reason: "DRS does not know this slot (404)")
+        default:
+            let message = (try? JSONDecoder().decode(DRSMessage.self, from: Data(response.body)))?.message
+            if message?.lowercased().contains("not subscribed") == true { return .park(reason: "not subscribed") }
+            return .park(reason: "DRS refused the order (\(response.status))")
+        }
+    }
+
+    /// `Retry-After` in delta-seconds (HTTP dates are not used by DRS; they fall back to the backoff).
+    static func retryAfter(_ response: HTTPResponse) -> Duration? {
+        guard let text = response.header("retry-after"), let seconds = Int(text.trimmingSpaces), seconds >= 0 else {
+            return nil
+        }
+        return min(.seconds(seconds), longestRetryAfter)
+    }
+}
+
+extension String {
+    var trimmingSpaces: String { Substring(self).trimmingCharacters(in: " \t") }
+}
+
+/// The body of a successful replenish.
+private struct ReplenishAnswer: Decodable {
+    var detailCode: String
+    var eventInstanceId: String?
+}
+
+/// DRS's error body: `{"message":"…"}`.
+struct DRSMessage: Decodable {
+    var message: String?
+}

@@ -1,0 +1,105 @@
+import FoundationEssentials
+
+/// Talks to the Login with Amazon token endpoint: redeems a pairing's authorization code (PKCE) and
+/// refreshes access tokens. LWA's error codes become `AgentError` codes (see `AgentError.Code`), and the
+/// message names LWA's code (never a token).
+struct LWAClient: Sendable {
+    let http: any HTTPClient
+    let tokenURL: EndpointURL
+    let clientSecret: Secret?
+
+    /// Redeems an authorization code with the PKCE verifier of the session it was issued for.
+    func redeem(code: Secret, redirectURI: String, clientId: String, verifier: Secret) async throws(AgentError)
+        -> TokenGrant
+    {
+        try await post([
+            ("grant_type", "authorization_code"), ("code", code.value), ("redirect_uri", redirectURI),
+            ("client_id", clientId), ("code_verifier", verifier.value),
+        ])
+    }
+
+    /// Exchanges the refresh token for a new access token (and perhaps a new refresh token).
+    func refresh(refreshToken: Secret, clientId: String) async throws(AgentError) -> TokenGrant {
+        var fields = [("grant_type", "refresh_token"), ("refresh_token", refreshToken.value), ("client_id", clientId)]
+        if let clientSecret { fields.append(("client_secret", clientSecret.value)) }
+        return try await post(fields)
+    }
+
+    private func post(_ fields: [(String, String)]) async throws(AgentError) -> TokenGrant {
+        let body = fields.map { "\($0.0)=\(CurlEasy.formEscape($0.1))" }.joined(separator: "&")
+        let request = HTTPRequest(
+            method: .post, url: tokenURL.text,
+            headers: [("Content-Type", "application/x-www-form-urlencoded"), ("Accept", "application/json")],
+            body: Array(body.utf8), timeoutSeconds: 30)
+        let response = try await http.send(request)
+        return try Self.interpret(response)
+    }
+
+    private struct Success: Decodable {
+        var accessToken: String
+        var refreshToken: String?
+        var expiresIn: Double
+
+        enum CodingKeys: String, CodingKey {
+            case accessToken = "access_token", refreshToken = "refresh_token", expiresIn = "expires_in"
+        }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            accessToken = try container.decode(String.self, forKey: .accessToken)
+            refreshToken = try container.decodeIfPresent(String.self, forKey: .refreshToken)
+            // Amazon's pages show expires_in both as a number and as a string ("3600").
+            if let number = try? container.decode(Double.self, forKey: .expiresIn) {
+                expiresIn = number
+            } else if let number = Double(try container.decode(String.self, forKey: .expiresIn)) {
+                expiresIn = number
+            } else {
+                throw AgentError(.server, "expires_in is not a number")
+            }
+        }
+    }
+
+    private struct Failure: Decodable {
+        var error: String
+    }
+
+    /// Turns an LWA answer into a grant or a typed error.
+    static func interpret(_ response: HTTPResponse) throws(AgentError) -> TokenGrant {
+        if response.status == 200 {
+            guard let success = try? JSONDecoder().decode(Success.self, from: Data(response.body)) else {
+                throw AgentError(.server, "LWA answered 200 with a body the agent cannot read")
+            }
+            let limit = 2048
+            guard !success.accessToken.isEmpty, success.accessToken.utf8.count <= limit,
+                (success.refreshToken?.utf8.count ?? 0) <= limit, success.expiresIn >= 1,
+                success.expiresIn <= 366 * 86400
+            else {
+                throw AgentError(.server, "LWA answered 200 with an out-of-range token or lifetime")
+            }
+            return TokenGrant(
+                accessToken: Secret(success.accessToken),
+                refreshToken: success.refreshToken.flatMap { $0.isEmpty ? nil : Secret($0) },
+                expiresIn: success.expiresIn)
+        }
+        if response.status >= 500 || response.status == 429 {
+            throw AgentError(.server, "LWA answered \(response.status)")
+        }
+        let code = (try? JSONDecoder().decode(Failure.self, from: Data(response.body)))?.error
+        let safeCode = code.map(sanitize) ?? "status \(response.status)"
+        switch code {
+        case "invalid_grant":
+            throw AgentError(.applicationNotAuthorized, "LWA refused: invalid_grant")
+        case "invalid_client", "unauthorized_client", "unsupported_grant_type":
+            throw AgentError(.unauthorizedClient, "LWA refused: \(safeCode)")
+        case "invalid_request", "invalid_scope":
+            throw AgentError(.invalidInput, "LWA refused: \(safeCode)")
+        default:
+            throw AgentError(.accessDenied, "LWA refused: \(safeCode)")
+        }
+    }
+
+    /// An error code from a server goes into a log line: keep it short and printable.
+    static func sanitize(_ text: String) -> String {
+        String(text.prefix(64).filter { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_" || $0 == "-") })
+    }
+}
