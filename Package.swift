@@ -44,7 +44,8 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
-            ]
+            ],
+            exclude: ["README.md"]
         ),
         .testTarget(name: "ReplenishAgentTests", dependencies: ["ReplenishAgent"]),
     ],

@@ -7,6 +7,10 @@ struct LoopService: Service {
     let body: @Sendable () async throws -> Void
 
     func run() async throws {
-        try await cancelWhenGracefulShutdown { try await body() }
+        do {
+            try await cancelWhenGracefulShutdown { try await body() }
+        } catch is CancellationError {
+            // The group is shutting down: a cancelled loop has finished its job.
+        }
     }
 }

@@ -8,12 +8,23 @@ enum StateDirectory {
     /// Creates the directory (0700) when missing; then checks it.
     static func prepare(_ path: String) throws(AgentError) {
         if try POSIX.status(path) == nil {
+            let parent = POSIX.parentDirectory(of: path)
+            if parent != path, try POSIX.status(parent) == nil {
+                // Parents are ordinary directories (0755); only the state directory itself is private.
+                try createParents(parent)
+            }
             if mkdir(path, 0o700) != 0 && errno != EEXIST { throw POSIX.storageError("mkdir", path) }
             // mkdir's mode is filtered by the umask; set exactly 0700.
             if chmod(path, 0o700) != 0 { throw POSIX.storageError("chmod", path) }
         }
         let problems = try problems(path)
         if let first = problems.first { throw AgentError(.storage, first) }
+    }
+
+    private static func createParents(_ path: String) throws(AgentError) {
+        let parent = POSIX.parentDirectory(of: path)
+        if parent != path, try POSIX.status(parent) == nil { try createParents(parent) }
+        if mkdir(path, 0o755) != 0 && errno != EEXIST { throw POSIX.storageError("mkdir", path) }
     }
 
     /// Every permission problem of the directory and its files, one line each; empty when all is well or

@@ -6,7 +6,7 @@ struct Backoff: Sendable, Equatable {
     var base: Duration
     var cap: Duration
 
-    static let orders = Backoff(base: .seconds(2), cap: .seconds(15 * 60))
+    static let orders = Backoff(base: .seconds(1), cap: .seconds(15 * 60))
     static let tokenRefresh = Backoff(base: .seconds(2), cap: .seconds(10 * 60))
     /// Configuration faults (`invalid_client`): never hammer LWA.
     static let configurationFault = Backoff(base: .seconds(5 * 60), cap: .seconds(60 * 60))

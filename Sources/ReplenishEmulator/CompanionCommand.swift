@@ -1,0 +1,104 @@
+import ArgumentParser
+import Foundation
+
+/// `replenish-emulator companion`: plays the companion phone app. It reads the device's pairing info, asks the
+/// emulated LWA for a code (the customer's consent), and hands code, client id and redirect URI to the device.
+struct CompanionCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "companion", abstract: "Pair a device in pairing mode with the emulated LWA.")
+
+    @Option(help: "The device's pairing base URL, such as http://127.0.0.1:8642.")
+    var device: String
+
+    @Option(help: "The emulated LWA base URL (serving /ap/oa).")
+    var lwa: String
+
+    @Option(help: "Redirect URI registered for the companion app.")
+    var redirectURI = "https://companion.example/redirect"
+
+    @Option(help: "LWA client id of the app.")
+    var clientId = "amzn1.application-oa2-client.emulator"
+
+    @Option(help: "PEM bundle to trust for https URLs instead of the system's roots.")
+    var cacert: String?
+
+    func run() throws {
+        do {
+            try pair()
+        } catch let failure as OneShotHTTPClient.Failure {
+            Self.fail(failure.description)
+        } catch let failure as CompanionFailure {
+            Self.fail(failure.description)
+        } catch {
+            Self.fail("\(error)")
+        }
+    }
+
+    /// Why pairing failed; printed on standard error.
+    struct CompanionFailure: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    private static func fail(_ message: String) -> Never {
+        FileHandle.standardError.write(Data("companion: \(message)\n".utf8))
+        Foundation.exit(1)
+    }
+
+    private func pair() throws {
+        let client = try OneShotHTTPClient(caFile: cacert)
+        let deviceBase = device.hasSuffix("/") ? String(device.dropLast()) : device
+        let lwaBase = lwa.hasSuffix("/") ? String(lwa.dropLast()) : lwa
+
+        let infoAnswer = try client.send(.GET, deviceBase + "/provision/deviceInfo")
+        guard infoAnswer.status == 200 else {
+            throw CompanionFailure(description: "deviceInfo answered \(infoAnswer.status): \(infoAnswer.bodyText)")
+        }
+        guard let info = try? JSONValue.parse(infoAnswer.body),
+            let serial = info["serial"]?.stringValue, let model = info["deviceModel"]?.stringValue,
+            let isTest = info["isTestDevice"]?.boolValue, let nonLive = info["shouldIncludeNonLive"]?.boolValue,
+            let challenge = info["codeChallenge"]?.stringValue, let method = info["codeChallengeMethod"]?.stringValue,
+            let sessionId = info["sessionId"]?.stringValue
+        else {
+            throw CompanionFailure(description: "deviceInfo answer lacks a field: \(infoAnswer.bodyText)")
+        }
+
+        let scopeData: JSONValue = .obj([
+            "dash:replenish": .obj([
+                "device_model": .string(model), "serial": .string(serial), "is_test_device": .bool(isTest),
+                "should_include_non_live": .bool(nonLive),
+            ])
+        ])
+        let state = "xyz"
+        let query = FormEncoding.encode([
+            ("client_id", clientId), ("scope", "dash:replenish"), ("scope_data", scopeData.serialized),
+            ("response_type", "code"), ("redirect_uri", redirectURI), ("code_challenge", challenge),
+            ("code_challenge_method", method), ("state", state),
+        ])
+        let consent = try client.send(.GET, lwaBase + "/ap/oa?" + query)
+        guard (300...399).contains(consent.status), let location = consent.header("location") else {
+            throw CompanionFailure(description: "LWA /ap/oa answered \(consent.status): \(consent.bodyText)")
+        }
+        let locationQuery = location.firstIndex(of: "?").map { String(location[location.index(after: $0)...]) } ?? ""
+        let params = FormEncoding.decode(locationQuery) ?? []
+        func param(_ name: String) -> String? { params.first { $0.name == name }?.value }
+        if let error = param("error") {
+            throw CompanionFailure(description: "LWA refused consent: \(error)")
+        }
+        guard let code = param("code"), !code.isEmpty else {
+            throw CompanionFailure(description: "LWA redirect has no code")
+        }
+        guard param("state") == state else { throw CompanionFailure(description: "LWA redirect lost the state") }
+
+        let companionInfo: JSONValue = .obj([
+            "sessionId": .string(sessionId), "authCode": .string(code), "clientId": .string(clientId),
+            "redirectUri": .string(redirectURI),
+        ])
+        let answer = try client.send(
+            .POST, deviceBase + "/provision/companionInfo", headers: [("Content-Type", "application/json")],
+            body: Array(companionInfo.serialized.utf8))
+        guard answer.status == 204 else {
+            throw CompanionFailure(description: "companionInfo answered \(answer.status): \(answer.bodyText)")
+        }
+        print("companion: device \(serial) (model \(model)) paired")
+    }
+}

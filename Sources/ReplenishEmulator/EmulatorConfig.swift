@@ -1,0 +1,19 @@
+/// The behaviour `serve` was asked for: which slots exist, lifetimes, and how refresh tokens rotate.
+struct EmulatorConfig: Sendable {
+    /// What happens to a refresh token once a refresh grant has handed out its successor.
+    enum OldRefreshTokenPolicy: String, Sendable, CaseIterable {
+        /// The previous token is invalid as soon as the new one is issued.
+        case invalidate
+        /// The previous token stays valid until the new one is first used in a refresh grant.
+        case untilUsed = "until-used"
+    }
+
+    /// Slot ids that exist, in the order `subscriptionInfo` lists them.
+    var slots: [String] = ["slot-1", "slot-2", "slot-3"]
+    var accessTokenLifetime: Double = 3600
+    var codeLifetime: Double = 300
+    var rotateRefreshTokens = false
+    var oldRefreshTokenPolicy: OldRefreshTokenPolicy = .untilUsed
+    /// Send `expires_in` as a JSON string, as one Amazon page shows.
+    var expiresInAsString = false
+}

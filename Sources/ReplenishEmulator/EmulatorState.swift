@@ -1,0 +1,106 @@
+import Foundation
+
+/// Everything the emulated LWA and DRS remember, and the one entry point that answers a request.
+///
+/// A plain value with no I/O, no clock and no locking: the server owns one behind a lock and passes the time
+/// in. Fault injection (refused, dropped or delayed answers) belongs in a layer around `handle`, which sees
+/// every request and every answer.
+struct EmulatorState: Sendable {
+    var config: EmulatorConfig
+    /// Devices by `DeviceIdentity.key`, updated at every code redemption.
+    var devices: [String: DeviceIdentity] = [:]
+    var codes: [String: AuthorizationCode] = [:]
+    var accessTokens: [String: AccessTokenRecord] = [:]
+    var refreshTokens: [String: RefreshTokenRecord] = [:]
+    /// Every order ever placed, by event instance id.
+    var orders: [String: PlacedOrder] = [:]
+    /// The order in progress for a device and slot (`deviceKey + "\n" + slotId`), by event instance id.
+    var ordersInProgress: [String: String] = [:]
+    /// Whether each slot is subscribed; the same for every device.
+    var subscribed: [String: Bool]
+    var stats = EmulatorStats()
+
+    init(config: EmulatorConfig) {
+        self.config = config
+        self.subscribed = Dictionary(uniqueKeysWithValues: config.slots.map { ($0, true) })
+    }
+
+    /// Answers one request at time `now`, records it in the statistics, and stamps a request id on the answer.
+    mutating func handle(_ request: EmulatorRequest, now: Date) -> EmulatorResponse {
+        var response = route(request, now: now)
+        response.headers.append(("X-Amzn-Requestid", RandomText.requestId()))
+        if response.status >= 400, !request.path.hasPrefix("/admin/") {
+            stats.reject(
+                .init(
+                    method: request.method, path: request.path, status: response.status,
+                    reason: response.reason ?? "status \(response.status)"))
+        }
+        return response
+    }
+
+    /// The answer to a request whose body was over the server's limit: `413`, recorded like any refusal.
+    mutating func refuseTooLarge(_ request: EmulatorRequest) -> EmulatorResponse {
+        var response = EmulatorResponse.message(413, "Request body larger than 1 MiB")
+        response.headers.append(("X-Amzn-Requestid", RandomText.requestId()))
+        stats.reject(.init(method: request.method, path: request.path, status: 413, reason: response.reason!))
+        return response
+    }
+
+    private mutating func route(_ request: EmulatorRequest, now: Date) -> EmulatorResponse {
+        guard let segments = request.pathSegments else {
+            return .message(400, "Malformed path")
+        }
+        if request.path.lowercased() == "/auth/o2/token" {
+            guard request.method == "POST" else { return .oauthError(405, "invalid_request", "Use POST") }
+            return tokenGrant(request, now: now)
+        }
+        func only(_ method: String, _ answer: () -> EmulatorResponse) -> EmulatorResponse {
+            request.method == method ? answer() : .message(405, "Method \(request.method) not allowed here")
+        }
+        // Patterns are path segments; `*` captures one segment.
+        func match(_ pattern: String) -> [String]? {
+            let parts = pattern.split(separator: "/").map(String.init)
+            guard parts.count == segments.count else { return nil }
+            var captured: [String] = []
+            for (part, segment) in zip(parts, segments) {
+                if part == "*" {
+                    captured.append(segment)
+                } else if part != segment {
+                    return nil
+                }
+            }
+            return captured
+        }
+        if match("ap/oa") != nil {
+            return only("GET") { authorize(request, now: now) }
+        } else if let slot = match("replenish/*")?.first {
+            return only("POST") { replenish(request, slot: slot, now: now) }
+        } else if let slot = match("slotStatus/*")?.first {
+            return only("POST") { slotStatus(request, slot: slot, now: now) }
+        } else if match("deviceStatus") != nil {
+            return only("POST") { deviceStatus(request, now: now) }
+        } else if match("subscriptionInfo") != nil {
+            return only("GET") { subscriptionInfo(request, now: now) }
+        } else if match("registration") != nil {
+            return only("DELETE") { deregister(request, now: now) }
+        } else if match("testOrders") != nil {
+            return only("DELETE") { cancelTestOrders(request, slot: nil, now: now) }
+        } else if let slot = (match("testOrders/slots/*") ?? match("testOrders/*"))?.first {
+            return only("DELETE") { cancelTestOrders(request, slot: slot, now: now) }
+        } else if let id = match("getOrderInfo/*")?.first {
+            return only("GET") { orderInfo(request, eventInstanceId: id, now: now) }
+        } else if match("admin/stats") != nil {
+            return only("GET") { .json(200, stats.json) }
+        } else if let slot = match("admin/deliver/*")?.first {
+            return only("POST") { adminDeliver(slot: slot) }
+        } else if let slot = match("admin/subscription/*")?.first {
+            return only("POST") { adminSubscription(request, slot: slot) }
+        } else if match("admin/revoke-refresh-tokens") != nil {
+            return only("POST") { adminRevokeRefreshTokens() }
+        } else if match("admin/expire-access-tokens") != nil {
+            return only("POST") { adminExpireAccessTokens(now: now) }
+        } else {
+            return .message(404, "No such resource: \(request.method) \(request.path)")
+        }
+    }
+}

@@ -1,0 +1,65 @@
+/// What the emulator counted, served as JSON by `GET /admin/stats` for tests.
+struct EmulatorStats: Sendable {
+    /// One refused request.
+    struct Rejection: Sendable {
+        var method: String
+        var path: String
+        var status: Int
+        var reason: String
+    }
+
+    /// The newest rejections kept; older ones are dropped.
+    static let rejectionLimit = 200
+
+    var ordersPlaced: [String: Int] = [:]
+    var replenishCalls: [String: Int] = [:]
+    var orderInProgressAnswers: [String: Int] = [:]
+    var tokenGrants: [String: Int] = [:]
+    var tokenErrors: [String: Int] = [:]
+    var deviceStatusCalls = 0
+    var slotStatusCalls = 0
+    var subscriptionInfoCalls = 0
+    var deregisterCalls = 0
+    var cancelTestOrdersCalls = 0
+    var orderInfoCalls = 0
+    var invalidTokenAnswers = 0
+    var rejected: [Rejection] = []
+    var lastReplenishHeaders: [String: String] = [:]
+    var lastDeviceStatus: JSONValue = .null
+    var lastSlotStatus: [String: JSONValue] = [:]
+
+    mutating func reject(_ rejection: Rejection) {
+        rejected.append(rejection)
+        if rejected.count > Self.rejectionLimit { rejected.removeFirst(rejected.count - Self.rejectionLimit) }
+    }
+
+    var json: JSONValue {
+        func counts(_ dictionary: [String: Int]) -> JSONValue {
+            .sortedObject(dictionary.mapValues { .number(Double($0)) })
+        }
+        return .obj([
+            "ordersPlaced": counts(ordersPlaced),
+            "replenishCalls": counts(replenishCalls),
+            "orderInProgressAnswers": counts(orderInProgressAnswers),
+            "tokenGrants": counts(tokenGrants),
+            "tokenErrors": counts(tokenErrors),
+            "deviceStatusCalls": .number(Double(deviceStatusCalls)),
+            "slotStatusCalls": .number(Double(slotStatusCalls)),
+            "subscriptionInfoCalls": .number(Double(subscriptionInfoCalls)),
+            "deregisterCalls": .number(Double(deregisterCalls)),
+            "cancelTestOrdersCalls": .number(Double(cancelTestOrdersCalls)),
+            "orderInfoCalls": .number(Double(orderInfoCalls)),
+            "invalidTokenAnswers": .number(Double(invalidTokenAnswers)),
+            "rejected": .array(
+                rejected.map {
+                    .obj([
+                        "method": .string($0.method), "path": .string($0.path),
+                        "status": .number(Double($0.status)), "reason": .string($0.reason),
+                    ])
+                }),
+            "lastReplenishHeaders": .sortedObject(lastReplenishHeaders.mapValues { .string($0) }),
+            "lastDeviceStatus": lastDeviceStatus,
+            "lastSlotStatus": .sortedObject(lastSlotStatus),
+        ])
+    }
+}

@@ -1,0 +1,102 @@
+import ArgumentParser
+import Foundation
+import NIOCore
+import NIOPosix
+import NIOSSL
+
+extension EmulatorConfig.OldRefreshTokenPolicy: ExpressibleByArgument {}
+
+/// `replenish-emulator serve`: answers LWA, DRS and `/admin/` requests until SIGTERM or SIGINT.
+struct ServeCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve", abstract: "Serve the emulated LWA and DRS endpoints.")
+
+    @Option(help: "HOST:PORT to listen on; port 0 picks a free port.")
+    var listen = ListenAddress(argument: "127.0.0.1:0")!
+
+    @Option(help: "After binding, write the port number here (atomically).")
+    var portFile: String?
+
+    @Option(help: "PEM certificate chain: serve HTTPS instead of HTTP (needs --tls-key).")
+    var tlsCert: String?
+
+    @Option(help: "PEM private key for --tls-cert.")
+    var tlsKey: String?
+
+    @Option(help: "Comma-separated slot ids that exist.")
+    var slots = "slot-1,slot-2,slot-3"
+
+    @Option(help: "Lifetime of an access token in seconds.")
+    var accessTokenLifetime = 3600
+
+    @Option(help: "Lifetime of an authorization code in seconds.")
+    var codeLifetime = 300
+
+    @Flag(help: "Each refresh grant returns a new refresh token.")
+    var rotateRefreshTokens = false
+
+    @Option(help: "With rotation: invalidate the previous refresh token at once, or keep it until-used.")
+    var oldRefreshTokenPolicy: EmulatorConfig.OldRefreshTokenPolicy = .untilUsed
+
+    @Flag(help: "Send expires_in as a JSON string.")
+    var expiresInAsString = false
+
+    var slotList: [String] {
+        slots.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+    }
+
+    func validate() throws {
+        guard (tlsCert == nil) == (tlsKey == nil) else {
+            throw ValidationError("--tls-cert and --tls-key go together")
+        }
+        let list = slotList
+        guard !list.isEmpty, !list.contains(where: { $0.isEmpty || $0.contains("/") }) else {
+            throw ValidationError("--slots needs non-empty slot ids without '/'")
+        }
+        guard Set(list).count == list.count else { throw ValidationError("--slots has a slot twice") }
+        guard accessTokenLifetime > 0, codeLifetime > 0 else {
+            throw ValidationError("lifetimes must be positive")
+        }
+    }
+
+    func run() throws {
+        var config = EmulatorConfig()
+        config.slots = slotList
+        config.accessTokenLifetime = Double(accessTokenLifetime)
+        config.codeLifetime = Double(codeLifetime)
+        config.rotateRefreshTokens = rotateRefreshTokens
+        config.oldRefreshTokenPolicy = oldRefreshTokenPolicy
+        config.expiresInAsString = expiresInAsString
+
+        var tls: NIOSSLContext?
+        if let tlsCert, let tlsKey {
+            tls = try EmulatorServer.tlsContext(certificatePath: tlsCert, keyPath: tlsKey)
+        }
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let server = EmulatorServer(
+            host: listen.host, port: listen.port, tls: tls, service: EmulatorService(config: config))
+        let channel = try server.bind(group: group)
+        guard let port = channel.localAddress?.port else { throw ValidationError("could not read the bound port") }
+
+        let sources = ProcessSignals.onTermination { _ in channel.close(promise: nil) }
+        if let portFile { try Self.writeAtomically("\(port)\n", to: portFile) }
+        let scheme = tls == nil ? "http" : "https"
+        // Written straight to the file descriptor: a test reading our stdout must see it now, not at exit.
+        FileHandle.standardOutput.write(Data("emulator listening on \(scheme)://\(listen.urlHost):\(port)\n".utf8))
+
+        try? channel.closeFuture.wait()
+        sources.forEach { $0.cancel() }
+        try? group.syncShutdownGracefully()
+    }
+
+    /// Writes `text` to a temporary file beside `path`, then renames it over `path`.
+    static func writeAtomically(_ text: String, to path: String) throws {
+        let temporary = "\(path).tmp-\(getpid())"
+        try Data(text.utf8).write(to: URL(fileURLWithPath: temporary))
+        guard rename(temporary, path) == 0 else {
+            let reason = String(cString: strerror(errno))
+            unlink(temporary)
+            throw ValidationError("cannot write \(path): \(reason)")
+        }
+    }
+}

@@ -1,0 +1,196 @@
+import Foundation
+import Testing
+
+@testable import ReplenishAgent
+
+/// Each rule of the config and board files: one broken config a case, checked for the key path it names.
+@Suite struct ConfigTests {
+    static func validConfig() -> [String: Any] {
+        [
+            "device": ["serial": "SN0001", "model": "5f4f1c5e-1234", "phase": "test"],
+            "lwa": ["clientId": "amzn1.application-oa2-client.x", "tokenURL": "https://api.amazon.com/auth/o2/token"],
+            "drs": ["baseURL": "https://dash-replenishment-service-na.amazon.com"],
+            "stateDirectory": "/var/lib/replenish-agent",
+            "board": "board.json",
+            "buttons": [["input": "button", "slot": "0b4f6c1e-aaaa"]],
+            "pairing": ["listen": "0.0.0.0:8642"],
+        ]
+    }
+
+    nonisolated(unsafe) static let simulatedBoard: [String: Any] = [
+        "backend": "simulated", "inputs": [["name": "button"]], "outputs": [["name": "led"]],
+    ]
+
+    /// Writes `config` and `board` to a fresh directory and loads them; returns the config or its problems.
+    func load(_ config: [String: Any], board: [String: Any] = simulatedBoard) throws -> (AgentConfig?, [String]) {
+        let directory = temporaryDirectory()
+        try JSONSerialization.data(withJSONObject: board).write(to: URL(fileURLWithPath: directory + "/board.json"))
+        try JSONSerialization.data(withJSONObject: config).write(to: URL(fileURLWithPath: directory + "/agent.json"))
+        var problems = Problems()
+        let loaded = AgentConfig.parse(path: directory + "/agent.json", problems: &problems)
+        return (loaded, problems.lines)
+    }
+
+    func problems(_ change: (inout [String: Any]) -> Void, board: [String: Any] = simulatedBoard) throws -> [String] {
+        var config = Self.validConfig()
+        change(&config)
+        let (loaded, problems) = try load(config, board: board)
+        #expect(loaded == nil || problems.isEmpty)
+        return problems
+    }
+
+    @Test func validConfigLoads() throws {
+        let (config, problems) = try load(Self.validConfig())
+        #expect(problems == [])
+        let loaded = try #require(config)
+        #expect(loaded.device.phase == .test)
+        #expect(loaded.device.phase.isTestDevice && loaded.device.phase.shouldIncludeNonLive)
+        #expect(loaded.board.backend == .simulated)
+        #expect(loaded.board.input(named: "button")?.debounceMilliseconds == 30)
+        #expect(loaded.slot(forInput: "button") == "0b4f6c1e-aaaa")
+        #expect(loaded.pairingListen == .init(host: "0.0.0.0", port: 8642))
+        #expect(loaded.caFile == nil && loaded.lwa.clientSecret == nil)
+    }
+
+    @Test func phasesDecideTheFlags() {
+        #expect(AgentConfig.Phase.certification.isTestDevice == false)
+        #expect(AgentConfig.Phase.certification.shouldIncludeNonLive == true)
+        #expect(AgentConfig.Phase.production.isTestDevice == false)
+        #expect(AgentConfig.Phase.production.shouldIncludeNonLive == false)
+    }
+
+    @Test func unknownKeysAreNamedByPath() throws {
+        let found = try problems {
+            $0["extra"] = 1
+            $0["device"] = ["serial": "SN1", "model": "m", "phase": "test", "colour": "red"]
+        }
+        #expect(found.contains("extra: unknown key"))
+        #expect(found.contains("device.colour: unknown key"))
+    }
+
+    @Test func missingKeysAreNamedByPath() throws {
+        let found = try problems {
+            $0["drs"] = [String: Any]()
+            $0.removeValue(forKey: "pairing")
+            $0["lwa"] = ["clientId": "x"]
+        }
+        #expect(found.contains("drs.baseURL: is required"))
+        #expect(found.contains("pairing: is required"))
+        #expect(found.contains("lwa.tokenURL: is required"))
+    }
+
+    @Test func wrongTypesAreReported() throws {
+        let found = try problems { $0["stateDirectory"] = 5; $0["buttons"] = "button" }
+        #expect(found.contains("stateDirectory: must be a string, found a number"))
+        #expect(found.contains("buttons: must be an array"))
+    }
+
+    @Test func phaseMustBeKnown() throws {
+        let found = try problems { $0["device"] = ["serial": "SN1", "model": "m", "phase": "beta"] }
+        #expect(found.contains { $0.hasPrefix("device.phase:") })
+    }
+
+    @Test(arguments: ["", "has space", "semi;colon", String(repeating: "a", count: 65)])
+    func serialCharacterSet(serial: String) throws {
+        let found = try problems { $0["device"] = ["serial": serial, "model": "m", "phase": "test"] }
+        #expect(found.contains { $0.hasPrefix("device.serial:") })
+    }
+
+    @Test func modelCharacterSet() throws {
+        let found = try problems { $0["device"] = ["serial": "SN-1+x_y", "model": "bad/model", "phase": "test"] }
+        #expect(found == ["device.model: must be 1 to 64 characters of A-Z a-z 0-9 - + _"])
+    }
+
+    @Test(arguments: [
+        ("http://example.com/token", false), ("ftp://127.0.0.1/x", false), ("not a url", false),
+        ("http://127.0.0.1:8641/auth/o2/token", true), ("http://localhost:1/x", true), ("http://[::1]:2/x", true),
+        ("https://api.amazon.co.uk/auth/o2/token", true), ("http://127.0.0.1.evil.com/x", false),
+        ("https://user:pw@api.amazon.com/x", false),
+    ])
+    func urlSchemes(url: String, accepted: Bool) throws {
+        let found = try problems { $0["lwa"] = ["clientId": "c", "tokenURL": url] }
+        #expect(found.contains { $0.hasPrefix("lwa.tokenURL:") } == !accepted)
+    }
+
+    @Test func boardFileMustExist() throws {
+        let found = try problems { $0["board"] = "missing.json" }
+        #expect(found.contains { $0.hasPrefix("board: no board file at") })
+    }
+
+    @Test func buttonsMustNameBoardInputsAndSafeSlots() throws {
+        let found = try problems {
+            $0["buttons"] = [["input": "nope", "slot": "a/b"], ["input": "button", "slot": "ok"], ["input": "button", "slot": "ok2"]]
+        }
+        #expect(found.contains("buttons[0].input: the board file has no input named \"nope\""))
+        #expect(found.contains { $0.hasPrefix("buttons[0].slot:") })
+        #expect(found.contains("buttons[2].input: \"button\" is mapped twice"))
+    }
+
+    @Test func pairingListenMustBeHostAndPort() throws {
+        for bad in ["8642", "host:0", "host:70000", ":80"] {
+            let found = try problems { $0["pairing"] = ["listen": bad] }
+            #expect(found.contains { $0.hasPrefix("pairing.listen:") }, "\(bad)")
+        }
+    }
+
+    @Test func stateDirectoryMustBeAbsolute() throws {
+        #expect(try problems { $0["stateDirectory"] = "state" } == ["stateDirectory: must be an absolute path"])
+    }
+
+    @Test func caFileMustBeReadable() throws {
+        let found = try problems { $0["tls"] = ["caFile": "/nonexistent/ca.pem"] }
+        #expect(found.contains { $0.hasPrefix("tls.caFile:") })
+    }
+
+    @Test func boardFileRules() throws {
+        let board: [String: Any] = [
+            "backend": "gpiod", "inputs": [["name": "button", "bias": "sideways", "wat": 1], ["name": "button"]],
+            "outputs": [["name": "led"]],
+        ]
+        let found = try problems({ _ in }, board: board)
+        let file = found.first.map { String($0.prefix { $0 != ":" }) } ?? ""
+        #expect(file.hasSuffix("board.json"))
+        #expect(found.contains { $0.hasSuffix("chip: is required") })
+        #expect(found.contains { $0.hasSuffix("inputs[0].line: is required on a gpiod board") })
+        #expect(found.contains { $0.contains("inputs[0].bias: must be") })
+        #expect(found.contains { $0.hasSuffix("inputs[0].wat: unknown key") })
+        #expect(found.contains { $0.hasSuffix("inputs[1].name: \"button\" is used twice") })
+        #expect(found.contains { $0.hasSuffix("outputs[0].line: is required on a gpiod board") })
+    }
+
+    @Test func shippedConfigsAndBoardsAreValid() throws {
+        let root = packageRoot()
+        for config in ["config/simulated.json", "config/agent.example.json"] {
+            var problems = Problems()
+            _ = AgentConfig.parse(path: root + "/" + config, problems: &problems)
+            // The example names the installed board path; check it against the repository's copy instead.
+            let relevant = problems.lines.filter { !$0.hasPrefix("board:") && !$0.hasPrefix("tls.caFile:") }
+            #expect(relevant == [], "\(config)")
+        }
+        for board in ["board/simulated.json", "board/raspberry-pi-4b.json"] {
+            var problems = Problems()
+            let bytes = try #require(try POSIX.readFile(root + "/" + board))
+            let parsed = BoardFile.parse(try JSONValue.parse(bytes), file: board, problems: &problems)
+            #expect(problems.lines == [], "\(board)")
+            #expect(parsed?.input(named: "button") != nil)
+        }
+    }
+
+    @Test func notJSONIsOneProblem() throws {
+        let directory = temporaryDirectory()
+        try "{ nope".write(toFile: directory + "/agent.json", atomically: true, encoding: .utf8)
+        var problems = Problems()
+        #expect(AgentConfig.parse(path: directory + "/agent.json", problems: &problems) == nil)
+        #expect(problems.lines == ["\(directory)/agent.json: is not valid JSON"])
+    }
+}
+
+/// The package's root folder, found from this file's path.
+func packageRoot(file: String = #filePath) -> String {
+    var path = file
+    while let slash = path.lastIndex(of: "/") {
+        path = String(path[..<slash])
+        if FileManager.default.fileExists(atPath: path + "/Package.swift") { return path }
+    }
+    return "."
+}

@@ -1,0 +1,162 @@
+import Testing
+
+@testable import ReplenishAgent
+
+/// The pure rules: debounce, backoff, delivery decisions, refresh timing, outbox.
+@Suite struct DecisionTests {
+    typealias Instant = ManualClock.Instant
+
+    func at(_ milliseconds: Int) -> Instant { Instant(offset: .milliseconds(milliseconds)) }
+
+    /// Drives a debouncer with edges and ticks at every deadline, returning the presses.
+    func presses(_ edges: [(Int, Bool)], debounce: Int = 30, longPress: Int = 5000) -> [ButtonDebouncer<Instant>.Action] {
+        var debouncer = ButtonDebouncer<Instant>(debounce: .milliseconds(debounce), longPress: .milliseconds(longPress))
+        var actions: [ButtonDebouncer<Instant>.Action] = []
+        for (time, active) in edges {
+            if let deadline = debouncer.deadline, deadline <= at(time), let action = debouncer.tick(at: deadline) {
+                actions.append(action)
+            }
+            debouncer.edge(active: active, at: at(time))
+        }
+        if let deadline = debouncer.deadline, let action = debouncer.tick(at: deadline) { actions.append(action) }
+        return actions
+    }
+
+    @Test func cleanShortAndLongPresses() {
+        #expect(presses([(0, true), (200, false)]) == [.shortPress(held: .milliseconds(200))])
+        #expect(presses([(0, true), (4999, false)]) == [.shortPress(held: .milliseconds(4999))])
+        #expect(presses([(0, true), (5000, false)]) == [.longPress(held: .milliseconds(5000))])
+    }
+
+    @Test func glitchShorterThanDebounceIsNoPress() {
+        #expect(presses([(0, true), (10, false)]) == [])
+        #expect(presses([(0, true), (29, false)]) == [])
+    }
+
+    @Test func tickBeforeTheDeadlineDoesNothing() {
+        var debouncer = ButtonDebouncer<Instant>(debounce: .milliseconds(30), longPress: .seconds(5))
+        debouncer.edge(active: true, at: at(0))
+        #expect(debouncer.tick(at: at(29)) == nil)
+        #expect(!debouncer.isActive)
+        #expect(debouncer.tick(at: at(30)) == nil)
+        #expect(debouncer.isActive)
+    }
+
+    @Test func tenThousandSeededBouncePatternsEachGiveExactlyOnePress() {
+        var random = RandomSource.seeded(state: 20261122)
+        for _ in 0..<10_000 {
+            var edges: [(Int, Bool)] = []
+            var time = 0
+            var level = false
+            // Press bounce: edges closer together than the debounce period, ending active.
+            for _ in 0..<Int.random(in: 0...12, using: &random) {
+                level.toggle()
+                edges.append((time, level))
+                time += Int.random(in: 1...29, using: &random)
+            }
+            if !level { edges.append((time, true)); level = true }
+            let pressStart = edges.last!.0
+            time += Int.random(in: 60...3000, using: &random)
+            // Release bounce, ending inactive.
+            for _ in 0..<Int.random(in: 0...12, using: &random) {
+                level.toggle()
+                edges.append((time, level))
+                time += Int.random(in: 1...29, using: &random)
+            }
+            if level { edges.append((time, false)) }
+            let result = presses(edges)
+            #expect(result.count == 1, "\(edges)")
+            if case .shortPress(let held)? = result.first {
+                #expect(held >= .milliseconds(60 - 29 * 0) - .milliseconds(0) || held > .zero)
+                #expect(held <= .milliseconds(edges.last!.0 - pressStart))
+            } else {
+                Issue.record("expected a short press, got \(result)")
+            }
+        }
+    }
+
+    @Test func backoffCeilingsGrowAndCap() {
+        let backoff = Backoff(base: .seconds(2), cap: .seconds(60))
+        #expect(backoff.ceiling(attempt: 1) == .seconds(2))
+        #expect(backoff.ceiling(attempt: 2) == .seconds(4))
+        #expect(backoff.ceiling(attempt: 5) == .seconds(32))
+        #expect(backoff.ceiling(attempt: 6) == .seconds(60))
+        #expect(backoff.ceiling(attempt: 1000) == .seconds(60))
+        var random = RandomSource.seeded(state: 1)
+        for attempt in 1...10 {
+            let delay = backoff.delay(attempt: attempt, using: &random)
+            #expect(delay >= .zero && delay <= backoff.ceiling(attempt: attempt))
+        }
+    }
+
+    @Test func fiveFailedOrderAttemptsFitInUnderAMinute() {
+        let total = (1...5).map { Backoff.orders.ceiling(attempt: $0) }.reduce(.zero, +)
+        #expect(total < .seconds(60))
+        #expect(Backoff.orders.ceiling(attempt: 1) <= .seconds(5))
+    }
+
+    func decide(_ result: Result<HTTPResponse, AgentError>, refreshed: Bool = false) -> DeliveryPolicy.Decision {
+        var random = RandomSource.seeded(state: 7)
+        return DeliveryPolicy.decide(result, attempt: 1, tokenAlreadyRefreshed: refreshed, using: &random)
+    }
+
+    @Test func deliveryDecisions() {
+        #expect(decide(.success(json(200, #"{"eventInstanceId":"amzn1.x","detailCode":"TEST_ORDER_PLACED"}"#)))
+            == .done(detailCode: "TEST_ORDER_PLACED", eventInstanceId: "amzn1.x"))
+        #expect(decide(.success(json(200, #"{"detailCode":"ORDER_INPROGRESS"}"#)))
+            == .done(detailCode: "ORDER_INPROGRESS", eventInstanceId: nil))
+        #expect(decide(.success(json(400, #"{"message":"Invalid token"}"#))) == .refreshTokenAndRetry)
+        #expect(decide(.success(json(401, ""))) == .refreshTokenAndRetry)
+        #expect(decide(.success(json(400, "{}", headers: [("x-amzn-errortype", "InvalidTokenException:http://x")])))
+            == .refreshTokenAndRetry)
+        if case .retry = decide(.success(json(400, #"{"message":"Invalid token"}"#)), refreshed: true) {} else {
+            Issue.record("a second token rejection must not loop on refresh")
+        }
+        #expect(decide(.success(json(404, #"{"message":"no slot"}"#))) == .park(reason: "DRS does not know this slot (404)"))
+        #expect(decide(.success(json(400, #"{"message":"Slot not subscribed"}"#))) == .park(reason: "not subscribed"))
+        for status in [500, 502, 503] {
+            guard case .retry(let delay, _) = decide(.success(json(status, "oops"))) else {
+                Issue.record("\(status) must be retried")
+                continue
+            }
+            #expect(delay <= Backoff.orders.ceiling(attempt: 1))
+        }
+        guard case .retry(let delay, _) = decide(.success(json(503, "", headers: [("retry-after", "120")]))) else {
+            Issue.record("503 must be retried")
+            return
+        }
+        #expect(delay == .seconds(120))
+        if case .retry = decide(.success(json(200, "not json"))) {} else { Issue.record("unreadable 200 must be retried") }
+        if case .retry = decide(.failure(AgentError(.network, "timeout"))) {} else { Issue.record("network must be retried") }
+    }
+
+    @Test func refreshHappensBeforeExpiryForShortAndLongLifetimes() {
+        for lifetime in [10.0, 60, 3573, 3600, 86400] {
+            for jitter in [0.0, 0.5, 0.999] {
+                let wait = RefreshSchedule.secondsUntilRefresh(now: 0, expiresAt: lifetime, lifetime: lifetime, jitter: jitter)
+                #expect(wait > 0 && wait < lifetime)
+                #expect(lifetime - wait >= min(lifetime * 0.25, 300) - 0.001)
+            }
+        }
+        #expect(RefreshSchedule.isTooCloseToExpiry(now: 99, expiresAt: 100))
+        #expect(!RefreshSchedule.isTooCloseToExpiry(now: 90, expiresAt: 100))
+    }
+
+    @Test func outboxCoalescesOnePendingEntryPerSlot() {
+        var outbox = Outbox()
+        #expect(outbox.accept(slot: "a", at: 1) == .queued)
+        #expect(outbox.accept(slot: "a", at: 2) == .coalesced)
+        #expect(outbox.accept(slot: "b", at: 3) == .queued)
+        #expect(outbox.pending.map(\.slot) == ["a", "b"])
+        #expect(outbox.entry(for: "a")?.pressedAt == [1, 2])
+        for time in 0..<40 { _ = outbox.accept(slot: "a", at: Double(time)) }
+        #expect(outbox.entry(for: "a")?.pressedAt.count == Outbox.maximumPressTimes)
+        outbox.park(slot: "b", reason: "not subscribed")
+        #expect(outbox.pending.map(\.slot) == ["a"])
+        #expect(outbox.parked.map(\.slot) == ["b"])
+        #expect(outbox.accept(slot: "b", at: 9) == .queued)
+        #expect(outbox.entry(for: "b")?.isParked == false)
+        outbox.complete(slot: "a")
+        #expect(outbox.entry(for: "a") == nil)
+    }
+}

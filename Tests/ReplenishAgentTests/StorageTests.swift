@@ -1,0 +1,91 @@
+import Foundation
+import Testing
+
+@testable import ReplenishAgent
+
+@Suite struct StorageTests {
+    let tokens = TokenSet(clientId: "client", refreshToken: Secret("Atzr|refresh"), accessToken: Secret("Atza|access"),
+                          accessTokenExpiresAt: 1_800_000_000, accessTokenLifetime: 3600)
+
+    func mode(_ path: String) -> UInt32 {
+        var info = stat()
+        stat(path, &info)
+        return UInt32(info.st_mode & 0o777)
+    }
+
+    @Test func tokenStoreRoundTripsWithMode0600EvenUnderALaxUmask() throws {
+        let directory = temporaryDirectory()
+        let old = umask(0)
+        defer { umask(old) }
+        let store = FileTokenStore(stateDirectory: directory)
+        #expect(try store.load() == nil)
+        try store.save(tokens)
+        #expect(mode(store.path) == 0o600)
+        #expect(try store.load() == tokens)
+        var rotated = tokens
+        rotated.refreshToken = Secret("Atzr|rotated")
+        try store.save(rotated)
+        #expect(try store.load() == rotated)
+        #expect(mode(store.path) == 0o600)
+        // No temp file is left behind.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory) == ["tokens.json"])
+    }
+
+    @Test func aTornTempFileNeverReplacesTheTokens() throws {
+        let directory = temporaryDirectory()
+        let store = FileTokenStore(stateDirectory: directory)
+        try store.save(tokens)
+        // A crash mid-write leaves at most a temp file: the real file is untouched.
+        try "{\"version\":1,\"clientId\":\"cli".write(toFile: store.path + ".tmp-99999", atomically: false, encoding: .utf8)
+        #expect(try store.load() == tokens)
+    }
+
+    @Test func aCorruptTokenFileIsMovedAsideNotDeleted() throws {
+        let directory = temporaryDirectory()
+        let store = FileTokenStore(stateDirectory: directory)
+        try "{\"version\":1,\"clientId\":\"cli".write(toFile: store.path, atomically: false, encoding: .utf8)
+        #expect(throws: AgentError.self) { try store.load() }
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory)
+        #expect(names.count == 1)
+        #expect(names.first?.hasPrefix("tokens.json.corrupt-") == true)
+        #expect(try store.load() == nil)
+    }
+
+    @Test func wipeRemovesTheTokens() throws {
+        let store = FileTokenStore(stateDirectory: temporaryDirectory())
+        try store.save(tokens)
+        try store.wipe()
+        #expect(try store.load() == nil)
+        try store.wipe()  // twice is fine
+    }
+
+    @Test func stateDirectoryIsCreated0700AndLaxModesAreProblems() throws {
+        let parent = temporaryDirectory()
+        let state = parent + "/nested/state"
+        let old = umask(0)
+        defer { umask(old) }
+        try StateDirectory.prepare(state)
+        #expect(mode(state) == 0o700)
+        #expect(try StateDirectory.problems(state) == [])
+        chmod(state, 0o750)
+        #expect(try StateDirectory.problems(state).count == 1)
+        #expect(throws: AgentError.self) { try StateDirectory.prepare(state) }
+        chmod(state, 0o700)
+        try "x".write(toFile: state + "/loose", atomically: false, encoding: .utf8)
+        chmod(state + "/loose", 0o644)
+        #expect(try StateDirectory.problems(state) == ["stateDirectory: \(state)/loose has mode 644; it must be 600"])
+    }
+
+    @Test func outboxStateFileSurvivesAndCorruptionIsReported() throws {
+        let directory = temporaryDirectory()
+        let path = directory + "/outbox.json"
+        var outbox = Outbox()
+        _ = outbox.accept(slot: "a", at: 1)
+        try StateFile.save(outbox, to: path)
+        var reports: [String] = []
+        #expect(try StateFile.load(Outbox.self, from: path) { reports.append($0) } == outbox)
+        try "garbage".write(toFile: path, atomically: false, encoding: .utf8)
+        #expect(try StateFile.load(Outbox.self, from: path) { reports.append($0) } == nil)
+        #expect(reports.count == 1 && reports[0].contains("moved to"))
+    }
+}

@@ -1,0 +1,197 @@
+import Synchronization
+import Testing
+
+@testable import ReplenishAgent
+
+/// The token lifecycle on a manual clock: scheduled refresh before expiry, rotation stored first,
+/// single-flight refresh, and `invalid_grant` sending the device back to pairing.
+@Suite struct TokenManagerTests {
+    let clock = ManualClock()
+    let epoch = 1_800_000_000.0
+
+    /// Wall time that moves with the manual clock.
+    var wallTime: @Sendable () -> Double {
+        let clock = clock
+        let epoch = epoch
+        return { epoch + Double(clock.now.offset.components.seconds) + Double(clock.now.offset.components.attoseconds) / 1e18 }
+    }
+
+    func lwa(_ http: ScriptedHTTPClient) -> LWAClient {
+        LWAClient(http: http, tokenURL: try! EndpointURL("http://127.0.0.1:1/auth/o2/token"), clientSecret: nil)
+    }
+
+    func grantResponse(access: String, refresh: String?, expiresIn: String = "10") -> HTTPResponse {
+        let refreshField = refresh.map { #","refresh_token":"\#($0)""# } ?? ""
+        return json(200, #"{"access_token":"\#(access)"\#(refreshField),"token_type":"bearer","expires_in":\#(expiresIn)}"#)
+    }
+
+    @Test func scheduledRefreshCompletesBeforeEveryExpiryOfA10SecondToken() async throws {
+        let counter = Mutex(0)
+        let wall = wallTime
+        let expiries = Mutex<[(issuedAt: Double, expiresAt: Double)]>([])
+        let http = ScriptedHTTPClient { request in
+            let number = counter.withLock { $0 += 1; return $0 }
+            let body = String(decoding: request.body ?? [], as: UTF8.self)
+            #expect(body.contains("grant_type=refresh_token"))
+            expiries.withLock { $0.append((wall(), wall() + 10)) }
+            return HTTPResponse(status: 200, headers: [], body: Array(#"{"access_token":"Atza|a\#(number)","refresh_token":"Atzr|r\#(number)","expires_in":10}"#.utf8))
+        }
+        let store = MemoryTokenStore()
+        let manager = try TokenManager(store: store, lwa: lwa(http), clock: clock, wallTime: wallTime,
+                                       random: .seeded(state: 3), logger: .init(label: "test"))
+        try await manager.install(TokenGrant(accessToken: Secret("Atza|a0"), refreshToken: Secret("Atzr|r0"), expiresIn: 10),
+                                  clientId: "client")
+        let runner = Task { await manager.run() }
+        defer { runner.cancel() }
+        var lastExpiry = epoch + 10
+        // Ten lifetimes, 100 ms at a time: the token in use never expires.
+        for _ in 0..<1000 {
+            clock.advance(by: .milliseconds(100))
+            _ = await settle({ clock.sleeperCount > 0 })
+            let now = wallTime()
+            #expect(now < lastExpiry, "the access token expired before it was refreshed")
+            if let latest = expiries.withLock({ $0.last }) { lastExpiry = latest.expiresAt }
+        }
+        let refreshes = counter.withLock { $0 }
+        #expect(refreshes >= 10 && refreshes <= 14)
+        // Each rotated refresh token was stored.
+        #expect(store.tokens?.refreshToken == Secret("Atzr|r\(refreshes)"))
+        #expect(store.saves == refreshes + 1)
+    }
+
+    @Test func concurrentCallersShareOneRefresh() async throws {
+        let http = ScriptedHTTPClient { _ in
+            HTTPResponse(status: 200, headers: [], body: Array(#"{"access_token":"Atza|new","expires_in":"3600"}"#.utf8))
+        }
+        let expired = TokenSet(clientId: "client", refreshToken: Secret("Atzr|keep"), accessToken: Secret("Atza|old"),
+                               accessTokenExpiresAt: epoch - 1, accessTokenLifetime: 3600)
+        let store = MemoryTokenStore(expired)
+        let manager = try TokenManager(store: store, lwa: lwa(http), clock: clock, wallTime: wallTime,
+                                       logger: .init(label: "test"))
+        async let first = manager.accessToken()
+        async let second = manager.accessToken()
+        let tokens = try await [first, second]
+        #expect(tokens == [Secret("Atza|new"), Secret("Atza|new")])
+        #expect(http.requests.count == 1)
+        // No refresh token came back: the old one is kept.
+        #expect(store.tokens?.refreshToken == Secret("Atzr|keep"))
+        #expect(store.tokens?.accessTokenExpiresAt == epoch + 3600)
+    }
+
+    @Test func invalidGrantWipesTokensAndAsksForPairing() async throws {
+        let http = ScriptedHTTPClient { _ in json(400, #"{"error":"invalid_grant","error_description":"revoked"}"#) }
+        let tokens = TokenSet(clientId: "client", refreshToken: Secret("Atzr|gone"), accessToken: Secret("Atza|old"),
+                              accessTokenExpiresAt: epoch - 1, accessTokenLifetime: 3600)
+        let store = MemoryTokenStore(tokens)
+        let manager = try TokenManager(store: store, lwa: lwa(http), clock: clock, wallTime: wallTime,
+                                       logger: .init(label: "test"))
+        let lost = Mutex(false)
+        await manager.onPairingLost { lost.withLock { $0 = true } }
+        await #expect(throws: AgentError.self) { try await manager.accessToken() }
+        #expect(store.tokens == nil)
+        #expect(lost.withLock { $0 })
+        #expect(await manager.state == .needsPairing(reason: "LWA refused the refresh token (invalid_grant)"))
+        await #expect(throws: AgentError.self) { try await manager.accessToken() }
+        #expect(http.requests.count == 1)
+    }
+
+    @Test func lwaAnswersBecomeTypedErrors() throws {
+        func code(_ response: HTTPResponse) -> AgentError.Code? {
+            do { _ = try LWAClient.interpret(response); return nil } catch { return error.code }
+        }
+        #expect(code(json(400, #"{"error":"invalid_grant"}"#)) == .applicationNotAuthorized)
+        #expect(code(json(401, #"{"error":"invalid_client"}"#)) == .unauthorizedClient)
+        #expect(code(json(400, #"{"error":"unauthorized_client"}"#)) == .unauthorizedClient)
+        #expect(code(json(400, #"{"error":"invalid_request"}"#)) == .invalidInput)
+        #expect(code(json(503, "")) == .server)
+        #expect(code(json(200, "<html>")) == .server)
+        #expect(code(json(200, #"{"access_token":"","expires_in":3600}"#)) == .server)
+        let grant = try LWAClient.interpret(json(200, #"{"access_token":"Atza|x","refresh_token":"Atzr|y","expires_in":"3573"}"#))
+        #expect(grant.expiresIn == 3573 && grant.refreshToken == Secret("Atzr|y"))
+    }
+}
+
+@Suite struct PairingTests {
+    func coordinator(_ http: ScriptedHTTPClient, store: MemoryTokenStore = MemoryTokenStore()) throws
+        -> PairingCoordinator<ManualClock>
+    {
+        let lwa = LWAClient(http: http, tokenURL: try EndpointURL("http://127.0.0.1:1/auth/o2/token"), clientSecret: nil)
+        let tokens = try TokenManager(store: store, lwa: lwa, clock: ManualClock(), wallTime: { 1000 },
+                                      logger: .init(label: "test"))
+        return PairingCoordinator(device: .init(serial: "SN1", model: "M1", phase: .certification), lwa: lwa,
+                                  tokens: tokens, logger: .init(label: "test"))
+    }
+
+    struct Info: Decodable {
+        var serial: String, deviceModel: String, isTestDevice: Bool, shouldIncludeNonLive: Bool
+        var codeChallenge: String, codeChallengeMethod: String, sessionId: String
+    }
+
+    func deviceInfo(_ pairing: PairingCoordinator<ManualClock>) async throws -> Info {
+        let response = await pairing.handle(ServerRequest(method: .GET, path: "/provision/deviceInfo", body: []))
+        #expect(response.status == 200)
+        return try JSONDecoder().decode(Info.self, from: Data(response.body))
+    }
+
+    func companion(_ pairing: PairingCoordinator<ManualClock>, _ body: String) async -> ServerResponse {
+        await pairing.handle(ServerRequest(method: .POST, path: "/provision/companionInfo", body: Array(body.utf8)))
+    }
+
+    @Test func pairsWithTheNewestSessionsVerifier() async throws {
+        let store = MemoryTokenStore()
+        let http = ScriptedHTTPClient { _ in json(200, #"{"access_token":"Atza|a","refresh_token":"Atzr|r","expires_in":3600}"#) }
+        let pairing = try coordinator(http, store: store)
+        let old = try await deviceInfo(pairing)
+        let info = try await deviceInfo(pairing)
+        #expect(info.serial == "SN1" && info.deviceModel == "M1" && !info.isTestDevice && info.shouldIncludeNonLive)
+        #expect(info.codeChallengeMethod == "S256" && info.codeChallenge != old.codeChallenge)
+        let stale = await companion(pairing, #"{"sessionId":"\#(old.sessionId)","authCode":"c","clientId":"i","redirectUri":"r"}"#)
+        #expect(stale.status == 400 && String(decoding: stale.body, as: UTF8.self).contains("INCORRECT_SESSION_ID"))
+        let ok = await companion(pairing, #"{"sessionId":"\#(info.sessionId)","authCode":"ANcode","clientId":"cid","redirectUri":"https://r"}"#)
+        #expect(ok.status == 204)
+        #expect(store.tokens?.refreshToken == Secret("Atzr|r") && store.tokens?.clientId == "cid")
+        // The verifier went to LWA and hashes to the challenge the app saw.
+        let body = String(decoding: http.requests.last?.body ?? [], as: UTF8.self)
+        let verifier = try #require(body.split(separator: "&").first { $0.hasPrefix("code_verifier=") }?.dropFirst(14))
+        #expect(PKCE(verifier: Secret(String(verifier))).challenge == info.codeChallenge)
+        #expect(body.contains("grant_type=authorization_code") && body.contains("code=ANcode"))
+        // Once paired, the endpoints are gone.
+        let after = await pairing.handle(ServerRequest(method: .GET, path: "/provision/deviceInfo", body: []))
+        #expect(after.status == 404)
+    }
+
+    @Test(arguments: [
+        "", "[]", "nope", #"{"sessionId":"s"}"#, #"{"sessionId":1,"authCode":"c","clientId":"i","redirectUri":"r"}"#,
+        #"{"sessionId":"s","authCode":"has space","clientId":"i","redirectUri":"r"}"#,
+        #"{"sessionId":"s","authCode":"","clientId":"i","redirectUri":"r"}"#,
+    ])
+    func malformedRequestsAreInvalidParam(body: String) async throws {
+        let pairing = try coordinator(ScriptedHTTPClient { (_) throws(AgentError) -> HTTPResponse in throw AgentError(.network, "must not be called") })
+        _ = try await deviceInfo(pairing)
+        let response = await companion(pairing, body)
+        #expect(response.status == 400)
+        #expect(String(decoding: response.body, as: UTF8.self).contains("INVALID_PARAM"))
+    }
+
+    @Test func lwaRefusalIs400AndUnreachableIs502AndTheDeviceStaysPairable() async throws {
+        let answers = Mutex([AgentError?.none, AgentError(.network, "connection refused")])
+        let http = ScriptedHTTPClient { (_) throws(AgentError) -> HTTPResponse in
+            if let error = answers.withLock({ $0.removeFirst() }) { throw error }
+            return json(400, #"{"error":"invalid_grant","error_description":"code expired"}"#)
+        }
+        let store = MemoryTokenStore()
+        let pairing = try coordinator(http, store: store)
+        let info = try await deviceInfo(pairing)
+        let body = #"{"sessionId":"\#(info.sessionId)","authCode":"c","clientId":"i","redirectUri":"r"}"#
+        let refused = await companion(pairing, body)
+        #expect(refused.status == 400)
+        let text = String(decoding: refused.body, as: UTF8.self)
+        #expect(text.contains("LWA_ERROR") && text.contains("invalid_grant"))
+        let unreachable = await companion(pairing, body)
+        #expect(unreachable.status == 502 && String(decoding: unreachable.body, as: UTF8.self).contains("LWA_ERROR"))
+        #expect(store.tokens == nil)
+        #expect(try await deviceInfo(pairing).sessionId != info.sessionId)
+    }
+}
+
+import Foundation
