@@ -1,0 +1,153 @@
+import Foundation
+import Testing
+
+@testable import ReplenishAgent
+
+/// The real binaries as processes: pair through the companion flow, press, order placed with the exact
+/// headers, a short token lifetime refreshed, and no secret in the agent's output.
+@Suite(.serialized) struct EndToEndTests {
+    @Test func pairPressOrderAndRefreshWithoutLeakingSecrets() throws {
+        let harness = Harness()
+        let emulator = try harness.startEmulator(["--access-token-lifetime", "10", "--slots", "slot-1,slot-2"])
+        let pairingPort = try Harness.freePort()
+        let config = try harness.writeConfig(emulator: emulator, pairingPort: pairingPort, slots: ["slot-1", "slot-2"])
+        #expect(try harness.run("replenish-agent", ["check-config", "--config", config]).status == 0)
+        let agent = try harness.start("replenish-agent", ["run", "--config", config], log: "agent.log")
+
+        // Not paired yet: a press is refused with the reason, and status says so.
+        try harness.waitUntil("the control socket") { FileManager.default.fileExists(atPath: harness.directory + "/state/control.sock") }
+        let early = try harness.run("replenish-agent", ["press", "button", "--config", config])
+        #expect(early.status != 0)
+        #expect(early.error.contains("not paired"))
+        #expect(try harness.statusJSON(config: config)["paired"] as? Bool == false)
+
+        // Pair as the companion app would.
+        var companion = Harness.Finished(status: -1, output: "", error: "")
+        try harness.waitUntil("the pairing endpoints") {
+            companion = try harness.run("replenish-emulator", ["companion", "--device", "http://127.0.0.1:\(pairingPort)", "--lwa", emulator])
+            return companion.status == 0
+        }
+        #expect(companion.output.contains("paired"))
+        let paired = try harness.statusJSON(config: config)
+        #expect(paired["paired"] as? Bool == true)
+        // Once paired, the pairing endpoints are gone.
+        try harness.waitUntil("the pairing port to close") {
+            (try? CurlEasy(options: .init()).perform(HTTPRequest(method: .get, url: "http://127.0.0.1:\(pairingPort)/provision/deviceInfo")))?.status != 200
+        }
+
+        // Duties: device status within 30 s of pairing, subscriptions known.
+        try harness.waitUntil("device status") {
+            (try harness.emulator(emulator, .get, "/admin/stats")["deviceStatusCalls"] as? Int ?? 0) >= 1
+        }
+        try harness.waitUntil("subscriptions") {
+            let slots = try harness.statusJSON(config: config)["slots"] as? [String: [String: Any]]
+            return slots?["slot-1"]?["subscribed"] as? Bool == true
+        }
+
+        // Press: exits 0 once durable; the order is placed with the exact headers.
+        let press = try harness.run("replenish-agent", ["press", "button", "--config", config])
+        #expect(press.status == 0, "\(press.error)")
+        try harness.waitUntil("the order") {
+            let placed = try harness.emulator(emulator, .get, "/admin/stats")["ordersPlaced"] as? [String: Int]
+            return placed?["slot-1"] == 1
+        }
+        let stats = try harness.emulator(emulator, .get, "/admin/stats")
+        let headers = try #require(stats["lastReplenishHeaders"] as? [String: String])
+        #expect(headers["x-amzn-type-version"] == "com.amazon.dash.replenishment.DrsReplenishInput@1.0")
+        #expect(headers["x-amzn-accept-type"] == "com.amazon.dash.replenishment.DrsReplenishResult@1.0")
+        let authorization = try #require(headers["authorization"])
+        #expect(authorization.hasPrefix("Bearer Atza|"))
+        #expect((stats["rejected"] as? [Any])?.isEmpty == true, "\(stats["rejected"] ?? "")")
+        try harness.waitUntil("the result in status") {
+            let slots = try harness.statusJSON(config: config)["slots"] as? [String: [String: Any]]
+            return slots?["slot-1"]?["lastResult"] as? String == "TEST_ORDER_PLACED"
+        }
+        #expect(try harness.statusJSON(config: config)["pendingOrders"] as? Int == 0)
+
+        // A 10 s token is refreshed on schedule, before it expires, and DRS takes the new one.
+        try harness.waitUntil("a scheduled refresh", timeout: 25) {
+            let grants = try harness.emulator(emulator, .get, "/admin/stats")["tokenGrants"] as? [String: Int]
+            return (grants?["refresh_token"] ?? 0) >= 1
+        }
+        _ = try harness.emulator(emulator, .post, "/admin/deliver/slot-1")
+        #expect(try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0)
+        try harness.waitUntil("the second order") {
+            (try harness.emulator(emulator, .get, "/admin/stats")["ordersPlaced"] as? [String: Int])?["slot-1"] == 2
+        }
+        let after = try harness.emulator(emulator, .get, "/admin/stats")
+        let secondAuthorization = (after["lastReplenishHeaders"] as? [String: String])?["authorization"]
+        #expect(secondAuthorization != authorization)
+        #expect(after["invalidTokenAnswers"] as? Int == 0)
+
+        // State on disk is private.
+        var info = stat()
+        stat(harness.directory + "/state", &info)
+        #expect(info.st_mode & 0o777 == 0o700)
+        stat(harness.directory + "/state/tokens.json", &info)
+        #expect(info.st_mode & 0o777 == 0o600)
+
+        // SIGTERM stops the agent cleanly.
+        agent.terminate()
+        try harness.waitUntil("the agent to stop", timeout: 15) { !agent.isRunning }
+        #expect(agent.terminationStatus == 0)
+
+        // No token (nor any LWA token-shaped string) in anything the agent printed.
+        let tokens = try #require(try FileTokenStore.peek(stateDirectory: harness.directory + "/state"))
+        let outputs = harness.read("agent.log") + press.output + press.error + early.error
+            + (try harness.run("replenish-agent", ["status", "--config", config]).output)
+            + (try harness.run("replenish-agent", ["status", "--json", "--config", config]).output)
+        for secret in [tokens.accessToken.value, tokens.refreshToken.value, String(authorization.dropFirst(7)), "Atza|", "Atzr|"] {
+            #expect(!outputs.contains(secret), "a token reached the agent's output")
+        }
+        #expect(harness.read("agent.log").contains("order acknowledged"))
+    }
+
+    @Test func httpClientVerifiesTLSWithTheGivenCAAndRefusesWithoutIt() throws {
+        let harness = Harness()
+        let tlsDirectory = harness.directory + "/tls"
+        let made = try harness.run("replenish-emulator", ["make-ca", "--dir", tlsDirectory])
+        #expect(made.status == 0, "\(made.error)")
+        let emulator = try harness.startEmulator(
+            ["--tls-cert", tlsDirectory + "/server.pem", "--tls-key", tlsDirectory + "/server.key"], scheme: "https")
+        let url = emulator + "/admin/stats"
+        let verified = try CurlEasy(options: .init(caFile: tlsDirectory + "/ca.pem")).perform(HTTPRequest(method: .get, url: url))
+        #expect(verified.status == 200)
+        #expect(verified.header("content-type") == "application/json")
+        // Without the throwaway CA, the system store does not trust the server: refused.
+        #expect(throws: AgentError.self) {
+            try CurlEasy(options: .init()).perform(HTTPRequest(method: .get, url: url))
+        }
+        do {
+            _ = try CurlEasy(options: .init()).perform(HTTPRequest(method: .get, url: url))
+        } catch {
+            #expect(error.code == .network)
+            #expect(error.message.contains("curl 60"))
+        }
+    }
+
+    @Test func responseSizeCapAndConnectionReuse() async throws {
+        let harness = Harness()
+        let emulator = try harness.startEmulator()
+        let client = try CurlHTTPClient(options: .init(maximumResponseBytes: 64))
+        // The stats answer is larger than 64 bytes: refused, not truncated.
+        await #expect(throws: AgentError.self) { try await client.send(HTTPRequest(method: .get, url: emulator + "/admin/stats")) }
+        let roomy = try CurlHTTPClient(options: .init())
+        for _ in 0..<3 {
+            #expect(try await roomy.send(HTTPRequest(method: .get, url: emulator + "/admin/stats")).status == 200)
+        }
+    }
+
+    @Test func checkConfigExitsOneWithEveryProblem() throws {
+        let harness = Harness()
+        let path = harness.directory + "/bad.json"
+        try #"{"device":{"serial":"bad serial","model":"m","phase":"beta"},"extra":1}"#.write(toFile: path, atomically: true, encoding: .utf8)
+        let result = try harness.run("replenish-agent", ["check-config", "--config", path])
+        #expect(result.status == 1)
+        let lines = result.error.split(separator: "\n")
+        #expect(lines.contains("device.serial: must be 1 to 64 characters of A-Z a-z 0-9 - + _"))
+        #expect(lines.contains { $0.hasPrefix("device.phase:") })
+        #expect(lines.contains("extra: unknown key"))
+        #expect(lines.contains("lwa: is required"))
+        #expect(try harness.run("replenish-agent", ["check-config", "--config", harness.directory + "/none.json"]).status == 1)
+    }
+}

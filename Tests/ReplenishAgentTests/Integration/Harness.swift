@@ -1,0 +1,149 @@
+import Foundation
+import Synchronization
+import Testing
+
+@testable import ReplenishAgent
+
+/// Runs the real `replenish-agent` and `replenish-emulator` binaries as processes. Waits poll with bounded
+/// timeouts; every process is killed when the harness goes.
+final class Harness: @unchecked Sendable {
+    let directory = temporaryDirectory()
+    private var processes: [Process] = []
+
+    static let binDirectory: String = {
+        // The test bundle sits beside the products it was built with.
+        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? ""
+        var candidates = [URL(fileURLWithPath: exe).deletingLastPathComponent().path]
+        candidates.append(packageRoot() + "/.build/debug")
+        return candidates.first { FileManager.default.isExecutableFile(atPath: $0 + "/replenish-agent") } ?? candidates[0]
+    }()
+
+    deinit {
+        for process in processes where process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
+
+    struct Finished {
+        var status: Int32
+        var output: String
+        var error: String
+    }
+
+    /// Starts a long-running process with its output going to `log` files in the harness directory.
+    @discardableResult
+    func start(_ binary: String, _ arguments: [String], log: String) throws -> Process {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Self.binDirectory + "/" + binary)
+        process.arguments = arguments
+        FileManager.default.createFile(atPath: directory + "/" + log, contents: nil)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: directory + "/" + log))
+        process.standardOutput = handle
+        process.standardError = handle
+        try process.run()
+        processes.append(process)
+        return process
+    }
+
+    /// Runs a command to completion (at most `timeout` seconds) and returns its output.
+    func run(_ binary: String, _ arguments: [String], timeout: Double = 60) throws -> Finished {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Self.binDirectory + "/" + binary)
+        process.arguments = arguments
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        processes.append(process)
+        let collected = Mutex([Data(), Data()])
+        let group = DispatchGroup()
+        for (index, pipe) in [out, err].enumerated() {
+            group.enter()
+            DispatchQueue.global().async {
+                let data = pipe.fileHandleForReading.readDataToEndOfFile()
+                collected.withLock { $0[index] = data }
+                group.leave()
+            }
+        }
+        if group.wait(timeout: .now() + timeout) == .timedOut {
+            kill(process.processIdentifier, SIGKILL)
+            throw AgentError(.server, "\(binary) \(arguments.first ?? "") did not finish within \(timeout) s")
+        }
+        process.waitUntilExit()
+        return Finished(status: process.terminationStatus,
+                        output: String(decoding: collected.withLock { $0[0] }, as: UTF8.self),
+                        error: String(decoding: collected.withLock { $0[1] }, as: UTF8.self))
+    }
+
+    func read(_ log: String) -> String {
+        (try? String(contentsOfFile: directory + "/" + log, encoding: .utf8)) ?? ""
+    }
+
+    /// Polls `condition` every 50 ms for at most `timeout` seconds.
+    func waitUntil(_ what: String, timeout: Double = 30, _ condition: () throws -> Bool) throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if (try? condition()) == true { return }
+            usleep(50_000)
+        }
+        if try condition() { return }
+        throw AgentError(.server, "timed out after \(timeout) s waiting for \(what)")
+    }
+
+    /// Starts the emulator and returns its base URL.
+    func startEmulator(_ extra: [String] = [], scheme: String = "http") throws -> String {
+        let portFile = directory + "/emulator.port"
+        try start("replenish-emulator", ["serve", "--listen", "127.0.0.1:0", "--port-file", portFile] + extra,
+                  log: "emulator.log")
+        var port = ""
+        try waitUntil("the emulator's port") {
+            port = ((try? String(contentsOfFile: portFile, encoding: .utf8)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+            return !port.isEmpty
+        }
+        return "\(scheme)://127.0.0.1:\(port)"
+    }
+
+    /// A free TCP port on loopback (bound and released; the agent binds it right after).
+    static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                bind(fd, pointer, length) == 0 && getsockname(fd, pointer, &length) == 0
+            }
+        }
+        guard bound else { throw AgentError(.network, "no free port") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    /// Writes an agent config for the simulated board against `emulator`; returns its path.
+    func writeConfig(emulator: String, pairingPort: Int, slots: [String] = ["slot-1"], caFile: String? = nil) throws -> String {
+        let buttons = zip(["button", "button2"], slots).map { #"{"input":"\#($0.0)","slot":"\#($0.1)"}"# }
+        let tls = caFile.map { #""tls":{"caFile":"\#($0)"},"# } ?? ""
+        let text = """
+            {"device":{"serial":"TEST0001","model":"model-1","phase":"test"},
+             "lwa":{"clientId":"amzn1.application-oa2-client.emulator","tokenURL":"\(emulator)/auth/o2/token"},
+             "drs":{"baseURL":"\(emulator)"},\(tls)
+             "stateDirectory":"\(directory)/state","board":"\(packageRoot())/board/simulated.json",
+             "buttons":[\(buttons.joined(separator: ","))],"pairing":{"listen":"127.0.0.1:\(pairingPort)"}}
+            """
+        let path = directory + "/agent.json"
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    /// GET or POST on the emulator (admin interface), with the agent's own HTTP client.
+    func emulator(_ base: String, _ method: HTTPRequest.Method, _ path: String, caFile: String? = nil) throws -> [String: Any] {
+        let response = try CurlEasy(options: .init(caFile: caFile)).perform(HTTPRequest(method: method, url: base + path))
+        return (try JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any]) ?? [:]
+    }
+
+    func statusJSON(config: String) throws -> [String: Any] {
+        let result = try run("replenish-agent", ["status", "--json", "--config", config])
+        return (try JSONSerialization.jsonObject(with: Data(result.output.utf8)) as? [String: Any]) ?? [:]
+    }
+}
