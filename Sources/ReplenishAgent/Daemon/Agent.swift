@@ -75,9 +75,12 @@ struct Agent {
         logger.info("replenish-agent starting",
                     metadata: ["device.serial": "\(config.device.serial)", "device.phase": "\(config.device.phase.rawValue)",
                                "board": "\(config.board.name)", "paired": "\(paired)"])
-        let serviceGroup = ServiceGroup(configuration: .init(
+        var groupConfiguration = ServiceGroupConfiguration(
             services: services.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0) },
-            gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+            gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        // Below the unit's TimeoutStopSec (20 s), so systemd never has to SIGKILL a stopping agent.
+        groupConfiguration.maximumGracefulShutdownDuration = .seconds(10)
+        let serviceGroup = ServiceGroup(configuration: groupConfiguration)
         let result: Result<Void, any Error>
         do { try await serviceGroup.run(); result = .success(()) } catch { result = .failure(error) }
         backend.shutdown()

@@ -17,6 +17,9 @@ final class CurlHTTPClient: HTTPClient, @unchecked Sendable {
     deinit { worker.shutdownGracefully { _ in } }
 
     func send(_ request: HTTPRequest) async throws(AgentError) -> HTTPResponse {
+        // The config is checked at load; checking each request too means no code path can send a token in
+        // clear text to a host that is not this machine.
+        _ = try EndpointURL(String(request.url.prefix { $0 != "?" }))
         do {
             return try await worker.runIfActive { try self.easy.perform(request) }
         } catch let error as AgentError {

@@ -1,0 +1,63 @@
+# Shared by demo.sh and bench.sh: start the emulator and the agent on the simulated board, pair them.
+# Expects $bin (the folder with both binaries), $root (the repository) and $work (a private temp folder);
+# appends what it starts to the array `pids`; `stop_all` stops them.
+
+# wait_for DESCRIPTION SECONDS COMMAND...: polls COMMAND every 0.1 s, at most SECONDS.
+wait_for() {
+  local what=$1 limit=$2; shift 2
+  for _ in $(seq $((limit * 10))); do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
+  echo "timed out waiting for $what" >&2; return 1
+}
+
+stop_all() {
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  pids=()
+}
+
+start_emulator() {
+  "$bin/replenish-emulator" serve --listen 127.0.0.1:0 --port-file "$work/emulator.port" --slots slot-1 "$@" \
+    >"$work/emulator.log" 2>&1 &
+  pids+=($!)
+  wait_for "the emulator" 30 test -s "$work/emulator.port"
+  emulator="http://127.0.0.1:$(cat "$work/emulator.port")"
+}
+
+# Picks a free loopback port for the pairing endpoints into $pairing_port.
+pick_pairing_port() {
+  pairing_port=""
+  for port in $(shuf -i 20000-60000 -n 50); do
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then pairing_port=$port; return 0; fi
+  done
+  echo "no free port" >&2; return 1
+}
+
+write_config() {
+  cat >"$work/agent.json" <<JSON
+{
+  "device": { "serial": "DEMO0001", "model": "5f4f1c5e-0000-4000-8000-000000000001", "phase": "test" },
+  "lwa": { "clientId": "amzn1.application-oa2-client.emulator", "tokenURL": "$emulator/auth/o2/token" },
+  "drs": { "baseURL": "$emulator" },
+  "stateDirectory": "$work/state",
+  "board": "$root/board/simulated.json",
+  "buttons": [ { "input": "button", "slot": "slot-1" } ],
+  "pairing": { "listen": "127.0.0.1:$pairing_port" }
+}
+JSON
+}
+
+start_agent() {
+  "$bin/replenish-agent" run --config "$work/agent.json" 2>"$work/agent.log" &
+  agent_pid=$!
+  pids+=($agent_pid)
+  wait_for "the pairing endpoints" 30 curl -sf "http://127.0.0.1:$pairing_port/provision/deviceInfo"
+}
+
+pair() {
+  "$bin/replenish-emulator" companion --device "http://127.0.0.1:$pairing_port" --lwa "$emulator"
+  wait_for "pairing to be stored" 10 grep -q '"paired":true' <("$bin/replenish-agent" status --json --config "$work/agent.json")
+}
+
+order_placed() {
+  "$bin/replenish-agent" status --json --config "$work/agent.json" | grep -q '"lastResult":"[A-Z_]*ORDER'
+}

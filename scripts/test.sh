@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The project's test command (README, CI): unit and integration tests, then the device binary's check:
+# the release `replenish-agent` must not link Foundation or ICU.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+swift build --build-tests
+swift test
+echo "== release device binary: no Foundation, no ICU"
+swift build -c release --product replenish-agent 2>&1 | tail -n 1
+binary="$(swift build -c release --show-bin-path)/replenish-agent"
+if ldd "$binary" | grep -iE 'libFoundation\.so|FoundationNetworking|FoundationInternationalization|FoundationXML|icu'; then
+  echo "FAIL: $binary links Foundation or ICU" >&2
+  exit 1
+fi
+echo "ok: $(ldd "$binary" | wc -l) shared libraries, none of them Foundation or ICU"
