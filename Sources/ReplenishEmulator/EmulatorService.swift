@@ -1,6 +1,6 @@
 import Foundation
 
-/// The shared, thread-safe owner of the `EmulatorState`: every connection's handler calls `answer`.
+/// The shared, thread-safe owner of the `EmulatorState`: every connection's handler calls `dispatch`.
 final class EmulatorService: Sendable {
     private let lock = NSLock()
     // Only touched with `lock` held.
@@ -10,17 +10,25 @@ final class EmulatorService: Sendable {
         self.state = EmulatorState(config: config)
     }
 
-    /// Answers one request against the current state, at the current wall-clock time.
-    func answer(_ request: EmulatorRequest) -> EmulatorResponse {
+    /// Decides what happens to one request (a fault, or the normal answer) against the current state, at the
+    /// current wall-clock time.
+    func dispatch(_ request: EmulatorRequest) -> EmulatorDisposition {
         lock.lock()
         defer { lock.unlock() }
-        return state.handle(request, now: Date())
+        return state.dispatch(request, now: Date())
+    }
+
+    /// The normal handling of a request whose injected delay has run out.
+    func resumeDelayed(_ request: EmulatorRequest) -> EmulatorDisposition {
+        lock.lock()
+        defer { lock.unlock() }
+        return state.resumeDelayed(request, now: Date())
     }
 
     /// Answers `413` for a request whose body was over the limit (and discarded), recording the refusal.
     func refuseTooLarge(_ request: EmulatorRequest) -> EmulatorResponse {
         lock.lock()
         defer { lock.unlock() }
-        return state.refuseTooLarge(request)
+        return state.refuseTooLarge(request, now: Date())
     }
 }

@@ -73,15 +73,20 @@ extension EmulatorState {
         device.key + "\n" + slot
     }
 
-    /// `POST /replenish/{slotId}`: places an order, or reports the one in progress.
-    mutating func replenish(_ request: EmulatorRequest, slot: String, now: Date) -> EmulatorResponse {
-        stats.replenishCalls[slot, default: 0] += 1
+    /// Keeps every header of a replenish request for `/admin/stats` (names lower-cased, repeats joined).
+    mutating func recordReplenishHeaders(_ request: EmulatorRequest) {
         var headers: [String: String] = [:]
         for header in request.headers {
             let name = header.name.lowercased()
             headers[name] = headers[name].map { $0 + ", " + header.value } ?? header.value
         }
         stats.lastReplenishHeaders = headers
+    }
+
+    /// `POST /replenish/{slotId}`: places an order, or reports the one in progress.
+    mutating func replenish(_ request: EmulatorRequest, slot: String, now: Date) -> EmulatorResponse {
+        stats.replenishCalls[slot, default: 0] += 1
+        recordReplenishHeaders(request)
         let call: AuthorizedCall
         switch authorizeDRS(request, .replenish, now: now) {
         case .success(let c): call = c

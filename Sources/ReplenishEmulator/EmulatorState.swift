@@ -3,8 +3,8 @@ import Foundation
 /// Everything the emulated LWA and DRS remember, and the one entry point that answers a request.
 ///
 /// A plain value with no I/O, no clock and no locking: the server owns one behind a lock and passes the time
-/// in. Fault injection (refused, dropped or delayed answers) belongs in a layer around `handle`, which sees
-/// every request and every answer.
+/// in. Fault injection (refused, dropped or delayed answers) is the layer around `handle` in
+/// `EmulatorState+Faults.swift`: `dispatch` sees every request and every answer.
 struct EmulatorState: Sendable {
     var config: EmulatorConfig
     /// Devices by `DeviceIdentity.key`, updated at every code redemption.
@@ -19,6 +19,10 @@ struct EmulatorState: Sendable {
     /// Whether each slot is subscribed; the same for every device.
     var subscribed: [String: Bool]
     var stats = EmulatorStats()
+    /// Queued and random faults (`/admin/faults`, `/admin/fault-rate`).
+    var faults = FaultInjector()
+    /// Every replenish request's outcome (`/admin/events`).
+    var events = ReplenishEventLog()
 
     init(config: EmulatorConfig) {
         self.config = config
@@ -39,10 +43,12 @@ struct EmulatorState: Sendable {
     }
 
     /// The answer to a request whose body was over the server's limit: `413`, recorded like any refusal.
-    mutating func refuseTooLarge(_ request: EmulatorRequest) -> EmulatorResponse {
+    mutating func refuseTooLarge(_ request: EmulatorRequest, now: Date) -> EmulatorResponse {
+        noteArrival(request)
         var response = EmulatorResponse.message(413, "Request body larger than 1 MiB")
         response.headers.append(("X-Amzn-Requestid", RandomText.requestId()))
         stats.reject(.init(method: request.method, path: request.path, status: 413, reason: response.reason!))
+        logReplenish(request, response: response, fault: nil, answerDropped: false, now: now)
         return response
     }
 
@@ -99,6 +105,25 @@ struct EmulatorState: Sendable {
             return only("POST") { adminRevokeRefreshTokens() }
         } else if match("admin/expire-access-tokens") != nil {
             return only("POST") { adminExpireAccessTokens(now: now) }
+        } else if match("admin/faults") != nil {
+            switch request.method {
+            case "GET": return .json(200, faults.json)
+            case "POST": return adminAddFault(request)
+            case "DELETE": return .json(200, .obj(["cleared": .number(Double(faults.clear()))]))
+            default: return .message(405, "Method \(request.method) not allowed here")
+            }
+        } else if match("admin/fault-rate") != nil {
+            return only("POST") { adminFaultRate(request) }
+        } else if match("admin/rotation") != nil {
+            switch request.method {
+            case "GET": return .json(200, rotationJSON)
+            case "POST": return adminRotation(request)
+            default: return .message(405, "Method \(request.method) not allowed here")
+            }
+        } else if match("admin/check-refresh-token") != nil {
+            return only("POST") { adminCheckRefreshToken(request) }
+        } else if match("admin/events") != nil {
+            return only("GET") { adminEvents(request) }
         } else {
             return .message(404, "No such resource: \(request.method) \(request.path)")
         }

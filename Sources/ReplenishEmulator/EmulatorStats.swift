@@ -23,6 +23,10 @@ struct EmulatorStats: Sendable {
     var cancelTestOrdersCalls = 0
     var orderInfoCalls = 0
     var invalidTokenAnswers = 0
+    /// Faults injected, by kind (queued and random alike).
+    var faultsInjected: [Fault.Kind: Int] = [:]
+    /// Every request to the token endpoint, whatever the answer (faults and `413` included).
+    var tokenRequests = 0
     var rejected: [Rejection] = []
     var lastReplenishHeaders: [String: String] = [:]
     var lastDeviceStatus: JSONValue = .null
@@ -50,6 +54,9 @@ struct EmulatorStats: Sendable {
             "cancelTestOrdersCalls": .number(Double(cancelTestOrdersCalls)),
             "orderInfoCalls": .number(Double(orderInfoCalls)),
             "invalidTokenAnswers": .number(Double(invalidTokenAnswers)),
+            "faultsInjected": .object(
+                Fault.Kind.allCases.map { .init(key: $0.rawValue, value: .number(Double(faultsInjected[$0] ?? 0))) }),
+            "tokenRequests": .number(Double(tokenRequests)),
             "rejected": .array(
                 rejected.map {
                     .obj([

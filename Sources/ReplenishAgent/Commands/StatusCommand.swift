@@ -37,6 +37,9 @@ struct StatusCommand: AsyncParsableCommand {
         var phase: String
         var paired: Bool
         var pairingState: String
+        /// unpaired, fresh, refreshing, retry-wait or needs-pairing.
+        var tokenState: String
+        var tokenStateReason: String?
         var accessTokenExpiresAt: String?
         var accessTokenExpiresInSeconds: Int?
         var pendingOrders: Int
@@ -61,9 +64,21 @@ struct StatusCommand: AsyncParsableCommand {
                 lastResultAt: known?.lastResultAt.map(ISO8601.format), pending: entry.map { !$0.isParked } ?? false,
                 parkedReason: entry?.parkedReason)
         }
+        let tokenState: String
+        if tokens != nil {
+            tokenState = record.tokenState.flatMap { ["unpaired", "needs-pairing"].contains($0) ? nil : $0 } ?? "fresh"
+        } else {
+            tokenState = record.tokenState == "needs-pairing" ? "needs-pairing" : "unpaired"
+        }
+        let pairingState = switch tokenState {
+        case "needs-pairing": "needs pairing again (\(record.tokenStateReason ?? "LWA refused the refresh token")); pairing mode"
+        case "unpaired": "pairing mode (not paired)"
+        default: "paired"
+        }
         return Report(
             serial: config.device.serial, phase: config.device.phase.rawValue, paired: tokens != nil,
-            pairingState: tokens != nil ? "paired" : "pairing mode (not paired)",
+            pairingState: pairingState, tokenState: tokenState,
+            tokenStateReason: tokens != nil || tokenState == "needs-pairing" ? record.tokenStateReason : nil,
             accessTokenExpiresAt: tokens.map { ISO8601.format($0.accessTokenExpiresAt) },
             accessTokenExpiresInSeconds: tokens.map { Int(($0.accessTokenExpiresAt - now).rounded()) },
             pendingOrders: outbox.pending.count, parkedOrders: outbox.parked.count,

@@ -36,9 +36,13 @@ struct Agent {
         let pairingWaker = Waker()
         await tokens.onChange { state in
             await orders.poke()
-            if case .paired = state { await duties.pairingChanged() }
             pairingWaker.ring()
+            try? await status.update { record in
+                record.tokenState = state.name
+                record.tokenStateReason = state.reason
+            }
         }
+        await tokens.onPaired { await duties.pairingChanged() }
 
         let backend: any GPIOBackend
         switch config.board.backend {
@@ -115,17 +119,21 @@ struct Agent {
                 await waker.wait(timeout: nil, clock: ContinuousClock())
                 continue
             }
+            // Rung once the app has been told 204: the port closes only after that answer is out.
+            let answered = Waker()
             let server = Task {
                 try await LocalHTTPServer.serve(at: .tcp(host: listen.host, port: listen.port), group: group, onBound: { port in
                     logger.info("pairing mode: serving the companion app",
                                 metadata: ["pairing.listen": "\(listen.host):\(port ?? listen.port)"])
-                }, handler: { request in await pairing.handle(request) })
+                }, afterResponse: { response in if response.status == 204 { answered.ring() } },
+                   handler: { request in await pairing.handle(request) })
             }
             // Wait until paired (or shutdown), then close the port.
             await withTaskCancellationHandler {
                 while await !tokens.isPaired && !Task.isCancelled {
                     await waker.wait(timeout: .seconds(60), clock: ContinuousClock())
                 }
+                if !Task.isCancelled { await answered.wait(timeout: .seconds(5), clock: ContinuousClock()) }
             } onCancel: { server.cancel() }
             server.cancel()
             do { try await server.value } catch is CancellationError {} catch {

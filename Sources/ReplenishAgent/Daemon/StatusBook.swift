@@ -12,7 +12,9 @@ struct StatusRecord: Codable, Sendable, Equatable {
     var slots: [String: Slot] = [:]
     var lastDeviceStatusAt: Double?
     var lastSubscriptionCheckAt: Double?
-    var lastError: String?
+    /// The token lifecycle state (`TokenManager.State.name`) and its reason, as the daemon last saw them.
+    var tokenState: String?
+    var tokenStateReason: String?
 }
 
 /// The daemon's single writer of `status.json`.

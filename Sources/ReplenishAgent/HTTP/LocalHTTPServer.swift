@@ -41,7 +41,9 @@ enum LocalHTTPServer {
 
     /// Binds, calls `onBound` (with the bound TCP port, if any), and serves until cancelled.
     static func serve(at address: Address, group: any EventLoopGroup, maximumBodyBytes: Int = 64 * 1024,
-                      onBound: @Sendable (Int?) -> Void = { _ in }, handler: @escaping Handler) async throws
+                      onBound: @Sendable (Int?) -> Void = { _ in },
+                      afterResponse: @escaping @Sendable (ServerResponse) -> Void = { _ in },
+                      handler: @escaping Handler) async throws
     {
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 16)
@@ -65,7 +67,8 @@ enum LocalHTTPServer {
             try await server.executeThenClose { connections in
                 for try await connection in connections {
                     group.addTask {
-                        try? await serveConnection(connection, maximumBodyBytes: maximumBodyBytes, handler: handler)
+                        try? await serveConnection(connection, maximumBodyBytes: maximumBodyBytes,
+                                                   afterResponse: afterResponse, handler: handler)
                     }
                 }
             }
@@ -74,7 +77,7 @@ enum LocalHTTPServer {
 
     private static func serveConnection(
         _ connection: NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>, maximumBodyBytes: Int,
-        handler: Handler
+        afterResponse: @Sendable (ServerResponse) -> Void, handler: Handler
     ) async throws {
         try await connection.executeThenClose { inbound, outbound in
             var head: HTTPRequestHead?
@@ -106,6 +109,7 @@ enum LocalHTTPServer {
                     try await outbound.write(.head(HTTPResponseHead(version: requestHead.version, status: status, headers: headers)))
                     if !response.body.isEmpty { try await outbound.write(.body(.byteBuffer(ByteBuffer(bytes: response.body)))) }
                     try await outbound.write(.end(nil))
+                    afterResponse(response)
                     if tooLarge { return }
                 }
             }

@@ -5,11 +5,31 @@ import Logging
 /// durably before the new access token is used. `invalid_grant` means the customer removed the device: the
 /// tokens are wiped and the agent goes back to pairing mode.
 actor TokenManager<C: Clock> where C.Duration == Duration {
-    /// What `status` shows of the tokens (never a token).
+    /// The lifecycle: unpaired → fresh → refreshing → (fresh | retry-wait | needs-pairing). What `status`
+    /// shows of the tokens (never a token).
     enum State: Sendable, Equatable {
         case unpaired
-        case paired(expiresAt: Double)
+        case fresh(expiresAt: Double)
+        case refreshing(expiresAt: Double)
+        case retryWait(expiresAt: Double, reason: String)
         case needsPairing(reason: String)
+
+        var name: String {
+            switch self {
+            case .unpaired: "unpaired"
+            case .fresh: "fresh"
+            case .refreshing: "refreshing"
+            case .retryWait: "retry-wait"
+            case .needsPairing: "needs-pairing"
+            }
+        }
+
+        var reason: String? {
+            switch self {
+            case .retryWait(_, let reason), .needsPairing(let reason): reason
+            default: nil
+            }
+        }
     }
 
     private let store: any TokenStore
@@ -24,9 +44,12 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     private var inFlight: Task<TokenSet, any Error>?
     private var failures = 0
     private var lastLoggedFailure: String?
+    /// The last refresh failure, until a refresh succeeds (the retry-wait state).
+    private var lastFailure: String?
     private var jitter: Double
     private var pairingLostHandlers: [@Sendable () async -> Void] = []
     private var changeHandlers: [@Sendable (State) async -> Void] = []
+    private var pairedHandlers: [@Sendable () async -> Void] = []
 
     init(store: any TokenStore, lwa: LWAClient, clock: C, wallTime: @escaping @Sendable () -> Double,
          random: RandomSource = .system, logger: Logger) throws(AgentError)
@@ -42,7 +65,11 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     }
 
     var state: State {
-        if let tokens { return .paired(expiresAt: tokens.accessTokenExpiresAt) }
+        if let tokens {
+            if inFlight != nil { return .refreshing(expiresAt: tokens.accessTokenExpiresAt) }
+            if let lastFailure { return .retryWait(expiresAt: tokens.accessTokenExpiresAt, reason: lastFailure) }
+            return .fresh(expiresAt: tokens.accessTokenExpiresAt)
+        }
         if let lostReason { return .needsPairing(reason: lostReason) }
         return .unpaired
     }
@@ -51,6 +78,9 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
 
     /// Called after the tokens are wiped because LWA no longer accepts them.
     func onPairingLost(_ handler: @escaping @Sendable () async -> Void) { pairingLostHandlers.append(handler) }
+
+    /// Called after a pairing stored new tokens.
+    func onPaired(_ handler: @escaping @Sendable () async -> Void) { pairedHandlers.append(handler) }
 
     /// Called after every change of `state` (pairing, refresh, loss).
     func onChange(_ handler: @escaping @Sendable (State) async -> Void) { changeHandlers.append(handler) }
@@ -67,10 +97,12 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
         try store.save(fresh)
         tokens = fresh
         lostReason = nil
+        lastFailure = nil
         failures = 0
         waker.ring()
         logger.info("paired", metadata: ["token.expiresIn": "\(Int(grant.expiresIn))"])
         await notifyChange()
+        for handler in pairedHandlers { await handler() }
     }
 
     /// An access token that is not expired, refreshing first when it is (or is about to be).
@@ -99,8 +131,12 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
         guard tokens != nil else { throw AgentError(.notPaired, "the device is not paired") }
         let task = Task { try await self.performRefresh(reason: reason) }
         inFlight = task
-        defer { inFlight = nil }
-        return try await Self.value(of: task)
+        await notifyChange()
+        let result: Result<TokenSet, AgentError>
+        do { result = .success(try await Self.value(of: task)) } catch { result = .failure(error) }
+        inFlight = nil
+        await notifyChange()
+        return try result.get()
     }
 
     private static func value(of task: Task<TokenSet, any Error>) async throws(AgentError) -> TokenSet {
@@ -125,24 +161,25 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
             if tokens?.refreshToken == current.refreshToken { tokens = next }
             failures = 0
             lastLoggedFailure = nil
+            lastFailure = nil
             jitter = Double.random(in: 0..<1, using: &random)
             waker.ring()
             logger.info("access token refreshed",
                         metadata: ["token.expiresIn": "\(Int(grant.expiresIn))",
                                    "token.rotated": "\(grant.refreshToken.map { $0 != current.refreshToken } ?? false)"])
-            await notifyChange()
             return next
         } catch where error.code == .applicationNotAuthorized {
             logger.error("LWA no longer accepts the refresh token: the customer removed the device; pairing again")
             do { try store.wipe() } catch { logger.error("could not remove the token file", metadata: ["error": "\(error)"]) }
             tokens = nil
             lostReason = "LWA refused the refresh token (invalid_grant)"
+            lastFailure = nil
             waker.ring()
-            await notifyChange()
             for handler in pairingLostHandlers { await handler() }
             throw error
         } catch {
             failures += 1
+            lastFailure = error.message
             if lastLoggedFailure != error.message || error.code != .unauthorizedClient {
                 logger.warning("token refresh failed",
                                metadata: ["error.code": "\(error.code)", "error": "\(error.message)", "attempt": "\(failures)"])

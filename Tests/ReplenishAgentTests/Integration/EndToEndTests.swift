@@ -12,7 +12,7 @@ import Testing
         let pairingPort = try Harness.freePort()
         let config = try harness.writeConfig(emulator: emulator, pairingPort: pairingPort, slots: ["slot-1", "slot-2"])
         #expect(try harness.run("replenish-agent", ["check-config", "--config", config]).status == 0)
-        let agent = try harness.start("replenish-agent", ["run", "--config", config], log: "agent.log")
+        let agent = try harness.startAgent(config: config)
 
         // Not paired yet: a press is refused with the reason, and status says so.
         try harness.waitUntil("the control socket") { FileManager.default.fileExists(atPath: harness.directory + "/state/control.sock") }
@@ -22,11 +22,7 @@ import Testing
         #expect(try harness.statusJSON(config: config)["paired"] as? Bool == false)
 
         // Pair as the companion app would.
-        var companion = Harness.Finished(status: -1, output: "", error: "")
-        try harness.waitUntil("the pairing endpoints") {
-            companion = try harness.run("replenish-emulator", ["companion", "--device", "http://127.0.0.1:\(pairingPort)", "--lwa", emulator])
-            return companion.status == 0
-        }
+        let companion = try harness.pair(emulator: emulator, pairingPort: pairingPort)
         #expect(companion.output.contains("paired"))
         let paired = try harness.statusJSON(config: config)
         #expect(paired["paired"] as? Bool == true)
@@ -93,13 +89,13 @@ import Testing
 
         // No token (nor any LWA token-shaped string) in anything the agent printed.
         let tokens = try #require(try FileTokenStore.peek(stateDirectory: harness.directory + "/state"))
-        let outputs = harness.read("agent.log") + press.output + press.error + early.error
+        let outputs = harness.agentLogs + press.output + press.error + early.error
             + (try harness.run("replenish-agent", ["status", "--config", config]).output)
             + (try harness.run("replenish-agent", ["status", "--json", "--config", config]).output)
         for secret in [tokens.accessToken.value, tokens.refreshToken.value, String(authorization.dropFirst(7)), "Atza|", "Atzr|"] {
             #expect(!outputs.contains(secret), "a token reached the agent's output")
         }
-        #expect(harness.read("agent.log").contains("order acknowledged"))
+        #expect(harness.agentLogs.contains("order acknowledged"))
     }
 
     @Test func httpClientVerifiesTLSWithTheGivenCAAndRefusesWithoutIt() throws {

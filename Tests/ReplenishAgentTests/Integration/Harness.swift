@@ -122,7 +122,7 @@ final class Harness: @unchecked Sendable {
 
     /// Writes an agent config for the simulated board against `emulator`; returns its path.
     func writeConfig(emulator: String, pairingPort: Int, slots: [String] = ["slot-1"], caFile: String? = nil) throws -> String {
-        let buttons = zip(["button", "button2"], slots).map { #"{"input":"\#($0.0)","slot":"\#($0.1)"}"# }
+        let buttons = zip(["button", "button2", "button3"], slots).map { #"{"input":"\#($0.0)","slot":"\#($0.1)"}"# }
         let tls = caFile.map { #""tls":{"caFile":"\#($0)"},"# } ?? ""
         let text = """
             {"device":{"serial":"TEST0001","model":"model-1","phase":"test"},
@@ -136,10 +136,83 @@ final class Harness: @unchecked Sendable {
         return path
     }
 
-    /// GET or POST on the emulator (admin interface), with the agent's own HTTP client.
-    func emulator(_ base: String, _ method: HTTPRequest.Method, _ path: String, caFile: String? = nil) throws -> [String: Any] {
-        let response = try CurlEasy(options: .init(caFile: caFile)).perform(HTTPRequest(method: method, url: base + path))
+    /// A call to the emulator (admin interface), with the agent's own HTTP client.
+    func emulator(_ base: String, _ method: HTTPRequest.Method, _ path: String, body: String? = nil,
+                  caFile: String? = nil) throws -> [String: Any] {
+        let response = try CurlEasy(options: .init(maximumResponseBytes: 64 << 20, caFile: caFile)).perform(HTTPRequest(
+            method: method, url: base + path, headers: body == nil ? [] : [("Content-Type", "application/json")],
+            body: body.map { Array($0.utf8) }))
         return (try JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any]) ?? [:]
+    }
+
+    func stats(_ base: String) throws -> [String: Any] { try emulator(base, .get, "/admin/stats") }
+
+    /// The emulator's replenish event log.
+    func replenishEvents(_ base: String) throws -> [[String: Any]] {
+        try emulator(base, .get, "/admin/events")["replenish"] as? [[String: Any]] ?? []
+    }
+
+    /// Every agent log this harness wrote (all incarnations).
+    var agentLogs: String {
+        ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [])
+            .filter { $0.hasPrefix("agent") && $0.hasSuffix(".log") }.sorted().map(read).joined()
+    }
+
+    private var incarnation = 0
+
+    /// Starts (or restarts) the agent with its own log file.
+    func startAgent(config: String) throws -> Process {
+        incarnation += 1
+        return try start("replenish-agent", ["run", "--config", config], log: "agent-\(incarnation).log")
+    }
+
+    /// An emulator, a config and a running agent, paired through the companion flow, its first duties done.
+    func startPairedAgent(emulatorArguments: [String] = [], slots: [String] = ["slot-1"]) throws
+        -> (emulator: String, config: String, agent: Process, pairingPort: Int)
+    {
+        let emulator = try startEmulator(emulatorArguments + ["--slots", slots.joined(separator: ",")])
+        let pairingPort = try Harness.freePort()
+        let config = try writeConfig(emulator: emulator, pairingPort: pairingPort, slots: slots)
+        let agent = try startAgent(config: config)
+        try pair(emulator: emulator, pairingPort: pairingPort)
+        try waitUntil("the first duties") {
+            let slotsStatus = try statusJSON(config: config)["slots"] as? [String: [String: Any]]
+            return slots.allSatisfy { slotsStatus?[$0]?["subscribed"] as? Bool == true }
+        }
+        return (emulator, config, agent, pairingPort)
+    }
+
+    /// Pairs the running agent as the companion app would.
+    @discardableResult
+    func pair(emulator: String, pairingPort: Int) throws -> Finished {
+        try waitUntil("the pairing endpoints") {
+            (try? CurlEasy(options: .init()).perform(HTTPRequest(
+                method: .get, url: "http://127.0.0.1:\(pairingPort)/provision/deviceInfo")))?.status == 200
+        }
+        let companion = try run("replenish-emulator", ["companion", "--device", "http://127.0.0.1:\(pairingPort)", "--lwa", emulator])
+        guard companion.status == 0 else {
+            throw AgentError(.server, "companion failed (\(companion.status)): \(companion.error)")
+        }
+        return companion
+    }
+
+    /// Kills with SIGKILL and waits until the process is gone.
+    func kill9(_ process: Process) throws {
+        kill(process.processIdentifier, SIGKILL)
+        try waitUntil("the agent to die", timeout: 10) { !process.isRunning }
+    }
+
+    func slotStatus(config: String, _ slot: String) throws -> [String: Any] {
+        (try statusJSON(config: config)["slots"] as? [String: [String: Any]])?[slot] ?? [:]
+    }
+
+    /// Fails when an agent log holds anything token-shaped.
+    func expectNoSecretsInAgentOutput(sourceLocation: SourceLocation = #_sourceLocation) {
+        let logs = agentLogs
+        #expect(!logs.isEmpty, sourceLocation: sourceLocation)
+        for marker in ["Atza|", "Atzr|", "code_verifier", "Bearer "] {
+            #expect(!logs.contains(marker), "\(marker) reached the agent's output", sourceLocation: sourceLocation)
+        }
     }
 
     func statusJSON(config: String) throws -> [String: Any] {

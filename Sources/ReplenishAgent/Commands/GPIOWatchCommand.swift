@@ -1,0 +1,91 @@
+import ArgumentParser
+import Logging
+
+/// `gpio-watch`: board bring-up and hardware tests. Requests the board's lines exactly as `run` does, drives
+/// every output to the given level, and prints each raw edge and each debounced press until the time is up
+/// (or SIGINT/SIGTERM). Nothing is ordered.
+struct GPIOWatchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "gpio-watch",
+        abstract: "Print the board's input edges and recognised presses; drive its outputs (bring-up, tests).")
+
+    @Option(name: .long, help: "A board file to watch (instead of the board of --config).")
+    var board: String?
+
+    @Option(name: .long, help: "Path of the agent's config file (used when --board is not given).")
+    var config: String = "/etc/replenish-agent/agent.json"
+
+    @Option(name: .long, help: "How long to watch, in seconds.")
+    var seconds: Double = 30
+
+    @Option(name: .long, help: "Level to drive every output to while watching: on or off.")
+    var outputs: String = "on"
+
+    func validate() throws {
+        guard seconds > 0, seconds <= 86400 else { throw ValidationError("--seconds must be from 0 to 86400") }
+        guard ["on", "off"].contains(outputs) else { throw ValidationError("--outputs must be on or off") }
+    }
+
+    func run() async throws {
+        POSIX.unblockAllSignals()
+        let boardFile = try loadBoard()
+        let backend: any GPIOBackend
+        do {
+            switch boardFile.backend {
+            case .simulated: backend = SimulatedBackend(board: boardFile)
+            case .gpiod: backend = try GpiodBackend(board: boardFile)
+            }
+            for output in boardFile.outputs { try backend.setOutput(output.name, on: outputs == "on") }
+        } catch let error as AgentError {
+            Output.error("gpio-watch: \(error.message)")
+            throw ExitCode(1)
+        }
+        let clock = ContinuousClock()
+        let started = clock.now
+        @Sendable func stamp() -> String {
+            let elapsed = started.duration(to: clock.now)
+            let milliseconds = elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000
+            return "t=\(milliseconds)ms"
+        }
+        let pipeline = InputPipeline(board: boardFile, clock: clock, logger: Logger(label: "gpio-watch")) { press in
+            Output.line("press \(press.input) \(press.kind.rawValue) \(stamp())")
+            return .success("printed")
+        }
+        let api = boardFile.backend == .gpiod ? GpiodBackend.apiDescription : "simulated"
+        Output.line("ready board=\"\(boardFile.name)\" inputs=\(boardFile.inputs.count) outputs=\(outputs) \(api)")
+        let watcher = Task {
+            for await edge in backend.edges {
+                Output.line("edge \(edge.input) \(edge.active ? "active" : "inactive") \(stamp())")
+                await pipeline.receive(edge)
+            }
+        }
+        let signals = SignalWaiter(signals: [SIGINT, SIGTERM])
+        await signals.wait(orFor: .milliseconds(Int64(seconds * 1000)), clock: clock)
+        backend.shutdown()
+        await watcher.value
+        Output.line("done \(stamp())")
+    }
+
+    private func loadBoard() throws -> BoardFile {
+        let path: String
+        if let board {
+            path = board
+        } else {
+            var option = ConfigOption()
+            option.config = config
+            path = try option.load().boardPath
+        }
+        var problems = Problems()
+        guard let bytes = try? POSIX.readFile(path), let json = try? JSONValue.parse(bytes),
+            let parsed = BoardFile.parse(json, file: path, problems: &problems)
+        else {
+            for line in problems.lines.isEmpty ? ["\(path): cannot read the board file"] : problems.lines { Output.error(line) }
+            throw ExitCode(1)
+        }
+        return parsed
+    }
+}
+
+#if canImport(Glibc)
+    import Glibc
+#endif

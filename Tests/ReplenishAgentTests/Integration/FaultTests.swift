@@ -1,0 +1,119 @@
+import Foundation
+import Testing
+
+@testable import ReplenishAgent
+
+/// A kitchen's worst days, against the real binaries: lost answers, outages with a SIGKILL in the middle,
+/// rejected and revoked tokens, corrupt state files. Every test also checks the agent printed no secret.
+@Suite(.serialized) struct FaultTests {
+    func events(_ harness: Harness, _ emulator: String, slot: String) throws -> [[String: Any]] {
+        try harness.replenishEvents(emulator).filter { $0["slot"] as? String == slot }
+    }
+
+    @Test func lostAnswerEndsAsOneOrderAndTheRetrySeesOrderInProgress() throws {
+        let harness = Harness()
+        let (emulator, config, _, _) = try harness.startPairedAgent()
+        _ = try harness.emulator(emulator, .post, "/admin/faults",
+                                 body: #"{"path":"/replenish/slot-1","count":1,"fault":{"kind":"dropAfterWork"}}"#)
+        #expect(try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0)
+        try harness.waitUntil("the agent to finish the order") {
+            let slot = try harness.slotStatus(config: config, "slot-1")
+            return slot["pending"] as? Bool == false && slot["lastResult"] as? String == "ORDER_INPROGRESS"
+        }
+        let outcomes = try events(harness, emulator, slot: "slot-1").map { $0["outcome"] as? String ?? "" }
+        #expect(outcomes == ["placed", "inProgress"])
+        #expect((try harness.stats(emulator)["ordersPlaced"] as? [String: Int])?["slot-1"] == 1)
+        // The agent stops there: no further calls.
+        Thread.sleep(forTimeInterval: 2)
+        #expect(try events(harness, emulator, slot: "slot-1").count == 2)
+        harness.expectNoSecretsInAgentOutput()
+    }
+
+    @Test func outageKillAndRestartPlaceTheOrderOnceWithoutASecondPress() throws {
+        let harness = Harness()
+        let (emulator, config, agent, _) = try harness.startPairedAgent()
+        _ = try harness.emulator(emulator, .post, "/admin/faults",
+                                 body: #"{"path":"/replenish","count":1000,"fault":{"kind":"status","status":503}}"#)
+        #expect(try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0)
+        try harness.waitUntil("two failed attempts") {
+            try events(harness, emulator, slot: "slot-1").filter { $0["outcome"] as? String == "faulted" }.count >= 2
+        }
+        try harness.kill9(agent)
+        #expect(try harness.statusJSON(config: config)["pendingOrders"] as? Int == 1)
+        let restarted = try harness.startAgent(config: config)
+        _ = try harness.emulator(emulator, .delete, "/admin/faults")
+        try harness.waitUntil("the order after the outage") {
+            let placed = (try harness.stats(emulator)["ordersPlaced"] as? [String: Int])?["slot-1"]
+            let pending = try harness.statusJSON(config: config)["pendingOrders"] as? Int
+            return placed == 1 && pending == 0
+        }
+        let placed = try events(harness, emulator, slot: "slot-1").filter { $0["outcome"] as? String == "placed" }
+        #expect(placed.count == 1)
+        #expect(restarted.isRunning)
+        harness.expectNoSecretsInAgentOutput()
+    }
+
+    @Test func invalidTokenIsRefreshedOnceAndTheOrderRetried() throws {
+        let harness = Harness()
+        let (emulator, config, _, _) = try harness.startPairedAgent()
+        let grantsBefore = (try harness.stats(emulator)["tokenGrants"] as? [String: Int])?["refresh_token"] ?? 0
+        _ = try harness.emulator(emulator, .post, "/admin/expire-access-tokens")
+        #expect(try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0)
+        try harness.waitUntil("the order") { (try harness.slotStatus(config: config, "slot-1")["lastResult"] as? String) == "TEST_ORDER_PLACED" }
+        let outcomes = try events(harness, emulator, slot: "slot-1").map { $0["outcome"] as? String ?? "" }
+        #expect(outcomes == ["rejected", "placed"])
+        let stats = try harness.stats(emulator)
+        #expect(stats["invalidTokenAnswers"] as? Int == 1)
+        #expect((stats["tokenGrants"] as? [String: Int])?["refresh_token"] == grantsBefore + 1)
+        harness.expectNoSecretsInAgentOutput()
+    }
+
+    @Test func revokedRefreshTokenReopensPairingKeepsTheOutboxAndDoesNotHammerLWA() throws {
+        let harness = Harness()
+        let (emulator, config, _, pairingPort) = try harness.startPairedAgent()
+        _ = try harness.emulator(emulator, .post, "/admin/revoke-refresh-tokens")
+        _ = try harness.emulator(emulator, .post, "/admin/expire-access-tokens")
+        #expect(try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0)
+        try harness.waitUntil("needs-pairing") { (try harness.statusJSON(config: config)["tokenState"] as? String) == "needs-pairing" }
+        let status = try harness.statusJSON(config: config)
+        #expect(status["paired"] as? Bool == false)
+        #expect(status["pendingOrders"] as? Int == 1)
+        try harness.waitUntil("the pairing endpoints again") {
+            (try? CurlEasy(options: .init()).perform(HTTPRequest(method: .get, url: "http://127.0.0.1:\(pairingPort)/provision/deviceInfo")))?.status == 200
+        }
+        let requestsBefore = try harness.stats(emulator)["tokenRequests"] as? Int ?? 0
+        Thread.sleep(forTimeInterval: 5)
+        #expect((try harness.stats(emulator)["tokenRequests"] as? Int ?? 0) - requestsBefore <= 1)
+        // A press now is refused with the reason; the earlier one is still queued.
+        let refused = try harness.run("replenish-agent", ["press", "button", "--config", config])
+        #expect(refused.status != 0 && refused.error.contains("not paired"))
+        // Pairing again delivers the kept press.
+        try harness.pair(emulator: emulator, pairingPort: pairingPort)
+        try harness.waitUntil("the kept order") { (try harness.statusJSON(config: config)["pendingOrders"] as? Int) == 0 }
+        #expect((try harness.stats(emulator)["ordersPlaced"] as? [String: Int])?["slot-1"] == 1)
+        harness.expectNoSecretsInAgentOutput()
+    }
+
+    @Test func corruptStateFilesAreMovedAsideAndTheAgentStillStarts() throws {
+        let harness = Harness()
+        let (emulator, config, agent, pairingPort) = try harness.startPairedAgent()
+        agent.terminate()
+        try harness.waitUntil("the agent to stop") { !agent.isRunning }
+        let state = harness.directory + "/state"
+        for file in ["outbox.json", "status.json", "tokens.json"] {
+            try "{\"version\":1,\"torn".write(toFile: state + "/" + file, atomically: false, encoding: .utf8)
+            chmod(state + "/" + file, 0o600)
+        }
+        _ = try harness.startAgent(config: config)
+        // Unpaired again (the token file was unreadable), pairing served, files kept aside for inspection.
+        try harness.pair(emulator: emulator, pairingPort: pairingPort)
+        let names = try FileManager.default.contentsOfDirectory(atPath: state)
+        for file in ["outbox.json", "status.json", "tokens.json"] {
+            #expect(names.contains { $0.hasPrefix(file + ".corrupt-") }, "\(file)")
+        }
+        #expect(try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0)
+        try harness.waitUntil("the order") { (try harness.slotStatus(config: config, "slot-1")["lastResult"] as? String) == "TEST_ORDER_PLACED" }
+        #expect(harness.agentLogs.contains("moved to"))
+        harness.expectNoSecretsInAgentOutput()
+    }
+}

@@ -1,0 +1,144 @@
+import Foundation
+import Testing
+
+@testable import ReplenishAgent
+
+/// The proof that a confirmed press ends as exactly one accepted replenish: many presses across three slots
+/// with a seeded 30 % fault rate on every LWA and DRS path and random SIGKILLs of the agent. Run by hand with
+/// `scripts/soak.sh [PRESSES] [SEED]` (1,000 presses by default); CI runs 200 as part of the tests.
+@Suite(.serialized) struct SoakTests {
+    static let presses = Int(ProcessInfo.processInfo.environment["SOAK_PRESSES"] ?? "") ?? 200
+    static let seed = UInt64(ProcessInfo.processInfo.environment["SOAK_SEED"] ?? "") ?? 20261122
+
+    struct Episode {
+        var slot: String
+        var startSeq: Int
+        var endSeq: Int = .max
+        var delivered = false
+    }
+
+    @Test func pressesAreNeverLostNorDuplicatedUnderFaultsAndKills() throws {
+        let harness = Harness()
+        let slots = ["slot-1", "slot-2", "slot-3"]
+        let inputs = ["slot-1": "button", "slot-2": "button2", "slot-3": "button3"]
+        var (emulator, config, agent, _) = try harness.startPairedAgent(
+            emulatorArguments: ["--access-token-lifetime", "20", "--rotate-refresh-tokens"], slots: slots)
+        _ = try harness.emulator(emulator, .post, "/admin/fault-rate", body: """
+            {"rate":0.3,"seed":\(Self.seed),"paths":["/replenish","/auth/o2/token","/deviceStatus","/subscriptionInfo"],
+             "kinds":["status500","status503","drop","dropAfterWork","garbage"]}
+            """)
+        var random = RandomSource.seeded(state: Self.seed)
+        var started = 0
+        var refusedPresses = 0
+        var episodes: [Episode] = []
+        var active: [String: Int] = [:]  // slot → index in episodes
+        var killTimes: [Double] = []
+        let deadline = Date().addingTimeInterval(Double(Self.presses) * 3 + 300)
+        func lastSeq() throws -> Int { (try harness.replenishEvents(emulator).last?["seq"] as? Int) ?? 0 }
+
+        while (started < Self.presses || !active.isEmpty) && Date() < deadline {
+            for slot in slots where active[slot] == nil && started < Self.presses {
+                let startSeq = try lastSeq()
+                let press = try harness.run("replenish-agent", ["press", inputs[slot]!, "--hold", "0.05", "--config", config])
+                if press.status == 0 {
+                    started += 1
+                    episodes.append(Episode(slot: slot, startSeq: startSeq))
+                    active[slot] = episodes.count - 1
+                } else {
+                    refusedPresses += 1  // not confirmed: the customer presses again (no episode starts)
+                }
+            }
+            let status = try harness.statusJSON(config: config)["slots"] as? [String: [String: Any]] ?? [:]
+            let events = try harness.replenishEvents(emulator)
+            for (slot, index) in active {
+                let placed = events.contains {
+                    $0["slot"] as? String == slot && ($0["seq"] as? Int ?? 0) > episodes[index].startSeq
+                        && $0["outcome"] as? String == "placed"
+                }
+                guard placed, status[slot]?["pending"] as? Bool == false else { continue }
+                episodes[index].endSeq = try lastSeq()
+                _ = try harness.emulator(emulator, .post, "/admin/deliver/\(slot)")
+                episodes[index].delivered = true
+                active[slot] = nil
+            }
+            // About one SIGKILL every ten presses, at a random moment of the agent's work.
+            if Int.random(in: 0..<30, using: &random) == 0 {
+                Thread.sleep(forTimeInterval: Double(Int.random(in: 0..<300, using: &random)) / 1000)
+                killTimes.append(Date().timeIntervalSince1970)
+                try harness.kill9(agent)
+                agent = try harness.startAgent(config: config)
+            }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        _ = try harness.emulator(emulator, .delete, "/admin/faults")
+
+        // The figures, from the emulator's own log of every replenish call.
+        let events = try harness.replenishEvents(emulator)
+        var lost = 0
+        var duplicated = 0
+        var excusedDropped = 0
+        var excusedKillWindow = 0
+        var accepted = 0
+        for episode in episodes {
+            let calls = events.filter {
+                $0["slot"] as? String == episode.slot && ($0["seq"] as? Int ?? 0) > episode.startSeq
+                    && ($0["seq"] as? Int ?? 0) <= episode.endSeq
+            }
+            let processed = calls.filter { ["placed", "inProgress"].contains($0["outcome"] as? String ?? "") }
+            guard episode.delivered, processed.contains(where: { $0["outcome"] as? String == "placed" }) else {
+                lost += 1
+                continue
+            }
+            accepted += 1
+            for (previous, call) in zip(processed, processed.dropFirst()) {
+                _ = call
+                if previous["answerDropped"] as? Bool == true {
+                    excusedDropped += 1  // the emulator dropped the answer: the agent could not know
+                } else if let at = previous["at"] as? Double, killTimes.contains(where: { $0 >= at && $0 - at < 0.5 }) {
+                    excusedKillWindow += 1  // killed between DRS's answer and the outbox write
+                } else {
+                    duplicated += 1
+                }
+            }
+        }
+        let placedOrders = events.filter { $0["outcome"] as? String == "placed" }.count
+        let wasted = events.count - accepted
+        let figures = "presses \(started), orders placed \(placedOrders), lost \(lost), duplicated \(duplicated), "
+            + "wasted calls \(wasted) (replenish calls \(events.count); resends after a dropped answer \(excusedDropped), "
+            + "after a kill between answer and write \(excusedKillWindow); SIGKILLs \(killTimes.count); "
+            + "presses refused while the agent restarted \(refusedPresses); seed \(Self.seed))"
+        print("soak: \(figures)")
+        try figures.write(toFile: harness.directory + "/../replenish-soak-figures.txt", atomically: true, encoding: .utf8)
+        #expect(started == Self.presses, "the soak did not finish in time: \(figures)")
+        #expect(lost == 0, "\(figures)")
+        #expect(duplicated == 0, "\(figures)")
+        #expect(placedOrders == started, "\(figures)")
+        harness.expectNoSecretsInAgentOutput()
+    }
+
+    @Test func killsDuringTokenRotationNeverCostThePairing() throws {
+        let kills = Int(ProcessInfo.processInfo.environment["KILL_COUNT"] ?? "") ?? 200
+        let harness = Harness()
+        var (emulator, config, agent, _) = try harness.startPairedAgent(
+            emulatorArguments: ["--access-token-lifetime", "2", "--rotate-refresh-tokens", "--old-refresh-token-policy", "until-used"])
+        var random = RandomSource.seeded(state: Self.seed)
+        let state = harness.directory + "/state"
+        for kill in 0..<kills {
+            Thread.sleep(forTimeInterval: Double(Int.random(in: 0..<800, using: &random)) / 1000)
+            try harness.kill9(agent)
+            let tokens = try #require(try FileTokenStore.peek(stateDirectory: state), "kill \(kill): no tokens on disk")
+            let check = try harness.emulator(emulator, .post, "/admin/check-refresh-token",
+                                             body: #"{"refreshToken":"\#(tokens.refreshToken.value)"}"#)
+            #expect(check["valid"] as? Bool == true, "kill \(kill): the stored refresh token is no longer accepted")
+            agent = try harness.startAgent(config: config)
+        }
+        let refreshes = (try harness.stats(emulator)["tokenGrants"] as? [String: Int])?["refresh_token"] ?? 0
+        print("kill-during-write: \(kills) SIGKILLs, \(refreshes) refresh grants (rotated each time), pairing kept every time")
+        #expect(refreshes >= kills / 4, "tokens did not rotate often enough to test the write window")
+        // Still paired and working.
+        try harness.waitUntil("paired status") { (try harness.statusJSON(config: config)["paired"] as? Bool) == true }
+        #expect(try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0)
+        try harness.waitUntil("the order") { (try harness.slotStatus(config: config, "slot-1")["lastResult"] as? String) == "TEST_ORDER_PLACED" }
+        harness.expectNoSecretsInAgentOutput()
+    }
+}
