@@ -61,8 +61,8 @@ import Testing
                 episodes[index].delivered = true
                 active[slot] = nil
             }
-            // About one SIGKILL every ten presses, at a random moment of the agent's work.
-            if Int.random(in: 0..<30, using: &random) == 0 {
+            // About one SIGKILL every five rounds of presses, at a random moment of the agent's work.
+            if Int.random(in: 0..<5, using: &random) == 0 {
                 Thread.sleep(forTimeInterval: Double(Int.random(in: 0..<300, using: &random)) / 1000)
                 killTimes.append(Date().timeIntervalSince1970)
                 try harness.kill9(agent)
