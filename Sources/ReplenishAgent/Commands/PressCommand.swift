@@ -16,38 +16,51 @@ struct PressCommand: AsyncParsableCommand {
     @Option(name: .long, help: "How long to hold it, in seconds (a long press is 5 s by default).")
     var hold: Double?
 
+    @Option(name: .long, help: "Contact bounces to add at each edge (debouncing must still give one press).")
+    var bounce: Int?
+
     func validate() throws {
         if let hold, !(0...120).contains(hold) { throw ValidationError("--hold must be from 0 to 120 seconds") }
+        if let bounce, !(0...100).contains(bounce) { throw ValidationError("--bounce must be from 0 to 100") }
     }
 
     func run() async throws {
         let config = try options.load()
+        struct Body: Encodable { var input: String; var holdSeconds: Double?; var bounces: Int? }
+        let body = try JSONEncoder().encode(Body(input: input, holdSeconds: hold, bounces: bounce))
+        try ControlClient.send("press", path: "/press", body: Array(body), config: config, timeoutSeconds: Int(hold ?? 0) + 30)
+    }
+}
+
+/// The client side of the simulated board's control socket, for `press` and `level`.
+enum ControlClient {
+    struct Answer: Decodable { var ok: Bool; var message: String }
+
+    /// Sends one command; prints the agent's answer, or its reason on standard error and exits 1.
+    static func send(_ command: String, path: String, body: [UInt8], config: AgentConfig, timeoutSeconds: Int) throws {
         guard config.board.backend == .simulated else {
-            Output.error("press: the board \(config.board.name) is real hardware; press works on the simulated board only")
+            Output.error("\(command): the board \(config.board.name) is real hardware; \(command) works on the simulated board only")
             throw ExitCode(1)
         }
         let socket = Agent.controlSocketPath(stateDirectory: config.stateDirectory)
-        struct Body: Encodable { var input: String; var holdSeconds: Double? }
-        let body = try JSONEncoder().encode(Body(input: input, holdSeconds: hold))
         let response: HTTPResponse
         do {
             let client = try CurlEasy(options: .init(unixSocketPath: socket))
             response = try client.perform(HTTPRequest(
-                method: .post, url: "http://localhost/press", headers: [("Content-Type", "application/json")],
-                body: Array(body), timeoutSeconds: Int(hold ?? 0) + 30))
+                method: .post, url: "http://localhost" + path, headers: [("Content-Type", "application/json")],
+                body: body, timeoutSeconds: timeoutSeconds))
         } catch {
-            Output.error("press: the agent is not running with this config (no answer on \(socket)): \(error.message)")
+            Output.error("\(command): the agent is not running with this config (no answer on \(socket)): \(error.message)")
             throw ExitCode(1)
         }
-        struct Answer: Decodable { var ok: Bool; var message: String }
         guard let answer = try? JSONDecoder().decode(Answer.self, from: Data(response.body)) else {
-            Output.error("press: unreadable answer from the agent (status \(response.status))")
+            Output.error("\(command): unreadable answer from the agent (status \(response.status))")
             throw ExitCode(1)
         }
         guard answer.ok else {
-            Output.error("press: \(answer.message)")
+            Output.error("\(command): \(answer.message)")
             throw ExitCode(1)
         }
-        Output.line("press: \(answer.message)")
+        Output.line("\(command): \(answer.message)")
     }
 }

@@ -144,8 +144,9 @@ extension AgentConfig {
                     if let slot, !isValidSlot(slot) {
                         problems.add(reader.child("slot"), "must be 1 to 255 characters of A-Z a-z 0-9 - . _ ~")
                     }
+                    let cooldown = reader.integer("cooldownSeconds", in: 0...86400, problems: &problems) ?? 60
                     reader.reportUnknownKeys(problems: &problems)
-                    if let input, let slot { buttons.append(Button(input: input, slot: slot)) }
+                    if let input, let slot { buttons.append(Button(input: input, slot: slot, cooldownSeconds: cooldown)) }
                 }
             } else {
                 problems.add("buttons", "must be an array")

@@ -24,6 +24,8 @@ struct AgentConfig: Sendable {
     struct Button: Sendable, Equatable {
         var input: String
         var slot: String
+        /// After an accepted order, further presses of this button within this time only flash the LED.
+        var cooldownSeconds: Int = 60
     }
 
     struct Listen: Sendable, Equatable {
@@ -45,6 +47,10 @@ struct AgentConfig: Sendable {
 
     /// The slot a named input orders for, if it is mapped.
     func slot(forInput input: String) -> String? { buttons.first { $0.input == input }?.slot }
+
+    func cooldown(forInput input: String) -> Duration {
+        .seconds(buttons.first { $0.input == input }?.cooldownSeconds ?? 0)
+    }
 
     /// The slots the device orders for, in config order, without repeats.
     var slots: [String] {

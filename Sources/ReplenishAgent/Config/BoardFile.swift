@@ -13,6 +13,10 @@ struct BoardFile: Sendable, Equatable {
         var bias: Bias
         var debounceMilliseconds: Int
         var longPressMilliseconds: Int
+        /// Level inputs: how long the level must stay active (low supply) before it counts.
+        var minimumActiveMilliseconds: Int = 10_000
+        /// Level inputs: how long it must stay inactive (refilled) before it can count again.
+        var minimumInactiveMilliseconds: Int = 60_000
     }
 
     struct Output: Sendable, Equatable {
@@ -72,11 +76,14 @@ extension BoardFile {
                 let activeLow = reader.bool("activeLow", problems: &local) ?? false
                 let debounce = reader.integer("debounceMs", in: 0...1000, problems: &local) ?? 30
                 let longPress = reader.integer("longPressMs", in: 500...60000, problems: &local) ?? 5000
+                let minimumActive = reader.integer("minActiveMs", in: 0...3_600_000, problems: &local) ?? 10_000
+                let minimumInactive = reader.integer("minInactiveMs", in: 0...86_400_000, problems: &local) ?? 60_000
                 reader.reportUnknownKeys(problems: &local)
                 if let inputName, let kind, let bias {
                     inputs.append(
                         Input(name: inputName, kind: kind, line: line, activeLow: activeLow, bias: bias,
-                              debounceMilliseconds: debounce, longPressMilliseconds: longPress))
+                              debounceMilliseconds: debounce, longPressMilliseconds: longPress,
+                              minimumActiveMilliseconds: minimumActive, minimumInactiveMilliseconds: minimumInactive))
                 }
             }
         } else if top.value("inputs", required: false, problems: &local) != nil {

@@ -44,14 +44,45 @@ struct Agent {
         }
         await tokens.onPaired { await duties.pairingChanged() }
 
+        let paired = await tokens.isPaired
         let backend: any GPIOBackend
         switch config.board.backend {
         case .simulated: backend = SimulatedBackend(board: config.board)
         case .gpiod: backend = try GpiodBackend(board: config.board)
         }
         let config = config
+        let lights = Lights(backend: backend, output: config.board.outputs.first?.name, clock: clock, logger: logger)
+        await lights.update { $0.paired = paired }
+        await tokens.onChange { state in
+            await lights.update { facts in
+                switch state {
+                case .fresh, .refreshing: facts.paired = true; facts.tokenFault = false
+                case .retryWait: facts.paired = true; facts.tokenFault = true
+                case .unpaired, .needsPairing: facts.paired = false; facts.tokenFault = false
+                }
+            }
+        }
+        await orders.onEvent { event, outbox in
+            await lights.update { facts in
+                facts.pendingOrders = outbox.pending.count
+                facts.parkedOrders = outbox.parked.count
+                switch event {
+                case .retrying(_, let network): facts.lastAttemptFailedForNetwork = network
+                case .acknowledged: facts.lastAttemptFailedForNetwork = false
+                default: break
+                }
+            }
+            if case .acknowledged = event { await lights.orderPlaced() }
+        }
+        let snapshot = await orders.snapshot
+        await lights.update { facts in
+            facts.pendingOrders = snapshot.pending.count
+            facts.parkedOrders = snapshot.parked.count
+        }
+        let presses = PressHandler(config: config, orders: orders, tokens: tokens, duties: duties, drs: drs, lights: lights,
+                                   clock: clock, wallTime: wallTime, logger: logger)
         let inputs = InputPipeline(board: config.board, clock: clock, logger: logger) { press in
-            await Self.handlePress(press, config: config, orders: orders, logger: logger)
+            await presses.handle(press)
         }
 
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
@@ -66,7 +97,7 @@ struct Agent {
             LoopService(name: "inputs") { await inputs.run(edges: backend.edges) },
         ]
         if let simulated = backend as? SimulatedBackend {
-            let control = ControlServer(backend: simulated, inputs: inputs, board: config.board)
+            let control = ControlServer(backend: simulated, inputs: inputs, lights: lights, board: config.board)
             let path = Self.controlSocketPath(stateDirectory: config.stateDirectory)
             services.append(LoopService(name: "control") {
                 try await LocalHTTPServer.serve(at: .unix(path: path), group: group, onBound: { _ in
@@ -75,7 +106,6 @@ struct Agent {
                 }, handler: { request in await control.handle(request) })
             })
         }
-        let paired = await tokens.isPaired
         logger.info("replenish-agent starting",
                     metadata: ["device.serial": "\(config.device.serial)", "device.phase": "\(config.device.phase.rawValue)",
                                "board": "\(config.board.name)", "paired": "\(paired)"])
@@ -87,6 +117,7 @@ struct Agent {
         let serviceGroup = ServiceGroup(configuration: groupConfiguration)
         let result: Result<Void, any Error>
         do { try await serviceGroup.run(); result = .success(()) } catch { result = .failure(error) }
+        await lights.stop()
         backend.shutdown()
         try? await group.shutdownGracefully()
         logger.info("replenish-agent stopped")
@@ -141,29 +172,6 @@ struct Agent {
                 if !Task.isCancelled { try await Task.sleep(for: .seconds(5)) }
             }
             if await tokens.isPaired { logger.info("paired: pairing endpoints closed") }
-        }
-    }
-
-    /// What a recognised press does: a short press on a mapped button orders for its slot.
-    static func handlePress(_ press: ButtonPress, config: AgentConfig, orders: OrderService<Clock>, logger: Logger) async
-        -> Result<String, AgentError>
-    {
-        guard let slot = config.slot(forInput: press.input) else {
-            return .failure(AgentError(.invalidInput, "input \(press.input) is not mapped to a slot"))
-        }
-        switch press.kind {
-        case .short:
-            do {
-                switch try await orders.accept(slot: slot) {
-                case .queued: return .success("order for slot \(slot) queued")
-                case .coalesced: return .success("an order for slot \(slot) is already pending; press recorded")
-                }
-            } catch {
-                logger.warning("press refused", metadata: ["order.slot": "\(slot)", "error": "\(error.message)"])
-                return .failure(error)
-            }
-        case .long:
-            return .failure(AgentError(.invalidInput, "long press recognised; re-pairing from the button is not enabled on this agent"))
         }
     }
 }

@@ -18,6 +18,10 @@ actor Duties<C: Clock> where C.Duration == Duration {
     private var random = RandomSource.system
     private var dueAt: C.Instant?
     private var failures = 0
+    /// Slot-status reports waiting to be sent (a level sensor found the slot low), oldest first.
+    private var reports: [(slot: String, report: SlotStatusReport)] = []
+    private var reportsNotBefore: C.Instant?
+    private var reportFailures = 0
 
     init(drs: DRSClient, tokens: TokenManager<C>, status: StatusBook, slots: [String], clock: C,
          wallTime: @escaping @Sendable () -> Double, logger: Logger)
@@ -37,14 +41,27 @@ actor Duties<C: Clock> where C.Duration == Duration {
         waker.ring()
     }
 
+    /// Queues a slot-status report (sent with retries; the newest report per slot wins).
+    func reportSlotStatus(slot: String, report: SlotStatusReport) {
+        reports.removeAll { $0.slot == slot }
+        reports.append((slot, report))
+        reportsNotBefore = nil
+        waker.ring()
+    }
+
     func run() async {
         while !Task.isCancelled {
             guard await tokens.isPaired else {
                 await waker.wait(timeout: nil, clock: clock)
                 continue
             }
-            if let dueAt, clock.now < dueAt {
-                await waker.wait(timeout: clock.now.duration(to: dueAt), clock: clock)
+            if let first = reports.first, reportsNotBefore.map({ $0 <= clock.now }) ?? true {
+                await send(first.slot, first.report)
+                continue
+            }
+            let next = [dueAt, reports.isEmpty ? nil : reportsNotBefore].compactMap { $0 }.min()
+            if dueAt != nil, let next, clock.now < next {
+                await waker.wait(timeout: clock.now.duration(to: next), clock: clock)
                 continue
             }
             do {
@@ -57,6 +74,22 @@ actor Duties<C: Clock> where C.Duration == Duration {
                                metadata: ["error.code": "\(error.code)", "error": "\(error.message)"])
                 dueAt = clock.now.advanced(by: max(Backoff.orders.delay(attempt: failures, using: &random), .seconds(1)))
             }
+        }
+    }
+
+    private func send(_ slot: String, _ report: SlotStatusReport) async {
+        do throws(AgentError) {
+            let token = try await tokens.accessToken()
+            let answer = try await drs.slotStatus(slot: slot, report: report, token: token)
+            if DRSClient.isTokenRejection(answer) { _ = try await tokens.accessTokenReplacing(token) }
+            guard (200..<300).contains(answer.status) else { throw AgentError(.server, "slotStatus answered \(answer.status)") }
+            reports.removeAll { $0.slot == slot && $0.report == report }
+            reportFailures = 0
+            logger.info("slot status sent", metadata: ["order.slot": "\(slot)"])
+        } catch {
+            reportFailures += 1
+            reportsNotBefore = clock.now.advanced(by: max(Backoff.orders.delay(attempt: reportFailures, using: &random), .seconds(1)))
+            logger.warning("slot status failed; will retry", metadata: ["order.slot": "\(slot)", "error": "\(error.message)"])
         }
     }
 

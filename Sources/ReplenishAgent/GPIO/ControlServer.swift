@@ -1,15 +1,24 @@
 import FoundationEssentials
 
-/// The simulated board's control socket: `replenish-agent press` (and tests) press and hold named inputs of
-/// the running agent through it. Requests are JSON over HTTP on a Unix socket in the state directory.
+/// The simulated board's control socket: `replenish-agent press` and `level` (and tests) drive named inputs
+/// of the running agent through it, with the same events real hardware gives: bounce bursts, long holds,
+/// sensor levels. Requests are JSON over HTTP on a Unix socket in the state directory.
 struct ControlServer: Sendable {
     let backend: SimulatedBackend
     let inputs: InputPipeline<ContinuousClock>
+    let lights: Lights<ContinuousClock>
     let board: BoardFile
 
     struct PressRequest: Decodable {
         var input: String
         var holdSeconds: Double?
+        /// Extra contact bounces at each edge (a worn switch); debouncing must still give one press.
+        var bounces: Int?
+    }
+
+    struct LevelRequest: Decodable {
+        var input: String
+        var active: Bool
     }
 
     struct Answer: Encodable {
@@ -17,25 +26,44 @@ struct ControlServer: Sendable {
         var message: String
     }
 
+    struct State: Encodable {
+        var outputs: [String: Bool]
+        var ledPattern: String
+    }
+
     func handle(_ request: ServerRequest) async -> ServerResponse {
-        guard request.method == .POST, request.path == "/press" else {
-            return .json(404, Answer(ok: false, message: "no such control command"))
+        switch (request.method, request.path) {
+        case (.POST, "/press"): return await press(request.body)
+        case (.POST, "/level"): return level(request.body)
+        case (.GET, "/state"):
+            var outputs: [String: Bool] = [:]
+            for output in board.outputs { outputs[output.name] = backend.output(output.name) ?? false }
+            return .json(200, State(outputs: outputs, ledPattern: await lights.pattern.rawValue))
+        default: return .json(404, Answer(ok: false, message: "no such control command"))
         }
-        guard let press = try? JSONDecoder().decode(PressRequest.self, from: Data(request.body)) else {
-            return .json(400, Answer(ok: false, message: "the body must be {\"input\":NAME,\"holdSeconds\":N}"))
+    }
+
+    private func press(_ body: [UInt8]) async -> ServerResponse {
+        guard let press = try? JSONDecoder().decode(PressRequest.self, from: Data(body)) else {
+            return .json(400, Answer(ok: false, message: "the body must be {\"input\":NAME,\"holdSeconds\":N,\"bounces\":N}"))
         }
         guard let input = board.input(named: press.input) else {
             return .json(400, Answer(ok: false, message: "the board has no input named \"\(press.input)\""))
         }
+        guard input.kind == .button else {
+            return .json(400, Answer(ok: false, message: "\(input.name) is a level sensor; use `level`"))
+        }
         let hold = press.holdSeconds ?? 0.15
+        let bounces = press.bounces ?? 0
         guard hold >= 0, hold <= 120 else { return .json(400, Answer(ok: false, message: "holdSeconds must be 0 to 120")) }
+        guard (0...100).contains(bounces) else { return .json(400, Answer(ok: false, message: "bounces must be 0 to 100")) }
         // Wait for this press's outcome: debounce on both edges plus the hold, with room for a slow disk.
         let timeout = Duration.milliseconds(Int64(hold * 1000) + Int64(2 * input.debounceMilliseconds) + 10_000)
         let id = await inputs.expectPress(on: input.name)
         do {
-            try backend.inject(input: input.name, active: true)
+            try edges(input.name, settlingAt: true, bounces: bounces)
             try await Task.sleep(for: .milliseconds(Int64(hold * 1000)))
-            try backend.inject(input: input.name, active: false)
+            try edges(input.name, settlingAt: false, bounces: bounces)
         } catch {
             return .json(500, Answer(ok: false, message: "\(error)"))
         }
@@ -43,5 +71,27 @@ struct ControlServer: Sendable {
         case .success(let message): return .json(200, Answer(ok: true, message: message))
         case .failure(let error): return .json(409, Answer(ok: false, message: error.message))
         }
+    }
+
+    /// A burst of `bounces` back-and-forth edges, ending at `level`.
+    private func edges(_ input: String, settlingAt level: Bool, bounces: Int) throws(AgentError) {
+        for _ in 0..<bounces {
+            try backend.inject(input: input, active: level)
+            try backend.inject(input: input, active: !level)
+        }
+        try backend.inject(input: input, active: level)
+    }
+
+    private func level(_ body: [UInt8]) -> ServerResponse {
+        guard let request = try? JSONDecoder().decode(LevelRequest.self, from: Data(body)) else {
+            return .json(400, Answer(ok: false, message: "the body must be {\"input\":NAME,\"active\":BOOL}"))
+        }
+        guard let input = board.input(named: request.input), input.kind == .level else {
+            return .json(400, Answer(ok: false, message: "the board has no level input named \"\(request.input)\""))
+        }
+        do { try backend.inject(input: input.name, active: request.active) } catch {
+            return .json(500, Answer(ok: false, message: error.message))
+        }
+        return .json(200, Answer(ok: true, message: "\(input.name) is now \(request.active ? "low (active)" : "full (inactive)")"))
     }
 }

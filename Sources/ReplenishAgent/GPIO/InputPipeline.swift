@@ -1,10 +1,71 @@
 import Logging
 
-/// A press that the debouncer recognised on a named input.
+/// What an input's state machine recognised: a short or long press of a button, or a level sensor finding
+/// the supply low.
 struct ButtonPress: Sendable, Equatable {
-    enum Kind: String, Sendable { case short, long }
+    enum Kind: String, Sendable { case short, long, low }
     var input: String
     var kind: Kind
+}
+
+/// One input's state machine: a debounced button or a level sensor with hysteresis.
+enum InputMachine<Instant: InstantProtocol>: Sendable where Instant.Duration == Duration {
+    case button(ButtonDebouncer<Instant>)
+    case level(LevelSensor<Instant>)
+
+    init(_ input: BoardFile.Input) {
+        switch input.kind {
+        case .button:
+            self = .button(ButtonDebouncer(debounce: .milliseconds(input.debounceMilliseconds),
+                                           longPress: .milliseconds(input.longPressMilliseconds)))
+        case .level:
+            self = .level(LevelSensor(minimumActive: .milliseconds(input.minimumActiveMilliseconds),
+                                      minimumInactive: .milliseconds(input.minimumInactiveMilliseconds)))
+        }
+    }
+
+    var deadline: Instant? {
+        switch self {
+        case .button(let machine): machine.deadline
+        case .level(let machine): machine.deadline
+        }
+    }
+
+    /// The settled level: a button held down, or a sensor that has counted the supply low.
+    var isActive: Bool {
+        switch self {
+        case .button(let machine): machine.isActive
+        case .level(let machine): machine.state == .low || { if case .refilling = machine.state { true } else { false } }()
+        }
+    }
+
+    mutating func edge(active: Bool, at time: Instant) {
+        switch self {
+        case .button(var machine):
+            machine.edge(active: active, at: time)
+            self = .button(machine)
+        case .level(var machine):
+            machine.level(active: active, at: time)
+            self = .level(machine)
+        }
+    }
+
+    mutating func tick(at now: Instant) -> ButtonPress.Kind? {
+        switch self {
+        case .button(var machine):
+            let action = machine.tick(at: now)
+            self = .button(machine)
+            switch action {
+            case .shortPress?: return .short
+            case .longPress?: return .long
+            case nil: return nil
+            }
+        case .level(var machine):
+            let low = machine.tick(at: now)
+            self = .level(machine)
+            return low ? .low : nil
+        }
+    }
 }
 
 /// Feeds a backend's raw edges through one `ButtonDebouncer` per input, wakes at each debounce deadline
@@ -16,7 +77,7 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
     private let clock: C
     private let logger: Logger
     private let handler: @Sendable (ButtonPress) async -> Outcome
-    private var debouncers: [String: ButtonDebouncer<C.Instant>] = [:]
+    private var machines: [String: InputMachine<C.Instant>] = [:]
     private var timers: [String: Task<Void, Never>] = [:]
     private var waiters: [Waiter] = []
     private var nextWaiterID = 0
@@ -25,10 +86,7 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
         self.clock = clock
         self.logger = logger
         self.handler = handler
-        for input in board.inputs {
-            debouncers[input.name] = ButtonDebouncer(
-                debounce: .milliseconds(input.debounceMilliseconds), longPress: .milliseconds(input.longPressMilliseconds))
-        }
+        for input in board.inputs { machines[input.name] = InputMachine(input) }
     }
 
     /// Consumes `edges` until it ends or the task is cancelled.
@@ -39,13 +97,16 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
         for timer in timers.values { timer.cancel() }
     }
 
+    /// The settled level of an input (for tests and diagnostics).
+    func isActive(_ input: String) -> Bool? { machines[input]?.isActive }
+
     func receive(_ edge: InputEdge) {
-        guard var debouncer = debouncers[edge.input] else {
+        guard var machine = machines[edge.input] else {
             logger.warning("edge on an unknown input", metadata: ["gpio.input": "\(edge.input)"])
             return
         }
-        debouncer.edge(active: edge.active, at: clock.now)
-        debouncers[edge.input] = debouncer
+        machine.edge(active: edge.active, at: clock.now)
+        machines[edge.input] = machine
         arm(edge.input)
     }
 
@@ -53,7 +114,7 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
     private func arm(_ input: String) {
         timers[input]?.cancel()
         timers[input] = nil
-        guard let deadline = debouncers[input]?.deadline else { return }
+        guard let deadline = machines[input]?.deadline else { return }
         let clock = clock
         timers[input] = Task {
             do { try await clock.sleep(until: deadline, tolerance: nil) } catch { return }
@@ -62,17 +123,13 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
     }
 
     private func fire(_ input: String) async {
-        guard var debouncer = debouncers[input] else { return }
-        let action = debouncer.tick(at: clock.now)
-        debouncers[input] = debouncer
+        guard var machine = machines[input] else { return }
+        let kind = machine.tick(at: clock.now)
+        machines[input] = machine
         timers[input] = nil
         arm(input)
-        guard let action else { return }
-        let press: ButtonPress
-        switch action {
-        case .shortPress: press = ButtonPress(input: input, kind: .short)
-        case .longPress: press = ButtonPress(input: input, kind: .long)
-        }
+        guard let kind else { return }
+        let press = ButtonPress(input: input, kind: kind)
         logger.info("press recognised", metadata: ["gpio.input": "\(input)", "gpio.press": "\(press.kind.rawValue)"])
         let outcome = await handler(press)
         resolveOldestWaiter(input, with: outcome)

@@ -19,6 +19,15 @@ struct DRSClient: Sendable {
                               accept: "DrsDeviceStatusResult@1.0", token: token, json: Array(body.utf8))
     }
 
+    /// Reports a slot's contents after consumption (a level sensor found it low).
+    func slotStatus(slot: String, report: SlotStatusReport, token: Secret) async throws(AgentError) -> HTTPResponse {
+        let body = #"{"expectedReplenishmentDate":"\#(ISO8601.format(report.expectedReplenishment))","#
+            + #""remainingQuantityInUnit":\#(report.remaining),"originalQuantityInUnit":\#(report.original),"#
+            + #""totalQuantityOnHand":\#(report.remaining),"lastUseDate":"\#(ISO8601.format(report.lastUse))"}"#
+        return try await call(.post, "/slotStatus/\(slot)", input: "DrsSlotStatusInput@1.0", accept: "DrsSlotStatusResult@1.0",
+                              token: token, json: Array(body.utf8))
+    }
+
     func subscriptionInfo(token: Secret) async throws(AgentError) -> HTTPResponse {
         try await call(.get, "/subscriptionInfo", input: "DrsSubscriptionInfoInput@1.0",
                        accept: "DrsSubscriptionInfoResult@1.0", token: token)
@@ -57,4 +66,13 @@ enum ISO8601 {
     static func format(_ epochSeconds: Double) -> String {
         Date(timeIntervalSince1970: epochSeconds.rounded(.down)).formatted(.iso8601)
     }
+}
+
+/// A slot's contents as a level sensor sees them: a switch knows only "low", so the quantities are in the
+/// unit "refill" (remaining 0 of 1).
+struct SlotStatusReport: Sendable, Equatable, Codable {
+    var remaining: Double = 0
+    var original: Double = 1
+    var lastUse: Double
+    var expectedReplenishment: Double
 }

@@ -17,6 +17,23 @@ actor OrderService<C: Clock> where C.Duration == Duration {
     private var outbox: Outbox
     /// When each slot may next be tried (in memory: after a restart every pending entry is due at once).
     private var notBefore: [String: C.Instant] = [:]
+    private var eventHandlers: [@Sendable (Event, Outbox) async -> Void] = []
+
+    /// What happened to an order, for the LED and the logs.
+    enum Event: Sendable, Equatable {
+        case queued(slot: String)
+        case retrying(slot: String, network: Bool)
+        case acknowledged(slot: String, detailCode: String)
+        case parked(slot: String, reason: String)
+    }
+
+    /// Called after every order event with the outbox as it then is.
+    func onEvent(_ handler: @escaping @Sendable (Event, Outbox) async -> Void) { eventHandlers.append(handler) }
+
+    private func publish(_ event: Event) async {
+        let outbox = outbox
+        for handler in eventHandlers { await handler(event, outbox) }
+    }
 
     init(stateDirectory: String, drs: DRSClient, tokens: TokenManager<C>, status: StatusBook, clock: C,
          wallTime: @escaping @Sendable () -> Double, random: RandomSource = .system,
@@ -53,6 +70,7 @@ actor OrderService<C: Clock> where C.Duration == Duration {
         if acceptance == .queued { notBefore[slot] = nil }
         logger.info("press accepted", metadata: ["order.slot": "\(slot)", "order.acceptance": "\(acceptance)"])
         waker.ring()
+        await publish(.queued(slot: slot))
         return acceptance
     }
 
@@ -83,6 +101,7 @@ actor OrderService<C: Clock> where C.Duration == Duration {
                 // No token to be had now (LWA unreachable, or not paired): wait, keep the press.
                 schedule(slot, after: Backoff.orders.delay(attempt: (outbox.entry(for: slot)?.attempts ?? 0) + 1, using: &random),
                          reason: error.message, countAttempt: false)
+                await publish(.retrying(slot: slot, network: error.code == .network))
                 return
             }
             let result: Result<HTTPResponse, AgentError>
@@ -102,6 +121,7 @@ actor OrderService<C: Clock> where C.Duration == Duration {
                     record.slots[slot, default: .init()].lastResultAt = at
                     record.slots[slot, default: .init()].lastEventInstanceId = eventInstanceId
                 }
+                await publish(.acknowledged(slot: slot, detailCode: detailCode))
                 return
             case .refreshTokenAndRetry:
                 refreshed = true
@@ -109,10 +129,16 @@ actor OrderService<C: Clock> where C.Duration == Duration {
                 do { _ = try await tokens.accessTokenReplacing(token) } catch {
                     schedule(slot, after: Backoff.orders.delay(attempt: attempt, using: &random), reason: error.message,
                              countAttempt: true)
+                    await publish(.retrying(slot: slot, network: error.code == .network))
                     return
                 }
             case .retry(let delay, let reason):
                 schedule(slot, after: delay, reason: reason, countAttempt: true)
+                if case .failure(let error) = result {
+                    await publish(.retrying(slot: slot, network: error.code == .network))
+                } else {
+                    await publish(.retrying(slot: slot, network: false))
+                }
                 return
             case .park(let reason):
                 var next = outbox
@@ -125,6 +151,7 @@ actor OrderService<C: Clock> where C.Duration == Duration {
                     record.slots[slot, default: .init()].lastResultAt = at
                     if reason == "not subscribed" { record.slots[slot, default: .init()].subscribed = false }
                 }
+                await publish(.parked(slot: slot, reason: reason))
                 return
             }
         }

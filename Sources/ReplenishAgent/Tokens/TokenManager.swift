@@ -105,6 +105,19 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
         for handler in pairedHandlers { await handler() }
     }
 
+    /// Forgets the pairing on the customer's request (re-pairing from the button): wipes the tokens and
+    /// goes back to pairing mode. The outbox is kept.
+    func unpair(reason: String) async throws(AgentError) {
+        try store.wipe()
+        tokens = nil
+        lostReason = reason
+        lastFailure = nil
+        waker.ring()
+        logger.notice("pairing forgotten", metadata: ["token.reason": "\(reason)"])
+        await notifyChange()
+        for handler in pairingLostHandlers { await handler() }
+    }
+
     /// An access token that is not expired, refreshing first when it is (or is about to be).
     func accessToken() async throws(AgentError) -> Secret {
         guard let current = tokens else { throw AgentError(.notPaired, "the device is not paired") }

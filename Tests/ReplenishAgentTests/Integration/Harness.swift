@@ -121,14 +121,18 @@ final class Harness: @unchecked Sendable {
     }
 
     /// Writes an agent config for the simulated board against `emulator`; returns its path.
-    func writeConfig(emulator: String, pairingPort: Int, slots: [String] = ["slot-1"], caFile: String? = nil) throws -> String {
-        let buttons = zip(["button", "button2", "button3"], slots).map { #"{"input":"\#($0.0)","slot":"\#($0.1)"}"# }
+    func writeConfig(emulator: String, pairingPort: Int, slots: [String] = ["slot-1"], caFile: String? = nil,
+                     cooldownSeconds: Int = 0, tankSlot: String? = nil, board: String? = nil) throws -> String {
+        var buttons = zip(["button", "button2", "button3"], slots).map {
+            #"{"input":"\#($0.0)","slot":"\#($0.1)","cooldownSeconds":\#(cooldownSeconds)}"#
+        }
+        if let tankSlot { buttons.append(#"{"input":"tank","slot":"\#(tankSlot)"}"#) }
         let tls = caFile.map { #""tls":{"caFile":"\#($0)"},"# } ?? ""
         let text = """
             {"device":{"serial":"TEST0001","model":"model-1","phase":"test"},
              "lwa":{"clientId":"amzn1.application-oa2-client.emulator","tokenURL":"\(emulator)/auth/o2/token"},
              "drs":{"baseURL":"\(emulator)"},\(tls)
-             "stateDirectory":"\(directory)/state","board":"\(packageRoot())/board/simulated.json",
+             "stateDirectory":"\(directory)/state","board":"\(board ?? packageRoot() + "/board/simulated.json")",
              "buttons":[\(buttons.joined(separator: ","))],"pairing":{"listen":"127.0.0.1:\(pairingPort)"}}
             """
         let path = directory + "/agent.json"

@@ -1,0 +1,89 @@
+import Logging
+
+/// Carries out what a recognised press means (`PressPolicy`): orders through the outbox, cooldown
+/// acknowledgements, re-pairing from a long press, slot-status reports from a level sensor. Its answer goes
+/// back to whoever caused the press (the control socket's `press`).
+actor PressHandler<C: Clock> where C.Duration == Duration {
+    private let config: AgentConfig
+    private let orders: OrderService<C>
+    private let tokens: TokenManager<C>
+    private let duties: Duties<C>
+    private let drs: DRSClient
+    private let lights: Lights<C>
+    private let clock: C
+    private let wallTime: @Sendable () -> Double
+    private let logger: Logger
+    private var policy = PressPolicy<C.Instant>()
+
+    init(config: AgentConfig, orders: OrderService<C>, tokens: TokenManager<C>, duties: Duties<C>, drs: DRSClient,
+         lights: Lights<C>, clock: C, wallTime: @escaping @Sendable () -> Double, logger: Logger)
+    {
+        self.config = config
+        self.orders = orders
+        self.tokens = tokens
+        self.duties = duties
+        self.drs = drs
+        self.lights = lights
+        self.clock = clock
+        self.wallTime = wallTime
+        self.logger = logger
+    }
+
+    func handle(_ press: ButtonPress) async -> Result<String, AgentError> {
+        let now = clock.now
+        let decision = policy.decide(press.kind, slot: config.slot(forInput: press.input),
+                                     cooldown: config.cooldown(forInput: press.input), paired: await tokens.isPaired, at: now)
+        await lights.update { [armed = policy.isRepairingArmed(at: now)] in $0.repairingArmed = armed }
+        switch decision {
+        case .order(let slot), .orderFromSensor(let slot):
+            do {
+                let acceptance = try await orders.accept(slot: slot)
+                policy.orderAccepted(slot: slot, at: now)
+                if case .orderFromSensor = decision {
+                    let at = wallTime()
+                    await duties.reportSlotStatus(slot: slot, report: SlotStatusReport(lastUse: at, expectedReplenishment: at + 3 * 86400))
+                }
+                switch acceptance {
+                case .queued: return .success("order for slot \(slot) queued")
+                case .coalesced: return .success("an order for slot \(slot) is already pending; press recorded")
+                }
+            } catch {
+                logger.warning("press refused", metadata: ["order.slot": "\(slot)", "error": "\(error.message)"])
+                await lights.acknowledge()
+                return .failure(error)
+            }
+        case .acknowledgeOnly(let reason):
+            await lights.acknowledge()
+            return .success(reason)
+        case .armRepairing:
+            logger.notice("long press: re-pairing armed; long-press again within 30 s to confirm, short press cancels")
+            return .success("re-pairing armed: long-press again within 30 s to confirm, or short-press to cancel")
+        case .cancelRepairing:
+            await lights.acknowledge()
+            return .success("re-pairing cancelled")
+        case .confirmRepairing:
+            await deregister()
+            do {
+                try await tokens.unpair(reason: "re-pairing requested with a long press")
+            } catch {
+                return .failure(error)
+            }
+            return .success("pairing forgotten; the device is in pairing mode")
+        case .alreadyPairing:
+            return .success("the device is already in pairing mode")
+        case .unmapped:
+            return .failure(AgentError(.invalidInput, "input \(press.input) is not mapped to a slot"))
+        }
+    }
+
+    /// Tells DRS the device leaves this account (best effort: the customer asked, so the local pairing goes
+    /// whatever DRS answers).
+    private func deregister() async {
+        do {
+            let answer = try await drs.deregister(token: try await tokens.accessToken())
+            logger.info("deregistered from DRS", metadata: ["http.status": "\(answer.status)"])
+        } catch {
+            logger.warning("could not deregister from DRS; forgetting the pairing anyway", metadata: ["error": "\(error.message)"])
+        }
+    }
+}

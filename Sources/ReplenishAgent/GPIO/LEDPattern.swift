@@ -1,0 +1,58 @@
+/// The LED patterns a customer must be able to tell apart. Each is a repeating list of (on, duration) steps;
+/// `off` and `solid` have no steps to repeat, so an idle device makes no wakeups for its LED.
+enum LEDPattern: String, Sendable, CaseIterable {
+    /// Paired and idle.
+    case off
+    /// Not paired: waiting for the companion app. Slow blink.
+    case pairingMode
+    /// A press is queued and being sent to DRS. Fast blink.
+    case orderSent
+    /// DRS accepted the order. Solid for a few seconds, then off.
+    case orderPlaced
+    /// Something needs the customer or the maker: a token fault, a parked order. Double blink.
+    case needsAttention
+    /// Orders are waiting because the network (or DRS) cannot be reached. Triple blink.
+    case noNetwork
+    /// A long press armed re-pairing; a second long press confirms. Very fast blink.
+    case confirmRepairing
+    /// A press that was acknowledged but did nothing (cooldown, cancel). One short flash.
+    case acknowledge
+
+    /// The steps of one cycle, in milliseconds; nil for a steady level (`off`, `orderPlaced`).
+    var steps: [(on: Bool, milliseconds: Int)]? {
+        switch self {
+        case .off, .orderPlaced: nil
+        case .pairingMode: [(true, 1000), (false, 1000)]
+        case .orderSent: [(true, 150), (false, 150)]
+        case .needsAttention: [(true, 200), (false, 200), (true, 200), (false, 1400)]
+        case .noNetwork: [(true, 100), (false, 150), (true, 100), (false, 150), (true, 100), (false, 2400)]
+        case .confirmRepairing: [(true, 80), (false, 80)]
+        case .acknowledge: [(true, 300), (false, 300)]
+        }
+    }
+
+    /// The steady level of a pattern without steps.
+    var steadyOn: Bool { self == .orderPlaced }
+
+    /// What the device shows, most urgent first.
+    struct Facts: Sendable, Equatable {
+        var paired = false
+        var tokenFault = false
+        var repairingArmed = false
+        var pendingOrders = 0
+        var parkedOrders = 0
+        var lastAttemptFailedForNetwork = false
+        var orderJustPlaced = false
+        var acknowledging = false
+    }
+
+    static func pattern(for facts: Facts) -> LEDPattern {
+        if facts.repairingArmed { return .confirmRepairing }
+        if facts.acknowledging { return .acknowledge }
+        if !facts.paired { return .pairingMode }
+        if facts.tokenFault || facts.parkedOrders > 0 { return .needsAttention }
+        if facts.pendingOrders > 0 { return facts.lastAttemptFailedForNetwork ? .noNetwork : .orderSent }
+        if facts.orderJustPlaced { return .orderPlaced }
+        return .off
+    }
+}

@@ -1,0 +1,86 @@
+import Logging
+
+/// Drives the device's LED from what the daemon knows (`LEDPattern.Facts`). Blinking patterns run a timer
+/// task only while they are shown; steady patterns set the line once.
+actor Lights<C: Clock> where C.Duration == Duration {
+    private let backend: any GPIOBackend
+    private let output: String?
+    private let clock: C
+    private let logger: Logger
+    private var facts = LEDPattern.Facts()
+    private var shown: LEDPattern?
+    private var blinker: Task<Void, Never>?
+    private var placedTimer: Task<Void, Never>?
+    private var acknowledgeTimer: Task<Void, Never>?
+
+    init(backend: any GPIOBackend, output: String?, clock: C, logger: Logger) {
+        self.backend = backend
+        self.output = output
+        self.clock = clock
+        self.logger = logger
+    }
+
+    var pattern: LEDPattern { shown ?? .off }
+
+    func update(_ change: @Sendable (inout LEDPattern.Facts) -> Void) {
+        change(&facts)
+        refresh()
+    }
+
+    /// DRS accepted an order: solid for three seconds.
+    func orderPlaced() {
+        facts.orderJustPlaced = true
+        refresh()
+        placedTimer?.cancel()
+        placedTimer = Task { [clock] in
+            do { try await clock.sleep(for: .seconds(3)) } catch { return }
+            self.update { $0.orderJustPlaced = false }
+        }
+    }
+
+    /// A press that did nothing visible otherwise: one flash.
+    func acknowledge() {
+        facts.acknowledging = true
+        refresh()
+        acknowledgeTimer?.cancel()
+        acknowledgeTimer = Task { [clock] in
+            do { try await clock.sleep(for: .milliseconds(600)) } catch { return }
+            self.update { $0.acknowledging = false }
+        }
+    }
+
+    func stop() {
+        blinker?.cancel()
+        placedTimer?.cancel()
+        acknowledgeTimer?.cancel()
+        set(false)
+    }
+
+    private func refresh() {
+        let next = LEDPattern.pattern(for: facts)
+        guard next != shown else { return }
+        shown = next
+        logger.debug("LED pattern", metadata: ["led.pattern": "\(next.rawValue)"])
+        blinker?.cancel()
+        blinker = nil
+        guard let steps = next.steps else {
+            set(next.steadyOn)
+            return
+        }
+        blinker = Task { [clock] in
+            while !Task.isCancelled {
+                for step in steps {
+                    self.set(step.on)
+                    do { try await clock.sleep(for: .milliseconds(step.milliseconds)) } catch { return }
+                }
+            }
+        }
+    }
+
+    private func set(_ on: Bool) {
+        guard let output else { return }
+        do { try backend.setOutput(output, on: on) } catch {
+            logger.warning("LED output failed", metadata: ["gpio.output": "\(output)", "error": "\(error.message)"])
+        }
+    }
+}

@@ -1,0 +1,149 @@
+import Synchronization
+import Testing
+
+@testable import ReplenishAgent
+
+/// Level sensors, press policy (cooldown, re-pairing), LED priorities, and the input pipeline on a manual
+/// clock.
+@Suite struct InputTests {
+    typealias Instant = ManualClock.Instant
+
+    func at(_ milliseconds: Int) -> Instant { Instant(offset: .milliseconds(milliseconds)) }
+
+    /// Feeds level reports (time, active) to a sensor, ticking at every deadline, and returns the times of
+    /// the low events.
+    func lows(_ reports: [(Int, Bool)], active: Int = 1000, inactive: Int = 5000, until end: Int? = nil) -> [Int] {
+        var sensor = LevelSensor<Instant>(minimumActive: .milliseconds(active), minimumInactive: .milliseconds(inactive))
+        var result: [Int] = []
+        func settle(upTo time: Int) {
+            while let deadline = sensor.deadline, deadline <= at(time) {
+                if sensor.tick(at: deadline) { result.append(Int(deadline.offset.components.seconds * 1000 + deadline.offset.components.attoseconds / 1_000_000_000_000_000)) }
+            }
+        }
+        for (time, level) in reports {
+            settle(upTo: time)
+            sensor.level(active: level, at: at(time))
+        }
+        settle(upTo: end ?? (reports.last.map { $0.0 } ?? 0) + 100_000)
+        return result
+    }
+
+    @Test func levelMustStayLowForTheMinimumTime() {
+        #expect(lows([(0, true)]) == [1000])
+        #expect(lows([(0, true), (999, false)]) == [])
+        #expect(lows([(0, true), (1000, false)], until: 1000) == [1000])
+    }
+
+    @Test func aFlappingSensorGivesOneLowPerRefill() {
+        var random = RandomSource.seeded(state: 99)
+        for _ in 0..<500 {
+            var reports: [(Int, Bool)] = []
+            var time = 0
+            var level = false
+            // Waves: flapping faster than the refill hysteresis, for up to 20 s.
+            while time < 20_000 {
+                level.toggle()
+                reports.append((time, level))
+                time += Int.random(in: 10...4_000, using: &random)
+            }
+            let found = lows(reports, until: 20_000)
+            #expect(found.count <= 1 + reports.count / 2)
+            // Between two lows the sensor must have been steadily full for the refill time.
+            for (first, second) in zip(found, found.dropFirst()) {
+                let fullSpans = zip(reports, reports.dropFirst()).filter { !$0.0.1 && $0.0.0 > first && $0.1.0 - $0.0.0 >= 5000 && $0.1.0 <= second }
+                #expect(!fullSpans.isEmpty, "two lows without a refill in between: \(reports)")
+            }
+        }
+        // Flapping faster than the minimum active time never counts.
+        #expect(lows((0..<100).map { ($0 * 400, $0 % 2 == 0) }) == [])
+    }
+
+    @Test func refillRearmsTheSensor() {
+        #expect(lows([(0, true), (2000, false), (7000, true)]) == [1000, 8000])
+        #expect(lows([(0, true), (2000, false), (6000, true)]) == [1000])
+    }
+
+    @Test func cooldownAcknowledgesWithoutReordering() {
+        var policy = PressPolicy<Instant>()
+        let cooldown = Duration.seconds(60)
+        #expect(policy.decide(.short, slot: "a", cooldown: cooldown, paired: true, at: at(0)) == .order(slot: "a"))
+        policy.orderAccepted(slot: "a", at: at(0))
+        guard case .acknowledgeOnly = policy.decide(.short, slot: "a", cooldown: cooldown, paired: true, at: at(59_999)) else {
+            Issue.record("a press within the cooldown must only be acknowledged")
+            return
+        }
+        #expect(policy.decide(.short, slot: "b", cooldown: cooldown, paired: true, at: at(1000)) == .order(slot: "b"))
+        #expect(policy.decide(.short, slot: "a", cooldown: cooldown, paired: true, at: at(60_000)) == .order(slot: "a"))
+        #expect(policy.decide(.short, slot: nil, cooldown: cooldown, paired: true, at: at(0)) == .unmapped)
+        #expect(policy.decide(.low, slot: "a", cooldown: cooldown, paired: true, at: at(1)) == .orderFromSensor(slot: "a"))
+    }
+
+    @Test func longPressArmsAndASecondConfirmsRepairing() {
+        var policy = PressPolicy<Instant>(confirmationWindow: .seconds(30))
+        #expect(policy.decide(.long, slot: "a", cooldown: .zero, paired: false, at: at(0)) == .alreadyPairing)
+        #expect(policy.decide(.long, slot: "a", cooldown: .zero, paired: true, at: at(0)) == .armRepairing)
+        #expect(policy.isRepairingArmed(at: at(29_999)))
+        #expect(policy.decide(.long, slot: "a", cooldown: .zero, paired: true, at: at(29_999)) == .confirmRepairing)
+        #expect(!policy.isRepairingArmed(at: at(30_000)))
+        // A short press cancels; an expired window re-arms instead of confirming.
+        #expect(policy.decide(.long, slot: "a", cooldown: .zero, paired: true, at: at(40_000)) == .armRepairing)
+        #expect(policy.decide(.short, slot: "a", cooldown: .zero, paired: true, at: at(41_000)) == .cancelRepairing)
+        #expect(policy.decide(.long, slot: "a", cooldown: .zero, paired: true, at: at(50_000)) == .armRepairing)
+        #expect(policy.decide(.long, slot: "a", cooldown: .zero, paired: true, at: at(80_000)) == .armRepairing)
+    }
+
+    @Test func ledPatternPriorities() {
+        var facts = LEDPattern.Facts()
+        #expect(LEDPattern.pattern(for: facts) == .pairingMode)
+        facts.paired = true
+        #expect(LEDPattern.pattern(for: facts) == .off)
+        #expect(LEDPattern.off.steps == nil)  // idle: no blinking timer
+        facts.orderJustPlaced = true
+        #expect(LEDPattern.pattern(for: facts) == .orderPlaced)
+        facts.pendingOrders = 1
+        #expect(LEDPattern.pattern(for: facts) == .orderSent)
+        facts.lastAttemptFailedForNetwork = true
+        #expect(LEDPattern.pattern(for: facts) == .noNetwork)
+        facts.parkedOrders = 1
+        #expect(LEDPattern.pattern(for: facts) == .needsAttention)
+        facts.acknowledging = true
+        #expect(LEDPattern.pattern(for: facts) == .acknowledge)
+        facts.repairingArmed = true
+        #expect(LEDPattern.pattern(for: facts) == .confirmRepairing)
+        // Every blinking pattern is distinct.
+        let cycles = LEDPattern.allCases.compactMap { $0.steps.map { $0.map { "\($0.on)\($0.milliseconds)" }.joined() } }
+        #expect(Set(cycles).count == cycles.count)
+    }
+
+    @Test func pipelineDebouncesOnAManualClockAndSleepsWhenIdle() async throws {
+        let clock = ManualClock()
+        let board = BoardFile(name: "t", backend: .simulated, chip: nil, inputs: [
+            .init(name: "button", kind: .button, line: nil, activeLow: false, bias: .asIs, debounceMilliseconds: 30,
+                  longPressMilliseconds: 5000),
+        ], outputs: [])
+        let seen = Mutex<[ButtonPress]>([])
+        let pipeline = InputPipeline(board: board, clock: clock, logger: .init(label: "test")) { press in
+            seen.withLock { $0.append(press) }
+            return .success("ok")
+        }
+        let id = await pipeline.expectPress(on: "button")
+        // A bounce burst at one instant, then held.
+        for level in [true, false, true, false, true] { await pipeline.receive(InputEdge(input: "button", active: level)) }
+        #expect(await settle({ clock.sleeperCount == 1 }))
+        clock.advance(by: .milliseconds(200))
+        #expect(await settle({ await pipeline.isActive("button") == true }))
+        for level in [false, true, false] { await pipeline.receive(InputEdge(input: "button", active: level)) }
+        #expect(await settle({ clock.sleeperCount >= 1 }))
+        clock.advance(by: .milliseconds(29))
+        #expect(seen.withLock { $0 }.isEmpty)
+        clock.advance(by: .milliseconds(1))
+        #expect(await settle({ seen.withLock { $0.count } == 1 }))
+        try #require(seen.withLock { $0 } == [ButtonPress(input: "button", kind: .short)])
+        guard case .success = await pipeline.outcome(of: id, timeout: .seconds(1)) else {
+            Issue.record("the waiter must get the press's outcome")
+            return
+        }
+        // Idle: no timer is left running.
+        #expect(await settle({ clock.sleeperCount == 0 }))
+    }
+}
