@@ -167,7 +167,7 @@ import Testing
             let relevant = problems.lines.filter { !$0.hasPrefix("board:") && !$0.hasPrefix("tls.caFile:") }
             #expect(relevant == [], "\(config)")
         }
-        for board in ["board/simulated.json", "board/raspberry-pi-4b.json"] {
+        for board in ["board/simulated.json", "board/raspberry-pi-4b.json", "board/raspberry-pi-5.json", "board/generic-gpiod.json"] {
             var problems = Problems()
             let bytes = try #require(try POSIX.readFile(root + "/" + board))
             let parsed = BoardFile.parse(try JSONValue.parse(bytes), file: board, problems: &problems)
