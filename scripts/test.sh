@@ -14,3 +14,5 @@ if ldd "$binary" | grep -iE 'libFoundation\.so|FoundationNetworking|FoundationIn
   exit 1
 fi
 echo "ok: $(ldd "$binary" | wc -l) shared libraries, none of them Foundation or ICU"
+echo "== real-kernel GPIO: the agent on a gpio-sim chip in a QEMU VM, libgpiod v1 and v2 (scripts/vm-test.sh)"
+bash scripts/vm-test.sh all
