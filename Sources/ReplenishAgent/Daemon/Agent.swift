@@ -6,7 +6,7 @@ import Synchronization
 
 /// The daemon: wires config, storage, HTTP, tokens, orders, duties, pairing and GPIO together and runs them
 /// as one service group until SIGTERM/SIGINT. A newcomer's map:
-/// - a button press: `GPIOBackend` → `InputPipeline` (debounce) → `Agent.handlePress` → `OrderService.accept`
+/// - a button press: `GPIOBackend` → `InputPipeline` (debounce) → `PressHandler` → `OrderService.accept`
 ///   (durable outbox) → `OrderService.run` → `DRSClient.replenish`;
 /// - token refresh: `TokenManager.run`; pairing: `PairingCoordinator` behind `LocalHTTPServer`;
 /// - C is called only in `CurlEasy`, `GpiodBackend` and `PKCE`.
@@ -52,33 +52,7 @@ struct Agent {
         }
         let config = config
         let lights = Lights(backend: backend, output: config.board.outputs.first?.name, clock: clock, logger: logger)
-        await lights.update { $0.paired = paired }
-        await tokens.onChange { state in
-            await lights.update { facts in
-                switch state {
-                case .fresh, .refreshing: facts.paired = true; facts.tokenFault = false
-                case .retryWait: facts.paired = true; facts.tokenFault = true
-                case .unpaired, .needsPairing: facts.paired = false; facts.tokenFault = false
-                }
-            }
-        }
-        await orders.onEvent { event, outbox in
-            await lights.update { facts in
-                facts.pendingOrders = outbox.pending.count
-                facts.parkedOrders = outbox.parked.count
-                switch event {
-                case .retrying(_, let network): facts.lastAttemptFailedForNetwork = network
-                case .acknowledged: facts.lastAttemptFailedForNetwork = false
-                default: break
-                }
-            }
-            if case .acknowledged = event { await lights.orderPlaced() }
-        }
-        let snapshot = await orders.snapshot
-        await lights.update { facts in
-            facts.pendingOrders = snapshot.pending.count
-            facts.parkedOrders = snapshot.parked.count
-        }
+        await Self.connect(lights, to: tokens, orders: orders, paired: paired)
         let presses = PressHandler(config: config, orders: orders, tokens: tokens, duties: duties, drs: drs, lights: lights,
                                    clock: clock, wallTime: wallTime, logger: logger)
         let inputs = InputPipeline(board: config.board, clock: clock, logger: logger) { press in
@@ -122,6 +96,37 @@ struct Agent {
         try? await group.shutdownGracefully()
         logger.info("replenish-agent stopped")
         try result.get()
+    }
+
+    /// Keeps the LED's facts up to date with the token lifecycle and the outbox.
+    static func connect(_ lights: Lights<Clock>, to tokens: TokenManager<Clock>, orders: OrderService<Clock>, paired: Bool) async {
+        let snapshot = await orders.snapshot
+        await lights.update { facts in
+            facts.paired = paired
+            facts.pendingOrders = snapshot.pending.count
+            facts.parkedOrders = snapshot.parked.count
+        }
+        await tokens.onChange { state in
+            await lights.update { facts in
+                switch state {
+                case .fresh, .refreshing: facts.paired = true; facts.tokenFault = false
+                case .retryWait: facts.paired = true; facts.tokenFault = true
+                case .unpaired, .needsPairing: facts.paired = false; facts.tokenFault = false
+                }
+            }
+        }
+        await orders.onEvent { event, outbox in
+            await lights.update { facts in
+                facts.pendingOrders = outbox.pending.count
+                facts.parkedOrders = outbox.parked.count
+                switch event {
+                case .retrying(_, let network): facts.lastAttemptFailedForNetwork = network
+                case .acknowledged: facts.lastAttemptFailedForNetwork = false
+                default: break
+                }
+            }
+            if case .acknowledged = event { await lights.orderPlaced() }
+        }
     }
 
     /// The token manager over the token file. A corrupt token file is moved aside and reported, and the

@@ -28,24 +28,20 @@ actor Lights<C: Clock> where C.Duration == Duration {
     }
 
     /// DRS accepted an order: solid for three seconds.
-    func orderPlaced() {
-        facts.orderJustPlaced = true
-        refresh()
-        placedTimer?.cancel()
-        placedTimer = Task { [clock] in
-            do { try await clock.sleep(for: .seconds(3)) } catch { return }
-            self.update { $0.orderJustPlaced = false }
-        }
-    }
+    func orderPlaced() { raise(\.orderJustPlaced, for: .seconds(3), timer: &placedTimer) }
 
     /// A press that did nothing visible otherwise: one flash.
-    func acknowledge() {
-        facts.acknowledging = true
+    func acknowledge() { raise(\.acknowledging, for: .milliseconds(600), timer: &acknowledgeTimer) }
+
+    /// Sets a transient fact and clears it after `duration` (a newer raise restarts the time).
+    private func raise(_ fact: WritableKeyPath<LEDPattern.Facts, Bool> & Sendable, for duration: Duration,
+                       timer: inout Task<Void, Never>?) {
+        facts[keyPath: fact] = true
         refresh()
-        acknowledgeTimer?.cancel()
-        acknowledgeTimer = Task { [clock] in
-            do { try await clock.sleep(for: .milliseconds(600)) } catch { return }
-            self.update { $0.acknowledging = false }
+        timer?.cancel()
+        timer = Task { [clock] in
+            do { try await clock.sleep(for: duration) } catch { return }
+            self.update { $0[keyPath: fact] = false }
         }
     }
 
