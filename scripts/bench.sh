@@ -23,10 +23,12 @@ pair
 "$bin/replenish-agent" press button --config "$work/agent.json" >/dev/null
 wait_for "the order" 30 order_placed
 sleep 2  # let the post-order writes and the duties finish before measuring idle
-# Per-thread switch counts ("tid count"); threads that come and go are counted by what they did meanwhile.
+# Per-thread switch counts ("tid count name/wchan"); threads that come and go are counted by what they did
+# meanwhile.
 switches() {
   for task in /proc/"$agent_pid"/task/*; do
-    echo "${task##*/} $(awk '/ctxt_switches/ {sum += $2} END {print sum}' "$task/status" 2>/dev/null || echo 0)"
+    echo "${task##*/} $(awk '/ctxt_switches/ {sum += $2} END {print sum}' "$task/status" 2>/dev/null || echo 0)" \
+      "$(tr ' ' _ <"$task/comm" 2>/dev/null)/$(cat "$task/wchan" 2>/dev/null)"
   done
 }
 switches >"$work/switches.before"
@@ -44,3 +46,7 @@ printf '%-44s %s\n' "peak RSS, paired agent after one order" "$(awk '/VmHWM/ {pr
 printf '%-44s %s\n' "RSS when idle" "$(awk '/VmRSS/ {print $2, $3}' "$status")"
 printf '%-44s %s\n' "threads" "$(awk '/Threads/ {print $2}' "$status")"
 printf '%-44s %s\n' "context switches in ${idle} s idle (all threads)" "$idle_switches"
+printf '%-44s %s\n' "context switches per idle minute" "$((idle_switches * 60 / idle))"
+# Which threads woke: the GPIO side should be absent from this list or show 0.
+awk 'NR == FNR {before[$1] = $2; next} {printf "  thread %-38s %d\n", $3 "(" $1 ")", $2 - (($1 in before) ? before[$1] : 0)}' \
+  "$work/switches.before" "$work/switches.after"

@@ -28,6 +28,7 @@ all) apis=(v1 v2) ;;
   ;;
 esac
 vm_timeout=${VM_TEST_TIMEOUT:-300} # seconds for one VM run, boot to poweroff
+idle_seconds=${VM_IDLE_SECONDS:-60} # the idle window measured by the `idle` check
 # Every check init.sh makes; each must print PASS in each VM run.
 checks=(ready api bias busy short-press bounce long-press idle stop ready-by-name short-press-by-name led)
 
@@ -184,7 +185,7 @@ make_initramfs() {
   mkdir -p "$stage"/{bin,sbin,usr/bin,usr/sbin,etc,lib/modules,opt/replenish,proc,sys,dev,tmp,lib/x86_64-linux-gnu}
   cp /bin/busybox "$stage/bin/busybox"
   install -m 0755 scripts/vm/init.sh "$stage/init"
-  echo "API=$1" >"$stage/etc/vm-test.env"
+  printf 'API=%s\nIDLE_SECONDS=%s\n' "$1" "$idle_seconds" >"$stage/etc/vm-test.env"
   cp "$kernel/configfs.ko" "$gpio_sim/gpio-sim.ko" "$stage/lib/modules/"
   cp "$binary" "$stage/opt/replenish/replenish-agent"
   while read -r library; do

@@ -48,7 +48,7 @@ struct EmulatorRequest: Sendable {
     var pathSegments: [String]? {
         var segments: [String] = []
         for raw in path.split(separator: "/", omittingEmptySubsequences: false).dropFirst() {
-            guard let decoded = raw.removingPercentEncodingStrict else { return nil }
+            guard let decoded = raw.removingPercentEncoding else { return nil }
             segments.append(decoded)
         }
         return segments
@@ -57,12 +57,5 @@ struct EmulatorRequest: Sendable {
     /// The query decoded as form pairs; nil when malformed.
     var queryItems: [(name: String, value: String)]? {
         FormEncoding.decode(query)
-    }
-}
-
-extension Substring {
-    /// Percent-decoding of a path segment (`+` stays a plus sign, unlike in forms).
-    fileprivate var removingPercentEncodingStrict: String? {
-        FormEncoding.unescape(Substring(self.replacingOccurrences(of: "+", with: "%2B")))
     }
 }

@@ -2,6 +2,10 @@
 ///
 /// Accepted: `YYYY-MM-DDTHH:MM:SS`, optional fraction, then `Z` or `±HH:MM` (RFC 3339's profile of ISO 8601,
 /// upper-case `T` and `Z`). A bare date, a missing zone or missing seconds is refused.
+///
+/// A check of the shape, not a date parser: Foundation's `Date.ISO8601FormatStyle` accepts `2015-02-30`, hour
+/// 25 and trailing characters (measured with Swift 6.3.1), and the emulator exists to catch exactly such
+/// agent mistakes.
 enum ISO8601DateTime {
     static func isValid(_ text: String) -> Bool {
         let c = Array(text.utf8)

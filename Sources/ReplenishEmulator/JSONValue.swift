@@ -1,14 +1,17 @@
+import Foundation
+
 /// A JSON document as the emulator reads and writes it.
 ///
-/// The emulator has its own JSON type (rather than `JSONSerialization`) so that it can tell a boolean from a
-/// number, keep the key order of what it writes, and reject anything that is not strict JSON.
+/// Parsing and writing are Foundation's `JSONDecoder` and `JSONEncoder`; this type only gives the emulator a
+/// tree it can inspect field by field (to answer each malformed field with its own error), that tells a
+/// boolean from a number, and whose objects keep the member order the emulator writes them in.
 enum JSONValue: Sendable, Equatable {
     case null
     case bool(Bool)
     case number(Double)
     case string(String)
     case array([JSONValue])
-    /// Members in the order they were written or read.
+    /// Members in the order they were built (parsed objects: sorted by key).
     case object([Member])
 
     /// One member of an object.
@@ -48,61 +51,91 @@ enum JSONValue: Sendable, Equatable {
         return nil
     }
 
-    /// The compact JSON text of this value.
+    /// The compact JSON text of this value, written by Foundation's `JSONEncoder`.
     var serialized: String {
-        var out = ""
-        write(to: &out)
-        return out
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        // Encoding a tree of strings, finite numbers, booleans and nulls cannot fail; the fallback is never used.
+        guard let data = try? encoder.encode(self) else { return "null" }
+        return String(decoding: data, as: UTF8.self)
     }
 
-    private func write(to out: inout String) {
+    /// Parses a complete JSON text (RFC 8259) with Foundation's `JSONDecoder`.
+    static func parse(_ bytes: [UInt8]) throws -> JSONValue {
+        try JSONDecoder().decode(JSONValue.self, from: Data(bytes))
+    }
+
+    static func parse(_ text: String) throws -> JSONValue {
+        try parse(Array(text.utf8))
+    }
+}
+
+extension JSONValue: Codable {
+    /// Any member name, for objects whose keys are data (slot ids, parameter names).
+    private struct Key: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    // The order of the attempts matters: `JSONDecoder` refuses `true` as a number and `1` as a boolean, so a
+    // boolean and a number are told apart exactly.
+    init(from decoder: any Decoder) throws {
+        if let object = try? decoder.container(keyedBy: Key.self) {
+            // Sorted so that a parsed object has a stable order; nothing reads meaning into JSON key order.
+            self = .object(
+                try object.allKeys.sorted { $0.stringValue < $1.stringValue }.map { key in
+                    Member(key: key.stringValue, value: try object.decode(JSONValue.self, forKey: key))
+                })
+            return
+        }
+        if var array = try? decoder.unkeyedContainer() {
+            var items: [JSONValue] = []
+            while !array.isAtEnd { items.append(try array.decode(JSONValue.self)) }
+            self = .array(items)
+            return
+        }
+        let value = try decoder.singleValueContainer()
+        if value.decodeNil() {
+            self = .null
+        } else if let bool = try? value.decode(Bool.self) {
+            self = .bool(bool)
+        } else if let number = try? value.decode(Double.self) {
+            self = .number(number)
+        } else {
+            self = .string(try value.decode(String.self))
+        }
+    }
+
+    func encode(to encoder: any Encoder) throws {
         switch self {
-        case .null: out += "null"
-        case .bool(let b): out += b ? "true" : "false"
-        case .number(let n):
-            if n.isFinite, n == n.rounded(), abs(n) < 9_007_199_254_740_992 {
-                out += String(Int64(n))
-            } else if n.isFinite {
-                out += String(n)
+        case .null:
+            var value = encoder.singleValueContainer()
+            try value.encodeNil()
+        case .bool(let bool):
+            var value = encoder.singleValueContainer()
+            try value.encode(bool)
+        case .number(let number):
+            var value = encoder.singleValueContainer()
+            // Whole numbers (token lifetimes, counters, status codes) are written without a fraction.
+            if number.isFinite, number == number.rounded(), abs(number) < 9_007_199_254_740_992 {
+                try value.encode(Int64(number))
+            } else if number.isFinite {
+                try value.encode(number)
             } else {
-                out += "null"
+                try value.encodeNil()
             }
-        case .string(let s): JSONValue.writeString(s, to: &out)
+        case .string(let string):
+            var value = encoder.singleValueContainer()
+            try value.encode(string)
         case .array(let items):
-            out += "["
-            for (i, item) in items.enumerated() {
-                if i > 0 { out += "," }
-                item.write(to: &out)
-            }
-            out += "]"
+            var array = encoder.unkeyedContainer()
+            for item in items { try array.encode(item) }
         case .object(let members):
-            out += "{"
-            for (i, member) in members.enumerated() {
-                if i > 0 { out += "," }
-                JSONValue.writeString(member.key, to: &out)
-                out += ":"
-                member.value.write(to: &out)
-            }
-            out += "}"
+            var object = encoder.container(keyedBy: Key.self)
+            for member in members { try object.encode(member.value, forKey: Key(stringValue: member.key)) }
         }
-    }
-
-    private static func writeString(_ s: String, to out: inout String) {
-        out += "\""
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        out += "\""
     }
 }
 

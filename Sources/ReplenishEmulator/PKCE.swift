@@ -7,16 +7,15 @@ import Foundation
 enum PKCE {
     /// Whether `verifier` has RFC 7636's form: 43 to 128 characters of `A-Z a-z 0-9 - . _ ~`.
     static func isWellFormedVerifier(_ verifier: String) -> Bool {
-        let bytes = Array(verifier.utf8)
-        return (43...128).contains(bytes.count) && bytes.allSatisfy(FormEncoding.isUnreserved)
+        (43...128).contains(verifier.utf8.count) && FormEncoding.isUnreserved(verifier)
     }
 
     /// Whether `challenge` could be a challenge of `method` (`S256`: 43 base64url characters).
     static func isWellFormedChallenge(_ challenge: String, method: String) -> Bool {
-        let bytes = Array(challenge.utf8)
         switch method {
         case "S256":
-            return bytes.count == 43 && bytes.allSatisfy { FormEncoding.isUnreserved($0) && $0 != 0x2E && $0 != 0x7E }
+            // base64url's alphabet: the unreserved characters less `.` and `~`.
+            return challenge.utf8.count == 43 && FormEncoding.isUnreserved(challenge) && !challenge.contains(where: { $0 == "." || $0 == "~" })
         case "plain":
             return isWellFormedVerifier(challenge)
         default:
