@@ -67,7 +67,8 @@ import Testing
             let result = presses(edges)
             #expect(result.count == 1, "\(edges)")
             if case .shortPress(let held)? = result.first {
-                #expect(held >= .milliseconds(60 - 29 * 0) - .milliseconds(0) || held > .zero)
+                // The line sat still for at least 60 ms between the last press edge and the first release edge.
+                #expect(held >= .milliseconds(60))
                 #expect(held <= .milliseconds(edges.last!.0 - pressStart))
             } else {
                 Issue.record("expected a short press, got \(result)")
@@ -127,6 +128,18 @@ import Testing
         }
         #expect(delay == .seconds(120))
         if case .retry = decide(.success(json(200, "not json"))) {} else { Issue.record("unreadable 200 must be retried") }
+        // 429 waits at least Retry-After; a Retry-After beyond an hour is held to an hour; an HTTP date falls
+        // back to the backoff.
+        #expect(decide(.success(json(429, "", headers: [("retry-after", " 30 ")]))).retryDelay.map { $0 >= .seconds(30) } == true)
+        #expect(decide(.success(json(503, "", headers: [("retry-after", "999999999")]))).retryDelay == .seconds(3600))
+        #expect(decide(.success(json(503, "", headers: [("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT")]))).retryDelay
+            .map { $0 <= Backoff.orders.ceiling(attempt: 1) } == true)
+        // Other 4xx park with the status; an unknown detail code parks too (it says neither placed nor not).
+        #expect(decide(.success(json(409, #"{"message":"conflict"}"#))) == .park(reason: "DRS refused the order (409)"))
+        #expect(decide(.success(json(200, #"{"detailCode":"ORDER_FAILED"}"#)))
+            == .park(reason: "DRS answered an unknown detail code ORDER_FAILED"))
+        #expect(decide(.success(json(200, #"{"detailCode":"STANDARD_ORDER_PLACED"}"#)))
+            == .done(detailCode: "STANDARD_ORDER_PLACED", eventInstanceId: nil))
         if case .retry = decide(.failure(AgentError(.network, "timeout"))) {} else { Issue.record("network must be retried") }
     }
 
@@ -158,5 +171,13 @@ import Testing
         #expect(outbox.entry(for: "b")?.isParked == false)
         outbox.complete(slot: "a")
         #expect(outbox.entry(for: "a") == nil)
+    }
+}
+
+extension DeliveryPolicy.Decision {
+    /// The wait of a `.retry`, nil for any other decision.
+    var retryDelay: Duration? {
+        if case .retry(let delay, _) = self { return delay }
+        return nil
     }
 }

@@ -88,4 +88,31 @@ import Testing
         #expect(try StateFile.load(Outbox.self, from: path) { reports.append($0) } == nil)
         #expect(reports.count == 1 && reports[0].contains("moved to"))
     }
+
+    @Test func outOfRangeNumbersInStateFilesKeepThePressAndThePairing() throws {
+        let directory = temporaryDirectory()
+        // Valid JSON that a damaged or hand-edited file could hold: an attempt count at Int.max must not
+        // overflow when the next attempt is counted.
+        let outboxPath = directory + "/outbox.json"
+        try #"{"version":1,"entries":[{"slot":"a","pressedAt":[1],"attempts":9223372036854775807}]}"#
+            .write(toFile: outboxPath, atomically: false, encoding: .utf8)
+        var outbox = try #require(try StateFile.load(Outbox.self, from: outboxPath) { _ in })
+        #expect(outbox.pending.map(\.slot) == ["a"])
+        #expect(outbox.entry(for: "a")?.attempts == Outbox.maximumAttempts)
+        outbox.recordAttempt(slot: "a")
+        #expect(outbox.entry(for: "a")?.attempts == Outbox.maximumAttempts)
+
+        // An absurd expiry keeps the refresh token (the pairing) and makes the access token count as expired.
+        let store = FileTokenStore(stateDirectory: directory)
+        for (expiresAt, lifetime) in [("1e300", "3600"), ("-1e300", "3600"), ("1800000000", "0"), ("1800000000", "1e300")] {
+            try #"{"version":1,"clientId":"client","refreshToken":"Atzr|refresh","accessToken":"Atza|access","accessTokenExpiresAt":\#(expiresAt),"accessTokenLifetime":\#(lifetime)}"#
+                .write(toFile: store.path, atomically: false, encoding: .utf8)
+            let loaded = try #require(try store.load())
+            #expect(loaded.refreshToken == tokens.refreshToken)
+            #expect(loaded.accessTokenExpiresAt == 0 && loaded.accessTokenLifetime == 3600)
+            #expect(try FileTokenStore.peek(stateDirectory: directory)?.accessTokenExpiresAt == 0)
+        }
+        #expect(ISO8601.format(1e300) == "invalid time")
+        #expect(ISO8601.format(1_450_692_000) == "2015-12-21T10:00:00Z")
+    }
 }

@@ -95,6 +95,59 @@ import Testing
         #expect(http.requests.count == 1)
     }
 
+    @Test func aLifetimeOfOneSecondDoesNotTurnTheScheduleIntoALoop() async throws {
+        let http = ScriptedHTTPClient { [self] _ in grantResponse(access: "Atza|short", refresh: nil, expiresIn: "1") }
+        let store = MemoryTokenStore()
+        let manager = try TokenManager(store: store, lwa: lwa(http), clock: clock, wallTime: wallTime,
+                                       random: .seeded(state: 5), logger: .init(label: "test"))
+        try await manager.install(TokenGrant(accessToken: Secret("Atza|a0"), refreshToken: Secret("Atzr|r0"), expiresIn: 1),
+                                  clientId: "client")
+        let runner = Task { await manager.run() }
+        defer { runner.cancel() }
+        for _ in 0..<600 {
+            clock.advance(by: .milliseconds(100))
+            _ = await settle({ clock.sleeperCount > 0 })
+        }
+        // 60 s with a 5 s minimum spacing: at most 13 scheduled refreshes (not one per pass of the loop).
+        let refreshes = http.requests.count
+        #expect(refreshes >= 10 && refreshes <= 13, "\(refreshes) refreshes in 60 s")
+    }
+
+    @Test func aRotatedTokenThatCannotBeStoredIsNeverUsed() async throws {
+        let http = ScriptedHTTPClient { [self] _ in grantResponse(access: "Atza|new", refresh: "Atzr|rotated") }
+        let store = MemoryTokenStore(TokenSet(clientId: "client", refreshToken: Secret("Atzr|old"), accessToken: Secret("Atza|old"),
+                                              accessTokenExpiresAt: epoch - 1, accessTokenLifetime: 3600))
+        let manager = try TokenManager(store: store, lwa: lwa(http), clock: clock, wallTime: wallTime,
+                                       logger: .init(label: "test"))
+        store.failSaves = true
+        // LWA answered, but the new refresh token could not be written: the new access token is not handed
+        // out, and the state the device knows stays the one on disk.
+        await #expect(throws: AgentError.self) { try await manager.accessToken() }
+        #expect(http.requests.count == 1)
+        #expect(store.tokens?.refreshToken == Secret("Atzr|old"))
+        if case .retryWait = await manager.state {} else { Issue.record("expected retry-wait, got \(await manager.state)") }
+        store.failSaves = false
+        #expect(try await manager.accessToken() == Secret("Atza|new"))
+        #expect(store.tokens?.refreshToken == Secret("Atzr|rotated"))
+    }
+
+    @Test func aRefreshAnsweredAfterUnpairingDoesNotBringThePairingBack() async throws {
+        let http = GatedHTTPClient(grantResponse(access: "Atza|late", refresh: "Atzr|late"))
+        let store = MemoryTokenStore(TokenSet(clientId: "client", refreshToken: Secret("Atzr|old"), accessToken: Secret("Atza|old"),
+                                              accessTokenExpiresAt: epoch - 1, accessTokenLifetime: 3600))
+        let lwa = LWAClient(http: http, tokenURL: try EndpointURL("http://127.0.0.1:1/auth/o2/token"), clientSecret: nil)
+        let manager = try TokenManager(store: store, lwa: lwa, clock: clock, wallTime: wallTime, logger: .init(label: "test"))
+        let refresh = Task { try await manager.accessToken() }
+        #expect(await settle({ http.requestCount == 1 }))
+        // The customer long-presses to unpair while LWA's answer is on its way.
+        try await manager.unpair(reason: "re-pairing requested")
+        http.open()
+        await #expect(throws: AgentError.self) { try await refresh.value }
+        #expect(store.tokens == nil)
+        #expect(await manager.isPaired == false)
+        #expect(await manager.state == .needsPairing(reason: "re-pairing requested"))
+    }
+
     @Test func lwaAnswersBecomeTypedErrors() throws {
         func code(_ response: HTTPResponse) -> AgentError.Code? {
             do { _ = try LWAClient.interpret(response); return nil } catch { return error.code }

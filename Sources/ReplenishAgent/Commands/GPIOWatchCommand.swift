@@ -36,7 +36,7 @@ struct GPIOWatchCommand: AsyncParsableCommand {
             case .gpiod: backend = try GpiodBackend(board: boardFile)
             }
             for output in boardFile.outputs { try backend.setOutput(output.name, on: outputs == "on") }
-        } catch let error as AgentError {
+        } catch {
             Output.error("gpio-watch: \(error.message)")
             throw ExitCode(1)
         }
@@ -61,8 +61,13 @@ struct GPIOWatchCommand: AsyncParsableCommand {
         }
         let signals = SignalWaiter(signals: [SIGINT, SIGTERM])
         await signals.wait(orFor: .milliseconds(Int64(seconds * 1000)), clock: clock)
+        let failure = backend.failure
         backend.shutdown()
         await watcher.value
+        if let failure {
+            Output.error("gpio-watch: \(failure.message)")
+            throw ExitCode(1)
+        }
         Output.line("done \(stamp())")
     }
 

@@ -124,6 +124,6 @@ extension FileTokenStore {
         guard let tokens = try? JSONDecoder().decode(TokenSet.self, from: Data(bytes)) else {
             throw AgentError(.storage, "\(store.path) is unreadable")
         }
-        return tokens
+        return tokens.withSaneExpiry
     }
 }

@@ -68,7 +68,14 @@ struct Agent {
                 try await Self.servePairingWhileUnpaired(config: config, pairing: pairing, tokens: tokens,
                                                          waker: pairingWaker, group: group, logger: logger)
             },
-            LoopService(name: "inputs") { await inputs.run(edges: backend.edges) },
+            LoopService(name: "inputs") {
+                await inputs.run(edges: backend.edges)
+                // The edges end early only when the hardware failed: stop with the reason (systemd restarts
+                // the agent, which requests the lines again) rather than run on deaf to the button.
+                guard Task.isCancelled else {
+                    throw backend.failure ?? AgentError(.hardware, "the GPIO input stream ended")
+                }
+            },
         ]
         if let simulated = backend as? SimulatedBackend {
             let control = ControlServer(backend: simulated, inputs: inputs, lights: lights, board: config.board)

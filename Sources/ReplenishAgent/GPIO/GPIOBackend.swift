@@ -14,4 +14,6 @@ protocol GPIOBackend: Sendable {
     func setOutput(_ name: String, on: Bool) throws(AgentError)
     /// Releases the lines and ends `edges`.
     func shutdown()
+    /// Why `edges` ended on its own (the hardware failed), or nil while it runs or after `shutdown`.
+    var failure: AgentError? { get }
 }

@@ -33,6 +33,7 @@ final class GpiodBackend: GPIOBackend, @unchecked Sendable {
     private let outputLock = Mutex(())
     private let wakePipe: (read: Int32, write: Int32)
     private var thread: pthread_t?
+    private let stopped = Mutex<AgentError?>(nil)
 
     init(board: BoardFile) throws(AgentError) {
         guard let chip = board.chip else { throw AgentError(.configuration, "a gpiod board needs a chip") }
@@ -45,6 +46,14 @@ final class GpiodBackend: GPIOBackend, @unchecked Sendable {
                 UInt(input.debounceMilliseconds) * 1000, "replenish-agent")
             guard let handle else { throw Self.error("request input", chip: chip, line: offset, name: input.name) }
             lines.append(GpiodLine(name: input.name, handle: handle))
+            // A level sensor that is already active (running out) at start has no edge to report it: its
+            // level is read once and reported as the first edge, so a device installed next to an almost
+            // empty supply still orders (after the sensor's minimum active time, as for any edge).
+            if input.kind == .level {
+                let value = cgpiod_get_value(handle)
+                guard value >= 0 else { throw Self.error("read input", chip: chip, line: offset, name: input.name) }
+                if value == 1 { continuation.yield(InputEdge(input: input.name, active: true)) }
+            }
         }
         var outputLines: [String: GpiodLine] = [:]
         for output in board.outputs {
@@ -91,6 +100,8 @@ final class GpiodBackend: GPIOBackend, @unchecked Sendable {
         if result != 0 { throw AgentError(.hardware, "set output \(name): \(POSIX.describe(errno))") }
     }
 
+    var failure: AgentError? { stopped.withLock { $0 } }
+
     func shutdown() {
         var byte: UInt8 = 1
         _ = write(wakePipe.write, &byte, 1)
@@ -115,21 +126,35 @@ final class GpiodBackend: GPIOBackend, @unchecked Sendable {
         thread = created
     }
 
-    /// Blocks in poll(2) until an edge or the wake pipe; never times out, never polls on a timer.
+    /// Blocks in poll(2) until an edge or the wake pipe; never times out, never polls on a timer. A line whose
+    /// descriptor reports an error (a GPIO expander unplugged, a chip gone) ends the stream with `failure` set
+    /// rather than spinning: the daemon then stops with the reason and systemd starts it again.
     private func eventLoop() {
         var descriptors = inputs.map { pollfd(fd: cgpiod_event_fd($0.handle), events: Int16(POLLIN), revents: 0) }
         descriptors.append(pollfd(fd: wakePipe.read, events: Int16(POLLIN), revents: 0))
+        let broken = Int16(POLLERR | POLLHUP | POLLNVAL)
         while true {
             let ready = POSIX.retryingEINTR { poll(&descriptors, nfds_t(descriptors.count), -1) }
-            if ready < 0 { return }
+            if ready < 0 { return stop("poll on the GPIO lines: \(POSIX.describe(errno))") }
             if descriptors.last!.revents != 0 { return }
             for index in inputs.indices where descriptors[index].revents != 0 {
+                let name = inputs[index].name
+                if descriptors[index].revents & broken != 0 {
+                    return stop("input \(name): the line's event descriptor reported an error (revents \(descriptors[index].revents))")
+                }
                 var rising: Int32 = 0
                 var timestamp: UInt64 = 0
                 if cgpiod_read_event(inputs[index].handle, &rising, &timestamp) == 0 {
-                    continuation.yield(InputEdge(input: inputs[index].name, active: rising != 0))
+                    continuation.yield(InputEdge(input: name, active: rising != 0))
+                } else if errno != EAGAIN && errno != EINTR {
+                    return stop("read event on input \(name): \(POSIX.describe(errno))")
                 }
             }
         }
+    }
+
+    private func stop(_ reason: String) {
+        stopped.withLock { $0 = AgentError(.hardware, reason) }
+        continuation.finish()
     }
 }

@@ -31,4 +31,7 @@ final class SimulatedBackend: GPIOBackend {
     func output(_ name: String) -> Bool? { outputs.withLock { $0[name] } }
 
     func shutdown() { continuation.finish() }
+
+    /// A simulated board has no hardware to fail.
+    var failure: AgentError? { nil }
 }

@@ -2,6 +2,7 @@ import FoundationEssentials
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import Synchronization
 
 /// A request to one of the agent's own small servers (pairing endpoints, control socket).
 struct ServerRequest: Sendable {
@@ -31,6 +32,10 @@ struct ServerResponse: Sendable {
 
 /// The agent's HTTP server: SwiftNIO's HTTP/1.1 parser and pipeline (no hand-written parsing) on TCP or a
 /// Unix socket, bodies capped, one async handler per request. It serves until its task is cancelled.
+///
+/// The pairing port is open to the local network, so a peer cannot hold it: at most `maximumConnections`
+/// connections at once (more are closed on accept), a connection that sends nothing for `idleTimeout` is
+/// closed, and a body over the cap is answered 413 at once and the connection closed.
 enum LocalHTTPServer {
     enum Address: Sendable {
         case tcp(host: String, port: Int)
@@ -41,6 +46,7 @@ enum LocalHTTPServer {
 
     /// Binds, calls `onBound` (with the bound TCP port, if any), and serves until cancelled.
     static func serve(at address: Address, group: any EventLoopGroup, maximumBodyBytes: Int = 64 * 1024,
+                      maximumConnections: Int = 8, idleTimeout: TimeAmount = .seconds(30),
                       onBound: @Sendable (Int?) -> Void = { _ in },
                       afterResponse: @escaping @Sendable (ServerResponse) -> Void = { _ in },
                       handler: @escaping Handler) async throws
@@ -51,6 +57,8 @@ enum LocalHTTPServer {
         let initializer: @Sendable (any Channel) -> EventLoopFuture<NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>> = { channel in
             channel.eventLoop.makeCompletedFuture {
                 try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+                try channel.pipeline.syncOperations.addHandlers(
+                    IdleStateHandler(readTimeout: idleTimeout), CloseOnIdle(), position: .first)
                 return try NIOAsyncChannel(wrappingChannelSynchronously: channel)
             }
         }
@@ -63,14 +71,43 @@ enum LocalHTTPServer {
                                               childChannelInitializer: initializer)
         }
         onBound(server.channel.localAddress?.port)
+        let open = ConnectionCount()
         try await withThrowingDiscardingTaskGroup { group in
             try await server.executeThenClose { connections in
                 for try await connection in connections {
+                    let admitted = open.count.withLock { count in
+                        guard count < maximumConnections else { return false }
+                        count += 1
+                        return true
+                    }
+                    guard admitted else {
+                        connection.channel.close(promise: nil)
+                        continue
+                    }
                     group.addTask {
+                        defer { open.count.withLock { $0 -= 1 } }
                         try? await serveConnection(connection, maximumBodyBytes: maximumBodyBytes,
                                                    afterResponse: afterResponse, handler: handler)
                     }
                 }
+            }
+        }
+    }
+
+    /// The number of connections being served.
+    private final class ConnectionCount: Sendable {
+        let count = Mutex(0)
+    }
+
+    /// Closes a connection when `IdleStateHandler` reports that nothing was read for the idle timeout.
+    private final class CloseOnIdle: ChannelInboundHandler, Sendable {
+        typealias InboundIn = NIOAny
+
+        func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+            if event is IdleStateHandler.IdleStateEvent {
+                context.close(promise: nil)
+            } else {
+                context.fireUserInboundEventTriggered(event)
             }
         }
     }
@@ -82,35 +119,37 @@ enum LocalHTTPServer {
         try await connection.executeThenClose { inbound, outbound in
             var head: HTTPRequestHead?
             var body: [UInt8] = []
-            var tooLarge = false
+            func respond(_ response: ServerResponse, to requestHead: HTTPRequestHead, closing: Bool) async throws {
+                var headers = HTTPHeaders()
+                headers.add(name: "Content-Length", value: "\(response.body.count)")
+                if let contentType = response.contentType { headers.add(name: "Content-Type", value: contentType) }
+                if closing { headers.add(name: "Connection", value: "close") }
+                let status = HTTPResponseStatus(statusCode: response.status)
+                try await outbound.write(.head(HTTPResponseHead(version: requestHead.version, status: status, headers: headers)))
+                if !response.body.isEmpty { try await outbound.write(.body(.byteBuffer(ByteBuffer(bytes: response.body)))) }
+                try await outbound.write(.end(nil))
+                afterResponse(response)
+            }
             for try await part in inbound {
                 switch part {
                 case .head(let requestHead):
                     head = requestHead
                     body = []
-                    tooLarge = false
                 case .body(let buffer):
-                    if body.count + buffer.readableBytes > maximumBodyBytes {
-                        tooLarge = true
-                    } else {
-                        body.append(contentsOf: buffer.readableBytesView)
+                    guard body.count + buffer.readableBytes <= maximumBodyBytes else {
+                        // Answered now, not after the rest: a peer must not keep the server reading forever.
+                        guard let requestHead = head else { return }
+                        try await respond(
+                            .error(413, "INVALID_PARAM", "request body larger than \(maximumBodyBytes) bytes"),
+                            to: requestHead, closing: true)
+                        return
                     }
+                    body.append(contentsOf: buffer.readableBytesView)
                 case .end:
                     guard let requestHead = head else { continue }
                     let path = String(requestHead.uri.prefix { $0 != "?" })
-                    let response = tooLarge
-                        ? ServerResponse.error(413, "INVALID_PARAM", "request body larger than \(maximumBodyBytes) bytes")
-                        : await handler(ServerRequest(method: requestHead.method, path: path, body: body))
-                    var headers = HTTPHeaders()
-                    headers.add(name: "Content-Length", value: "\(response.body.count)")
-                    if let contentType = response.contentType { headers.add(name: "Content-Type", value: contentType) }
-                    if tooLarge { headers.add(name: "Connection", value: "close") }
-                    let status = HTTPResponseStatus(statusCode: response.status)
-                    try await outbound.write(.head(HTTPResponseHead(version: requestHead.version, status: status, headers: headers)))
-                    if !response.body.isEmpty { try await outbound.write(.body(.byteBuffer(ByteBuffer(bytes: response.body)))) }
-                    try await outbound.write(.end(nil))
-                    afterResponse(response)
-                    if tooLarge { return }
+                    try await respond(await handler(ServerRequest(method: requestHead.method, path: path, body: body)),
+                                      to: requestHead, closing: false)
                 }
             }
         }

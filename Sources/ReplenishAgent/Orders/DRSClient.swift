@@ -63,8 +63,10 @@ struct DRSClient: Sendable {
 
 /// ISO 8601 date-times with a zone, as DRS wants them (`2015-12-21T10:00:00Z`).
 enum ISO8601 {
+    /// `epochSeconds` outside 1970 to 9999 (a damaged state file) prints as `invalid time`.
     static func format(_ epochSeconds: Double) -> String {
-        Date(timeIntervalSince1970: epochSeconds.rounded(.down)).formatted(.iso8601)
+        guard (0...253_402_300_799).contains(epochSeconds) else { return "invalid time" }
+        return Date(timeIntervalSince1970: epochSeconds.rounded(.down)).formatted(.iso8601)
     }
 }
 

@@ -38,7 +38,12 @@ enum DeliveryPolicy {
                 return .retry(after: backoff.delay(attempt: attempt, using: &random),
                               reason: "DRS answered \(response.status) with a body the agent cannot read")
             }
-            return .done(detailCode: LWAClient.sanitize(answer.detailCode), eventInstanceId: answer.eventInstanceId)
+            // An unknown detail code says neither "placed" nor "not placed": retrying could order twice and
+            // completing could lose the press, so the entry is parked with the code for the customer to see.
+            guard knownDetailCodes.contains(answer.detailCode) else {
+                return .park(reason: "DRS answered an unknown detail code \(LWAClient.sanitize(answer.detailCode))")
+            }
+            return .done(detailCode: answer.detailCode, eventInstanceId: answer.eventInstanceId)
         case _ where DRSClient.isTokenRejection(response):
             if !tokenAlreadyRefreshed { return .refreshTokenAndRetry }
             return .retry(after: backoff.delay(attempt: attempt, using: &random),

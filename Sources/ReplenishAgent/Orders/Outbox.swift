@@ -15,11 +15,31 @@ struct Outbox: Codable, Sendable, Equatable {
         var parkedReason: String?
 
         var isParked: Bool { parkedReason != nil }
+
+        init(slot: String, pressedAt: [Double], attempts: Int = 0, parkedReason: String? = nil) {
+            self.slot = slot
+            self.pressedAt = pressedAt
+            self.attempts = attempts
+            self.parkedReason = parkedReason
+        }
+
+        // A file edited by hand or damaged in a way JSON still parses must not crash the agent: the attempt
+        // count (only a backoff input) is clamped, and the press itself is kept.
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            slot = try container.decode(String.self, forKey: .slot)
+            pressedAt = try container.decode([Double].self, forKey: .pressedAt)
+            let attempts = try container.decodeIfPresent(Int.self, forKey: .attempts) ?? 0
+            self.attempts = min(max(attempts, 0), Outbox.maximumAttempts)
+            parkedReason = try container.decodeIfPresent(String.self, forKey: .parkedReason)
+        }
     }
 
     enum Acceptance: Equatable, Sendable { case queued, coalesced }
 
     static let maximumPressTimes = 16
+    /// The attempt count stops growing here (backoff is long capped by then); it never overflows.
+    static let maximumAttempts = 1_000_000
 
     var version = 1
     private(set) var entries: [Entry] = []
@@ -49,7 +69,9 @@ struct Outbox: Codable, Sendable, Equatable {
     mutating func complete(slot: String) { entries.removeAll { $0.slot == slot } }
 
     mutating func recordAttempt(slot: String) {
-        if let index = entries.firstIndex(where: { $0.slot == slot }) { entries[index].attempts += 1 }
+        if let index = entries.firstIndex(where: { $0.slot == slot }) {
+            entries[index].attempts = min(entries[index].attempts + 1, Self.maximumAttempts)
+        }
     }
 
     mutating func park(slot: String, reason: String) {

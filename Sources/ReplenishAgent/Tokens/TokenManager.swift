@@ -161,8 +161,13 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     private func performRefresh(reason: String) async throws(AgentError) -> TokenSet {
         guard let current = tokens else { throw AgentError(.notPaired, "the device is not paired") }
         logger.debug("refreshing access token", metadata: ["token.reason": "\(reason)"])
-        do {
+        do throws(AgentError) {
             let grant = try await lwa.refresh(refreshToken: current.refreshToken, clientId: current.clientId)
+            // The customer may have unpaired or paired again while LWA answered: this grant belongs to a pairing
+            // that is gone, and writing it would bring that pairing back.
+            guard tokens?.refreshToken == current.refreshToken else {
+                throw AgentError(.notPaired, "the pairing changed during the refresh")
+            }
             let now = wallTime()
             let next = TokenSet(
                 clientId: current.clientId, refreshToken: grant.refreshToken ?? current.refreshToken,
@@ -171,7 +176,7 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
             // The new refresh token is written before anything uses the new access token: if LWA has already
             // invalidated the old one, this write is the only copy of the pairing.
             try store.save(next)
-            if tokens?.refreshToken == current.refreshToken { tokens = next }
+            tokens = next
             failures = 0
             lastLoggedFailure = nil
             lastFailure = nil
@@ -182,6 +187,8 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
                                    "token.rotated": "\(grant.refreshToken.map { $0 != current.refreshToken } ?? false)"])
             return next
         } catch where error.code == .applicationNotAuthorized {
+            // Only the pairing LWA refused is wiped, not one the customer made while the request was out.
+            guard tokens?.refreshToken == current.refreshToken else { throw error }
             logger.error("LWA no longer accepts the refresh token: the customer removed the device; pairing again")
             do { try store.wipe() } catch { logger.error("could not remove the token file", metadata: ["error": "\(error)"]) }
             tokens = nil
@@ -189,6 +196,8 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
             lastFailure = nil
             waker.ring()
             for handler in pairingLostHandlers { await handler() }
+            throw error
+        } catch where error.code == .notPaired {
             throw error
         } catch {
             failures += 1
@@ -207,10 +216,16 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
         for handler in changeHandlers { await handler(state) }
     }
 
+    /// Scheduled refreshes are at least this far apart, whatever lifetime LWA grants: an answer with a
+    /// lifetime of a second or two must not turn the schedule into a loop of LWA calls and flash writes. The
+    /// shortest lifetime the contract names (10 s) refreshes about every 7.5 s, so this never delays it.
+    static var minimumRefreshSpacing: Duration { .seconds(5) }
+
     /// The schedule: sleeps until the refresh margin, refreshes, backs off on failure; wakes early when
     /// tokens change. Sleeps are capped so the wall-clock expiry is re-checked after a suspend or clock step.
     func run() async {
         var lastError: AgentError?
+        var lastScheduledRefresh: C.Instant?
         while !Task.isCancelled {
             guard let current = tokens else {
                 await waker.wait(timeout: nil, clock: clock)
@@ -230,6 +245,11 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
                 await waker.wait(timeout: .milliseconds(Int64(min(seconds, 300) * 1000)), clock: clock)
                 continue
             }
+            if let last = lastScheduledRefresh, clock.now < last.advanced(by: Self.minimumRefreshSpacing) {
+                await waker.wait(timeout: clock.now.duration(to: last.advanced(by: Self.minimumRefreshSpacing)), clock: clock)
+                continue
+            }
+            lastScheduledRefresh = clock.now
             do {
                 try await refresh(reason: "scheduled")
             } catch {

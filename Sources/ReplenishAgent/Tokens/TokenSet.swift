@@ -9,6 +9,19 @@ struct TokenSet: Sendable, Codable, Equatable {
     var accessTokenExpiresAt: Double
     /// The lifetime LWA granted, in seconds (decides the refresh margin).
     var accessTokenLifetime: Double
+
+    /// The same tokens with an expiry the agent can compute with. A file whose expiry or lifetime is out of
+    /// any sensible range (not finite, before 1970, past the year 5000, a lifetime under a second or over a
+    /// year) keeps its refresh token, the pairing, and gets an access token treated as expired, so it is
+    /// refreshed at once instead of the pairing being lost or arithmetic trapping on it.
+    var withSaneExpiry: TokenSet {
+        var sane = self
+        if !(0...100_000_000_000).contains(accessTokenExpiresAt) || !(1...31_536_000).contains(accessTokenLifetime) {
+            sane.accessTokenExpiresAt = 0
+            sane.accessTokenLifetime = 3600
+        }
+        return sane
+    }
 }
 
 /// One successful answer of the LWA token endpoint.

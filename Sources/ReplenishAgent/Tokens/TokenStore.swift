@@ -22,7 +22,7 @@ struct FileTokenStore: TokenStore {
             guard tokens.version == 1, !tokens.refreshToken.value.isEmpty else {
                 throw AgentError(.storage, "unsupported token file version")
             }
-            return tokens
+            return tokens.withSaneExpiry
         } catch {
             // A torn or corrupt file is kept for inspection, never silently deleted.
             let aside = try StateFile.moveAside(path)

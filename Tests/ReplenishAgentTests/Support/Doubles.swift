@@ -18,17 +18,51 @@ final class ScriptedHTTPClient: HTTPClient, Sendable {
     }
 }
 
-/// A token store in memory, counting writes.
-final class MemoryTokenStore: TokenStore, Sendable {
-    private let state: Mutex<(tokens: TokenSet?, saves: Int)>
+/// An HTTP client whose every answer waits until the test opens the gate: for what happens while a request
+/// is out.
+final class GatedHTTPClient: HTTPClient, Sendable {
+    private let response: HTTPResponse
+    private let gate: (stream: AsyncStream<Void>, continuation: AsyncStream<Void>.Continuation)
+    private let started = Mutex(0)
 
-    init(_ tokens: TokenSet? = nil) { state = Mutex((tokens, 0)) }
+    init(_ response: HTTPResponse) {
+        self.response = response
+        gate = AsyncStream.makeStream(of: Void.self)
+    }
+
+    /// Requests that reached the client.
+    var requestCount: Int { started.withLock { $0 } }
+
+    /// Lets one waiting request have its answer.
+    func open() { gate.continuation.yield() }
+
+    func send(_ request: HTTPRequest) async throws(AgentError) -> HTTPResponse {
+        started.withLock { $0 += 1 }
+        for await _ in gate.stream { break }
+        return response
+    }
+}
+
+/// A token store in memory, counting writes; `failSaves` makes every save fail as a full disk would.
+final class MemoryTokenStore: TokenStore, Sendable {
+    private let state: Mutex<(tokens: TokenSet?, saves: Int, failSaves: Bool)>
+
+    init(_ tokens: TokenSet? = nil) { state = Mutex((tokens, 0, false)) }
 
     var tokens: TokenSet? { state.withLock { $0.tokens } }
     var saves: Int { state.withLock { $0.saves } }
+    var failSaves: Bool {
+        get { state.withLock { $0.failSaves } }
+        set { state.withLock { $0.failSaves = newValue } }
+    }
 
     func load() throws(AgentError) -> TokenSet? { tokens }
-    func save(_ tokens: TokenSet) throws(AgentError) { state.withLock { $0 = (tokens, $0.saves + 1) } }
+    func save(_ tokens: TokenSet) throws(AgentError) {
+        try state.withLock { (state) throws(AgentError) in
+            if state.failSaves { throw AgentError(.storage, "no space left on device") }
+            state = (tokens, state.saves + 1, false)
+        }
+    }
     func wipe() throws(AgentError) { state.withLock { $0.tokens = nil } }
 }
 
