@@ -55,7 +55,11 @@ start_agent() {
 
 pair() {
   "$bin/replenish-emulator" companion --device "http://127.0.0.1:$pairing_port" --lwa "$emulator"
-  wait_for "pairing to be stored" 10 grep -q '"paired":true' <("$bin/replenish-agent" status --json --config "$work/agent.json")
+  wait_for "pairing to be stored" 10 paired
+}
+
+paired() {
+  "$bin/replenish-agent" status --json --config "$work/agent.json" | grep -q '"paired":true'
 }
 
 order_placed() {

@@ -20,7 +20,8 @@ struct EmulatorServer {
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
+                service.connectionAccepted()
+                return channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     if let tls {
                         try sync.addHandler(NIOSSLServerHandler(context: tls))

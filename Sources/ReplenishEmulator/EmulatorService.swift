@@ -18,6 +18,13 @@ final class EmulatorService: Sendable {
         return state.dispatch(request, now: Date())
     }
 
+    /// Counts one accepted TCP connection (tests check that a client keeps its connection alive).
+    func connectionAccepted() {
+        lock.lock()
+        defer { lock.unlock() }
+        state.stats.connectionsAccepted += 1
+    }
+
     /// The normal handling of a request whose injected delay has run out.
     func resumeDelayed(_ request: EmulatorRequest) -> EmulatorDisposition {
         lock.lock()

@@ -129,6 +129,7 @@ extension EmulatorState {
             return .oauthError(400, "invalid_request", "Missing parameter: \(missing.joined(separator: ", "))")
         }
         let verifier = params["code_verifier"]!
+        presentedVerifiers.append(verifier)
         guard PKCE.isWellFormedVerifier(verifier) else {
             return .oauthError(400, "invalid_request", "code_verifier must be 43-128 characters of [A-Za-z0-9-._~]")
         }

@@ -10,6 +10,8 @@ struct EmulatorState: Sendable {
     /// Devices by `DeviceIdentity.key`, updated at every code redemption.
     var devices: [String: DeviceIdentity] = [:]
     var codes: [String: AuthorizationCode] = [:]
+    /// Every `code_verifier` a client presented, for tests that scan a device's output for it.
+    var presentedVerifiers: [String] = []
     var accessTokens: [String: AccessTokenRecord] = [:]
     var refreshTokens: [String: RefreshTokenRecord] = [:]
     /// Every order ever placed, by event instance id.
@@ -97,6 +99,8 @@ struct EmulatorState: Sendable {
             return only("GET") { orderInfo(request, eventInstanceId: id, now: now) }
         } else if match("admin/stats") != nil {
             return only("GET") { .json(200, stats.json) }
+        } else if match("admin/pairing-secrets") != nil {
+            return only("GET") { adminPairingSecrets() }
         } else if let slot = match("admin/deliver/*")?.first {
             return only("POST") { adminDeliver(slot: slot) }
         } else if let slot = match("admin/subscription/*")?.first {

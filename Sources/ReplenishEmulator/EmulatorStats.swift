@@ -27,6 +27,8 @@ struct EmulatorStats: Sendable {
     var faultsInjected: [Fault.Kind: Int] = [:]
     /// Every request to the token endpoint, whatever the answer (faults and `413` included).
     var tokenRequests = 0
+    /// TCP connections accepted (HTTP and HTTPS alike).
+    var connectionsAccepted = 0
     var rejected: [Rejection] = []
     var lastReplenishHeaders: [String: String] = [:]
     var lastDeviceStatus: JSONValue = .null
@@ -57,6 +59,7 @@ struct EmulatorStats: Sendable {
             "faultsInjected": .object(
                 Fault.Kind.allCases.map { .init(key: $0.rawValue, value: .number(Double(faultsInjected[$0] ?? 0))) }),
             "tokenRequests": .number(Double(tokenRequests)),
+            "connectionsAccepted": .number(Double(connectionsAccepted)),
             "rejected": .array(
                 rejected.map {
                     .obj([

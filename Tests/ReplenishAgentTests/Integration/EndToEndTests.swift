@@ -93,9 +93,11 @@ import Testing
             + (try harness.run("replenish-agent", ["status", "--config", config]).output)
             + (try harness.run("replenish-agent", ["status", "--json", "--config", config]).output)
         for secret in [tokens.accessToken.value, tokens.refreshToken.value, String(authorization.dropFirst(7)), "Atza|", "Atzr|"] {
-            #expect(!outputs.contains(secret), "a token reached the agent's output")
+            let leaked = outputs.contains(secret)  // a Bool, so that a failure does not print the token
+            #expect(!leaked, "a token reached the agent's output")
         }
         #expect(harness.agentLogs.contains("order acknowledged"))
+        harness.expectNoSecretsInAgentOutput()
     }
 
     @Test func httpClientVerifiesTLSWithTheGivenCAAndRefusesWithoutIt() throws {
@@ -127,10 +129,57 @@ import Testing
         let client = try CurlHTTPClient(options: .init(maximumResponseBytes: 64))
         // The stats answer is larger than 64 bytes: refused, not truncated.
         await #expect(throws: AgentError.self) { try await client.send(HTTPRequest(method: .get, url: emulator + "/admin/stats")) }
+        // One client keeps one connection: three requests, and the emulator accepted no new connection
+        // after the first.
         let roomy = try CurlHTTPClient(options: .init())
+        var accepted: [Int] = []
         for _ in 0..<3 {
-            #expect(try await roomy.send(HTTPRequest(method: .get, url: emulator + "/admin/stats")).status == 200)
+            let answer = try await roomy.send(HTTPRequest(method: .get, url: emulator + "/admin/stats"))
+            #expect(answer.status == 200)
+            let stats = try JSONSerialization.jsonObject(with: Data(answer.body)) as? [String: Any]
+            accepted.append(try #require(stats?["connectionsAccepted"] as? Int))
         }
+        #expect(accepted.count == 3 && Set(accepted).count == 1, "connections accepted: \(accepted)")
+    }
+
+    @Test func agentPairsAndOrdersOverHTTPSOnlyWithTheConfiguredCA() throws {
+        let harness = Harness()
+        let tls = harness.directory + "/tls"
+        let made = try harness.run("replenish-emulator", ["make-ca", "--dir", tls])
+        #expect(made.status == 0, "\(made.error)")
+        let ca = tls + "/ca.pem"
+        let emulator = try harness.startEmulator(
+            ["--tls-cert", tls + "/server.pem", "--tls-key", tls + "/server.key", "--slots", "slot-1"],
+            scheme: "https", caFile: ca)
+        let pairingPort = try Harness.freePort()
+
+        // Without tls.caFile the agent does not trust the emulator: redeeming the code fails (502), unpaired.
+        let untrusting = try harness.startAgent(config: try harness.writeConfig(emulator: emulator, pairingPort: pairingPort))
+        try harness.waitUntil("the pairing endpoints") {
+            (try? CurlEasy(options: .init()).perform(HTTPRequest(
+                method: .get, url: "http://127.0.0.1:\(pairingPort)/provision/deviceInfo")))?.status == 200
+        }
+        let refused = try harness.run("replenish-emulator", [
+            "companion", "--device", "http://127.0.0.1:\(pairingPort)", "--lwa", emulator, "--cacert", ca,
+        ])
+        #expect(refused.status != 0)
+        #expect(refused.error.contains("502") && refused.error.contains("LWA_ERROR"), "\(refused.error)")
+        untrusting.terminate()
+        try harness.waitUntil("the agent to stop", timeout: 15) { !untrusting.isRunning }
+
+        // With it, the whole path runs over HTTPS: pairing, the duties, one press, one order.
+        let config = try harness.writeConfig(emulator: emulator, pairingPort: pairingPort, caFile: ca)
+        _ = try harness.startAgent(config: config)
+        try harness.pair(emulator: emulator, pairingPort: pairingPort, caFile: ca)
+        let press = try harness.run("replenish-agent", ["press", "button", "--config", config])
+        #expect(press.status == 0, "\(press.error)")
+        try harness.waitUntil("the order over HTTPS") {
+            (try harness.slotStatus(config: config, "slot-1")["lastResult"] as? String) == "TEST_ORDER_PLACED"
+        }
+        let stats = try harness.emulator(emulator, .get, "/admin/stats", caFile: ca)
+        #expect((stats["ordersPlaced"] as? [String: Int])?["slot-1"] == 1)
+        #expect((stats["deviceStatusCalls"] as? Int ?? 0) >= 1)
+        harness.expectNoSecretsInAgentOutput()
     }
 
     @Test func checkConfigExitsOneWithEveryProblem() throws {

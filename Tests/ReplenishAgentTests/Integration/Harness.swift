@@ -9,6 +9,10 @@ import Testing
 final class Harness: @unchecked Sendable {
     let directory = temporaryDirectory()
     private var processes: [Process] = []
+    /// Every emulator started (base URLs), for the secrets scan.
+    private var emulators: [(base: String, caFile: String?)] = []
+    /// What every `replenish-agent` command run to completion printed (press, status, …).
+    private var commandOutputs = ""
 
     static let binDirectory: String = {
         // The test bundle sits beside the products it was built with.
@@ -69,9 +73,11 @@ final class Harness: @unchecked Sendable {
             throw AgentError(.server, "\(binary) \(arguments.first ?? "") did not finish within \(timeout) s")
         }
         process.waitUntilExit()
-        return Finished(status: process.terminationStatus,
-                        output: String(decoding: collected.withLock { $0[0] }, as: UTF8.self),
-                        error: String(decoding: collected.withLock { $0[1] }, as: UTF8.self))
+        let finished = Finished(status: process.terminationStatus,
+                                output: String(decoding: collected.withLock { $0[0] }, as: UTF8.self),
+                                error: String(decoding: collected.withLock { $0[1] }, as: UTF8.self))
+        if binary == "replenish-agent" { commandOutputs += finished.output + finished.error }
+        return finished
     }
 
     func read(_ log: String) -> String {
@@ -90,7 +96,7 @@ final class Harness: @unchecked Sendable {
     }
 
     /// Starts the emulator and returns its base URL.
-    func startEmulator(_ extra: [String] = [], scheme: String = "http") throws -> String {
+    func startEmulator(_ extra: [String] = [], scheme: String = "http", caFile: String? = nil) throws -> String {
         let portFile = directory + "/emulator.port"
         try start("replenish-emulator", ["serve", "--listen", "127.0.0.1:0", "--port-file", portFile] + extra,
                   log: "emulator.log")
@@ -99,7 +105,9 @@ final class Harness: @unchecked Sendable {
             port = ((try? String(contentsOfFile: portFile, encoding: .utf8)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
             return !port.isEmpty
         }
-        return "\(scheme)://127.0.0.1:\(port)"
+        let base = "\(scheme)://127.0.0.1:\(port)"
+        emulators.append((base, caFile))
+        return base
     }
 
     /// A free TCP port on loopback (bound and released; the agent binds it right after).
@@ -188,12 +196,13 @@ final class Harness: @unchecked Sendable {
 
     /// Pairs the running agent as the companion app would.
     @discardableResult
-    func pair(emulator: String, pairingPort: Int) throws -> Finished {
+    func pair(emulator: String, pairingPort: Int, caFile: String? = nil) throws -> Finished {
         try waitUntil("the pairing endpoints") {
             (try? CurlEasy(options: .init()).perform(HTTPRequest(
                 method: .get, url: "http://127.0.0.1:\(pairingPort)/provision/deviceInfo")))?.status == 200
         }
-        let companion = try run("replenish-emulator", ["companion", "--device", "http://127.0.0.1:\(pairingPort)", "--lwa", emulator])
+        let companion = try run("replenish-emulator", ["companion", "--device", "http://127.0.0.1:\(pairingPort)", "--lwa", emulator]
+                                + (caFile.map { ["--cacert", $0] } ?? []))
         guard companion.status == 0 else {
             throw AgentError(.server, "companion failed (\(companion.status)): \(companion.error)")
         }
@@ -210,12 +219,26 @@ final class Harness: @unchecked Sendable {
         (try statusJSON(config: config)["slots"] as? [String: [String: Any]])?[slot] ?? [:]
     }
 
-    /// Fails when an agent log holds anything token-shaped.
+    /// Fails when anything the agent printed (its logs, and every `replenish-agent` command's output) holds a
+    /// token, an authorization code or a PKCE verifier. Tokens are found by their LWA prefixes; codes and
+    /// verifiers are the exact ones each emulator issued or was shown. Only booleans reach the expectations, so
+    /// a failure never prints the secret it found.
     func expectNoSecretsInAgentOutput(sourceLocation: SourceLocation = #_sourceLocation) {
-        let logs = agentLogs
-        #expect(!logs.isEmpty, sourceLocation: sourceLocation)
+        let output = agentLogs + commandOutputs
+        #expect(!agentLogs.isEmpty, sourceLocation: sourceLocation)
         for marker in ["Atza|", "Atzr|", "code_verifier", "Bearer "] {
-            #expect(!logs.contains(marker), "\(marker) reached the agent's output", sourceLocation: sourceLocation)
+            let leaked = output.contains(marker)
+            #expect(!leaked, "\(marker) reached the agent's output", sourceLocation: sourceLocation)
+        }
+        for emulator in emulators {
+            let secrets = try? self.emulator(emulator.base, .get, "/admin/pairing-secrets", caFile: emulator.caFile)
+            let codes = secrets?["codes"] as? [String] ?? []
+            let verifiers = secrets?["verifiers"] as? [String] ?? []
+            #expect(secrets != nil, "the emulator at \(emulator.base) must list its pairing secrets", sourceLocation: sourceLocation)
+            let leakedCode = codes.contains { output.contains($0) }
+            let leakedVerifier = verifiers.contains { output.contains($0) }
+            #expect(!leakedCode, "an authorization code reached the agent's output", sourceLocation: sourceLocation)
+            #expect(!leakedVerifier, "a PKCE verifier reached the agent's output", sourceLocation: sourceLocation)
         }
     }
 

@@ -46,11 +46,17 @@ import Testing
         // Within the cooldown a press is acknowledged, not re-ordered.
         let again = try harness.run("replenish-agent", ["press", "button", "--config", config])
         #expect(again.status == 0 && again.output.contains("cooldown"))
+        // The press command returns after the agent decided; a cooldown press never reaches the outbox.
         #expect(try harness.statusJSON(config: config)["pendingOrders"] as? Int == 0)
+        #expect((try harness.stats(emulator)["replenishCalls"] as? [String: Int])?["slot-1"] == 1)
 
-        // The level sensor: a wave shorter than the minimum time is nothing; staying low orders and reports.
+        // The level sensor: a wave shorter than the minimum time (500 ms) is nothing: after twice that time,
+        // no call for its slot; staying low orders and reports.
         #expect(try harness.run("replenish-agent", ["level", "tank", "low", "--config", config]).status == 0)
         #expect(try harness.run("replenish-agent", ["level", "tank", "full", "--config", config]).status == 0)
+        Thread.sleep(forTimeInterval: 1)  // a process-level test: proving that nothing happens needs real time
+        #expect((try harness.stats(emulator)["replenishCalls"] as? [String: Int])?["slot-9"] == nil)
+        #expect(try harness.slotStatus(config: config, "slot-9")["pending"] as? Bool == false)
         #expect(try harness.run("replenish-agent", ["level", "tank", "low", "--config", config]).status == 0)
         try harness.waitUntil("the sensor's order and slot status") {
             let stats = try harness.stats(emulator)
