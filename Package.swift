@@ -47,7 +47,10 @@ let package = Package(
             ],
             exclude: ["README.md"]
         ),
-        .testTarget(name: "ReplenishAgentTests", dependencies: ["ReplenishAgent"]),
+        .testTarget(
+            name: "ReplenishAgentTests",
+            dependencies: ["ReplenishAgent", .product(name: "NIOPosix", package: "swift-nio")]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

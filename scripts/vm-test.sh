@@ -30,7 +30,7 @@ esac
 vm_timeout=${VM_TEST_TIMEOUT:-300} # seconds for one VM run, boot to poweroff
 idle_seconds=${VM_IDLE_SECONDS:-60} # the idle window measured by the `idle` check
 # Every check init.sh makes; each must print PASS in each VM run.
-checks=(ready api bias busy short-press bounce long-press idle stop ready-by-name short-press-by-name led)
+checks=(ready api bias busy short-press bounce long-press idle stop ready-by-name level-at-start short-press-by-name led)
 
 sudo=""
 [ "$(id -u)" -ne 0 ] && sudo="sudo"

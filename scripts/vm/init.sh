@@ -68,6 +68,7 @@ press() { button_pull pull-down; }   # active low: pulled down is pressed
 release() { button_pull pull-up; }
 
 # write_board FILE CHIP: a button on line 0 (active low, pull-up) and an LED on line 1.
+# write_board FILE CHIP [EXTRA_INPUT_JSON]
 write_board() {
     cat >"$1" <<EOF
 {
@@ -75,7 +76,8 @@ write_board() {
   "backend": "gpiod",
   "chip": "$2",
   "inputs": [
-    { "name": "button", "kind": "button", "line": 0, "activeLow": true, "bias": "pull-up", "debounceMs": 50, "longPressMs": 3000 }
+    { "name": "button", "kind": "button", "line": 0, "activeLow": true, "bias": "pull-up", "debounceMs": 50, "longPressMs": 3000 }${3:+,
+    $3}
   ],
   "outputs": [
     { "name": "led", "line": 1, "activeLow": false }
@@ -283,12 +285,21 @@ run_by_label() {
 }
 
 run_by_name() {
-    write_board /tmp/board-name.json "$chip_name"
+    # This board also has a level sensor on line 2 that is already active when the agent starts: its bias
+    # pulls the line up, and gpio-sim applies the bias, so the line reads 1 from the request on. No edge ever
+    # comes, so only the backend's read of the level at start can report it.
+    write_board /tmp/board-name.json "$chip_name" \
+        '{ "name": "tank", "kind": "level", "line": 2, "activeLow": false, "bias": "pull-up", "minActiveMs": 300, "minInactiveMs": 300 }'
     button_pull pull-down
     echo pull-up >"$sim/sim_gpio1/pull" # the LED line idles at 1 until the agent drives it
     start_watch /tmp/board-name.json off /tmp/watch-name.log
     check_ready ready-by-name || { stop_watch; return; }
     led_off=$(cat "$sim/sim_gpio1/value")
+    if wait_until 10000 grep -q '^press tank low ' "$watch_log"; then
+        pass level-at-start
+    else
+        fail level-at-start "no 'press tank low' within 10 s; tank lines: $(grep tank "$watch_log" | tr '\n' ' ')"
+    fi
     check_short_press short-press-by-name
     stop_watch
     if [ "$led_on" = 1 ] && [ "$led_off" = 0 ]; then

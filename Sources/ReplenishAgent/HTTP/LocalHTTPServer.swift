@@ -81,7 +81,9 @@ enum LocalHTTPServer {
                         return true
                     }
                     guard admitted else {
-                        connection.channel.close(promise: nil)
+                        // Closed through the async wrapper (it must finish its writer), here in the accept loop
+                        // rather than in a task of its own, so a flood of connections cannot pile up tasks.
+                        try? await connection.executeThenClose { _, _ in }
                         continue
                     }
                     group.addTask {
