@@ -47,10 +47,7 @@ let package = Package(
             ],
             exclude: ["README.md"]
         ),
-        .testTarget(
-            name: "ReplenishAgentTests",
-            dependencies: ["ReplenishAgent", .product(name: "NIOPosix", package: "swift-nio")]
-        ),
+        .testTarget(name: "ReplenishAgentTests", dependencies: ["ReplenishAgent"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,0 +1,42 @@
+import Foundation
+
+@testable import ReplenishAgent
+
+/// A raw TCP connection to loopback, for peers that do not behave like HTTP clients.
+final class RawConnection {
+    let fd: Int32
+
+    init(port: Int) throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw AgentError(.network, "connect: \(errno)") }
+    }
+
+    deinit { close(fd) }
+
+    func send(_ text: String) { _ = text.withCString { write(fd, $0, strlen($0)) } }
+
+    /// What arrives within `seconds`, up to the peer closing: nil when nothing came and it stayed open.
+    func receive(within seconds: Double) -> (text: String, closed: Bool)? {
+        var received: [UInt8] = []
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&descriptor, 1, 50) > 0 else { continue }
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            let count = read(fd, &buffer, buffer.count)
+            if count <= 0 { return (String(decoding: received, as: UTF8.self), true) }
+            received += buffer[0..<count]
+            if String(decoding: received, as: UTF8.self).contains("\r\n\r\n") {
+                return (String(decoding: received, as: UTF8.self), false)
+            }
+        }
+        return received.isEmpty ? nil : (String(decoding: received, as: UTF8.self), false)
+    }
+}
