@@ -25,6 +25,18 @@ import Testing
         return json(200, #"{"access_token":"\#(access)"\#(refreshField),"token_type":"bearer","expires_in":\#(expiresIn)}"#)
     }
 
+    /// A manager paired with tokens of `lifetime` seconds, its schedule running until the returned task is
+    /// cancelled.
+    func pairedAndRunning(http: ScriptedHTTPClient, store: MemoryTokenStore, lifetime: Double, seed: UInt64) async throws
+        -> Task<Void, Never>
+    {
+        let manager = try TokenManager(store: store, lwa: lwa(http), clock: clock, wallTime: wallTime,
+                                       random: .seeded(state: seed), logger: .init(label: "test"))
+        try await manager.install(TokenGrant(accessToken: Secret("Atza|a0"), refreshToken: Secret("Atzr|r0"), expiresIn: lifetime),
+                                  clientId: "client")
+        return Task { await manager.run() }
+    }
+
     @Test func scheduledRefreshCompletesBeforeEveryExpiryOfA10SecondToken() async throws {
         let counter = Mutex(0)
         let wall = wallTime
@@ -37,11 +49,7 @@ import Testing
             return HTTPResponse(status: 200, headers: [], body: Array(#"{"access_token":"Atza|a\#(number)","refresh_token":"Atzr|r\#(number)","expires_in":10}"#.utf8))
         }
         let store = MemoryTokenStore()
-        let manager = try TokenManager(store: store, lwa: lwa(http), clock: clock, wallTime: wallTime,
-                                       random: .seeded(state: 3), logger: .init(label: "test"))
-        try await manager.install(TokenGrant(accessToken: Secret("Atza|a0"), refreshToken: Secret("Atzr|r0"), expiresIn: 10),
-                                  clientId: "client")
-        let runner = Task { await manager.run() }
+        let runner = try await pairedAndRunning(http: http, store: store, lifetime: 10, seed: 3)
         defer { runner.cancel() }
         var lastExpiry = epoch + 10
         // Ten lifetimes, 100 ms at a time: the token in use never expires.
@@ -97,12 +105,7 @@ import Testing
 
     @Test func aLifetimeOfOneSecondDoesNotTurnTheScheduleIntoALoop() async throws {
         let http = ScriptedHTTPClient { [self] _ in grantResponse(access: "Atza|short", refresh: nil, expiresIn: "1") }
-        let store = MemoryTokenStore()
-        let manager = try TokenManager(store: store, lwa: lwa(http), clock: clock, wallTime: wallTime,
-                                       random: .seeded(state: 5), logger: .init(label: "test"))
-        try await manager.install(TokenGrant(accessToken: Secret("Atza|a0"), refreshToken: Secret("Atzr|r0"), expiresIn: 1),
-                                  clientId: "client")
-        let runner = Task { await manager.run() }
+        let runner = try await pairedAndRunning(http: http, store: MemoryTokenStore(), lifetime: 1, seed: 5)
         defer { runner.cancel() }
         for _ in 0..<600 {
             clock.advance(by: .milliseconds(100))
