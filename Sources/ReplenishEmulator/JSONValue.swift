@@ -3,15 +3,18 @@ import Foundation
 /// A JSON document as the emulator reads and writes it.
 ///
 /// Parsing and writing are Foundation's `JSONDecoder` and `JSONEncoder`; this type only gives the emulator a
-/// tree it can inspect field by field (to answer each malformed field with its own error), that tells a
-/// boolean from a number, and whose objects keep the member order the emulator writes them in.
+/// tree it can inspect field by field (to answer each malformed field with its own error) that tells a
+/// boolean from a number. Answers are written with sorted keys, so they are stable. Foundation's decoder is
+/// more lenient than RFC 8259 in two ways (measured with Swift 6.3.1): a trailing comma is accepted, and of a
+/// repeated key the first is kept. The agent writes every JSON body with `JSONEncoder`, so neither can hide
+/// an agent mistake.
 enum JSONValue: Sendable, Equatable {
     case null
     case bool(Bool)
     case number(Double)
     case string(String)
     case array([JSONValue])
-    /// Members in the order they were built (parsed objects: sorted by key).
+    /// Members in the order they were built (parsed objects: sorted by key); written with sorted keys.
     case object([Member])
 
     /// One member of an object.

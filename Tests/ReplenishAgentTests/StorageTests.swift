@@ -101,6 +101,10 @@ import Testing
         #expect(outbox.entry(for: "a")?.attempts == Outbox.maximumAttempts)
         outbox.recordAttempt(slot: "a")
         #expect(outbox.entry(for: "a")?.attempts == Outbox.maximumAttempts)
+        try #"{"version":1,"entries":[{"slot":"b","pressedAt":[1],"attempts":1e19}]}"#
+            .write(toFile: outboxPath, atomically: false, encoding: .utf8)
+        let huge = try #require(try StateFile.load(Outbox.self, from: outboxPath) { _ in })
+        #expect(huge.entry(for: "b")?.attempts == Outbox.maximumAttempts)
 
         // An absurd expiry keeps the refresh token (the pairing) and makes the access token count as expired.
         let store = FileTokenStore(stateDirectory: directory)

@@ -56,9 +56,9 @@ enum LocalHTTPServer {
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
         let initializer: @Sendable (any Channel) -> EventLoopFuture<NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>> = { channel in
             channel.eventLoop.makeCompletedFuture {
+                try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: idleTimeout))
                 try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                try channel.pipeline.syncOperations.addHandlers(
-                    IdleStateHandler(readTimeout: idleTimeout), CloseOnIdle(), position: .first)
+                try channel.pipeline.syncOperations.addHandler(CloseWhenIdle())
                 return try NIOAsyncChannel(wrappingChannelSynchronously: channel)
             }
         }
@@ -101,13 +101,31 @@ enum LocalHTTPServer {
         let count = Mutex(0)
     }
 
-    /// Closes a connection when `IdleStateHandler` reports that nothing was read for the idle timeout.
-    private final class CloseOnIdle: ChannelInboundHandler, Sendable {
-        typealias InboundIn = NIOAny
+    /// Closes a connection when `IdleStateHandler` reports that nothing was read for the idle timeout, unless
+    /// a request is being answered: a companionInfo waiting for LWA, or a simulated press being held, is not
+    /// idle however long it takes.
+    private final class CloseWhenIdle: ChannelDuplexHandler {
+        typealias InboundIn = HTTPServerRequestPart
+        typealias InboundOut = HTTPServerRequestPart
+        typealias OutboundIn = HTTPServerResponsePart
+        typealias OutboundOut = HTTPServerResponsePart
+
+        // Touched only on the channel's event loop.
+        private var answering = false
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            if case .end = unwrapInboundIn(data) { answering = true }
+            context.fireChannelRead(data)
+        }
+
+        func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+            if case .end = unwrapOutboundIn(data) { answering = false }
+            context.write(data, promise: promise)
+        }
 
         func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
             if event is IdleStateHandler.IdleStateEvent {
-                context.close(promise: nil)
+                if !answering { context.close(promise: nil) }
             } else {
                 context.fireUserInboundEventTriggered(event)
             }

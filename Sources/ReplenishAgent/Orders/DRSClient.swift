@@ -14,18 +14,35 @@ struct DRSClient: Sendable {
     }
 
     func deviceStatus(mostRecentlyActive: Double, token: Secret) async throws(AgentError) -> HTTPResponse {
-        let body = #"{"mostRecentlyActiveDate":"\#(ISO8601.format(mostRecentlyActive))"}"#
+        struct Body: Encodable { var mostRecentlyActiveDate: String }
+        let body = try Self.encode(Body(mostRecentlyActiveDate: ISO8601.format(mostRecentlyActive)))
         return try await call(.post, "/deviceStatus", input: "DrsDeviceStatusInput@1.0",
-                              accept: "DrsDeviceStatusResult@1.0", token: token, json: Array(body.utf8))
+                              accept: "DrsDeviceStatusResult@1.0", token: token, json: body)
     }
 
     /// Reports a slot's contents after consumption (a level sensor found it low).
     func slotStatus(slot: String, report: SlotStatusReport, token: Secret) async throws(AgentError) -> HTTPResponse {
-        let body = #"{"expectedReplenishmentDate":"\#(ISO8601.format(report.expectedReplenishment))","#
-            + #""remainingQuantityInUnit":\#(report.remaining),"originalQuantityInUnit":\#(report.original),"#
-            + #""totalQuantityOnHand":\#(report.remaining),"lastUseDate":"\#(ISO8601.format(report.lastUse))"}"#
+        struct Body: Encodable {
+            var expectedReplenishmentDate: String
+            var remainingQuantityInUnit: Double
+            var originalQuantityInUnit: Double
+            var totalQuantityOnHand: Double
+            var lastUseDate: String
+        }
+        let body = try Self.encode(Body(
+            expectedReplenishmentDate: ISO8601.format(report.expectedReplenishment),
+            remainingQuantityInUnit: report.remaining, originalQuantityInUnit: report.original,
+            totalQuantityOnHand: report.remaining, lastUseDate: ISO8601.format(report.lastUse)))
         return try await call(.post, "/slotStatus/\(slot)", input: "DrsSlotStatusInput@1.0", accept: "DrsSlotStatusResult@1.0",
-                              token: token, json: Array(body.utf8))
+                              token: token, json: body)
+    }
+
+    /// A request body through `JSONEncoder` (never joined by hand); a value JSON cannot hold (a non-finite
+    /// quantity) is refused here rather than sent.
+    private static func encode<T: Encodable>(_ body: T) throws(AgentError) -> [UInt8] {
+        do { return Array(try JSONEncoder().encode(body)) } catch {
+            throw AgentError(.invalidInput, "cannot encode the request body: \(error)")
+        }
     }
 
     func subscriptionInfo(token: Secret) async throws(AgentError) -> HTTPResponse {

@@ -29,8 +29,10 @@ struct Outbox: Codable, Sendable, Equatable {
             let container = try decoder.container(keyedBy: CodingKeys.self)
             slot = try container.decode(String.self, forKey: .slot)
             pressedAt = try container.decode([Double].self, forKey: .pressedAt)
-            let attempts = try container.decodeIfPresent(Int.self, forKey: .attempts) ?? 0
-            self.attempts = min(max(attempts, 0), Outbox.maximumAttempts)
+            // Read as a Double so that a count too large for an Int (1e19) is clamped too, not a decoding error
+            // that would move the whole file, and its presses, aside.
+            let attempts = try container.decodeIfPresent(Double.self, forKey: .attempts) ?? 0
+            self.attempts = Int(min(max(attempts.rounded(.down), 0), Double(Outbox.maximumAttempts)))
             parkedReason = try container.decodeIfPresent(String.self, forKey: .parkedReason)
         }
     }

@@ -249,9 +249,10 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
                 await waker.wait(timeout: clock.now.duration(to: last.advanced(by: Self.minimumRefreshSpacing)), clock: clock)
                 continue
             }
-            lastScheduledRefresh = clock.now
             do {
                 try await refresh(reason: "scheduled")
+                // Only a success starts the spacing: a failure's retry follows the backoff.
+                lastScheduledRefresh = clock.now
             } catch {
                 if error.code != .applicationNotAuthorized && error.code != .notPaired { lastError = error }
             }

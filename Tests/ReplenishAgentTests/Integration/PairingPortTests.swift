@@ -10,7 +10,8 @@ import Testing
         let harness = Harness()
         let emulator = try harness.startEmulator()
         let pairingPort = try Harness.freePort()
-        let agent = try harness.startAgent(config: try harness.writeConfig(emulator: emulator, pairingPort: pairingPort))
+        let config = try harness.writeConfig(emulator: emulator, pairingPort: pairingPort)
+        let agent = try harness.startAgent(config: config)
         let deviceInfo = {
             try CurlEasy(options: .init()).perform(HTTPRequest(
                 method: .get, url: "http://127.0.0.1:\(pairingPort)/provision/deviceInfo"))
@@ -19,6 +20,9 @@ import Testing
 
         // Eight peers that connect and say nothing fill the port: the next connection is closed unanswered.
         var silent = try (0..<8).map { _ in try RawConnection(port: pairingPort) }
+        // Admitted, all eight: none is closed on it (the accept loop takes them in its own time).
+        let stillOpen = silent.map { $0.receive(within: 0.25) == nil }
+        #expect(stillOpen.allSatisfy { $0 }, "open: \(stillOpen)")
         #expect(throws: AgentError.self) { try deviceInfo() }
         // When they go, the port serves again.
         silent.removeAll()
@@ -38,6 +42,11 @@ import Testing
         #expect(closed?.closed == true)
         #expect(Date().timeIntervalSince(started) >= 25, "closed after \(Date().timeIntervalSince(started)) s")
         #expect(try deviceInfo().status == 200)
+
+        // Idle means waiting for a request, not answering one: a simulated press held for 35 s (the control
+        // socket has the same guards) still gets the agent's answer.
+        let held = try harness.run("replenish-agent", ["press", "button", "--hold", "35", "--config", config], timeout: 90)
+        #expect(!(held.output + held.error).contains("curl"), "\(held.error)")
         #expect(agent.isRunning)
         harness.expectNoSecretsInAgentOutput()
     }
