@@ -74,6 +74,22 @@ import Testing
         try "x".write(toFile: state + "/loose", atomically: false, encoding: .utf8)
         chmod(state + "/loose", 0o644)
         #expect(try StateDirectory.problems(state) == ["stateDirectory: \(state)/loose has mode 644; it must be 600"])
+        // A control socket left by an agent killed between bind and chmod (mode 777 here, umask 0) does not
+        // stop the next start: sockets are bound anew at each start and hold no secret.
+        unlink(state + "/loose")
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (index, byte) in (state + "/control.sock").utf8.enumerated() where index < raw.count - 1 { raw[index] = byte }
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        #expect(bound == 0)
+        #expect(mode(state + "/control.sock") & 0o077 != 0)
+        #expect(try StateDirectory.problems(state) == [])
     }
 
     @Test func outboxStateFileSurvivesAndCorruptionIsReported() throws {

@@ -13,6 +13,10 @@ struct RunCommand: AsyncParsableCommand {
 
     func run() async throws {
         POSIX.unblockAllSignals()
+        // Everything the daemon creates is private from the moment it exists, whatever umask it was started
+        // with: the control socket is bound before it can be chmod-ed, and a SIGKILL in between must not leave
+        // a file that group or others can reach (systemd's unit sets UMask=0077 as well).
+        umask(0o077)
         let config = try options.load()
         let level = logLevel
         LoggingSystem.bootstrap { label in
@@ -31,3 +35,7 @@ struct RunCommand: AsyncParsableCommand {
 }
 
 extension Logger.Level: @retroactive ExpressibleByArgument {}
+
+#if canImport(Glibc)
+    import Glibc
+#endif

@@ -137,7 +137,10 @@ import Testing
         #expect(refreshes >= kills / 4, "tokens did not rotate often enough to test the write window")
         // Still paired and working.
         try harness.waitUntil("paired status") { (try harness.statusJSON(config: config)["paired"] as? Bool) == true }
-        #expect(try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0)
+        // The last restart may still be starting: the press is retried (bounded) until the agent takes it.
+        try harness.waitUntil("the restarted agent to take a press") {
+            try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0
+        }
         try harness.waitUntil("the order") { (try harness.slotStatus(config: config, "slot-1")["lastResult"] as? String) == "TEST_ORDER_PLACED" }
         harness.expectNoSecretsInAgentOutput()
     }
