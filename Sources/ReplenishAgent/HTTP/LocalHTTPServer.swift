@@ -34,8 +34,9 @@ struct ServerResponse: Sendable {
 /// Unix socket, bodies capped, one async handler per request. It serves until its task is cancelled.
 ///
 /// The pairing port is open to the local network, so a peer cannot hold it: at most `maximumConnections`
-/// connections at once (more are closed on accept), a connection that sends nothing for `idleTimeout` is
-/// closed, and a body over the cap is answered 413 at once and the connection closed.
+/// connections at once (more are closed on accept), a connection that sends nothing for `idleTimeout` while
+/// none of its requests is being answered is closed, and a body over the cap is answered 413 at once and the
+/// connection closed.
 enum LocalHTTPServer {
     enum Address: Sendable {
         case tcp(host: String, port: Int)
