@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
+echo "== swift format lint --strict (the checked-in .swift-format)"
+swift format lint --strict --recursive Sources Tests Package.swift
 swift build --build-tests
 swift test
 echo "== release device binary: no Foundation, no ICU"

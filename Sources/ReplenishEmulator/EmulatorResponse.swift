@@ -27,7 +27,9 @@ struct EmulatorResponse: Sendable {
     }
 
     /// A DRS-style error: `{"message":"…"}`.
-    static func message(_ status: Int, _ text: String, headers: [(name: String, value: String)] = []) -> EmulatorResponse {
+    static func message(_ status: Int, _ text: String, headers: [(name: String, value: String)] = [])
+        -> EmulatorResponse
+    {
         .json(status, .obj(["message": .string(text)]), headers: headers, reason: text)
     }
 

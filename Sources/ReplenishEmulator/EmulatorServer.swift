@@ -37,7 +37,8 @@ struct EmulatorServer {
     static func tlsContext(certificatePath: String, keyPath: String) throws -> NIOSSLContext {
         let chain = try NIOSSLCertificate.fromPEMFile(certificatePath).map { NIOSSLCertificateSource.certificate($0) }
         let key = try NIOSSLPrivateKey(file: keyPath, format: .pem)
-        var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key))
+        var configuration = TLSConfiguration.makeServerConfiguration(
+            certificateChain: chain, privateKey: .privateKey(key))
         configuration.applicationProtocols = ["http/1.1"]
         return try NIOSSLContext(configuration: configuration)
     }

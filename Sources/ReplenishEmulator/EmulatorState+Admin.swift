@@ -48,9 +48,11 @@ extension EmulatorState {
     /// `GET /admin/pairing-secrets`: every authorization code issued and every `code_verifier` presented, so
     /// that tests can check a device never printed them.
     func adminPairingSecrets() -> EmulatorResponse {
-        .json(200, .obj([
-            "codes": .array(codes.keys.sorted().map(JSONValue.string)),
-            "verifiers": .array(presentedVerifiers.map(JSONValue.string)),
-        ]))
+        .json(
+            200,
+            .obj([
+                "codes": .array(codes.keys.sorted().map(JSONValue.string)),
+                "verifiers": .array(presentedVerifiers.map(JSONValue.string)),
+            ]))
     }
 }

@@ -182,7 +182,8 @@ extension EmulatorState {
             guard version2 else { return .init(key: slot, value: .bool(isSubscribed)) }
             let products: [JSONValue] =
                 isSubscribed ? [.obj(["asin": "B000EMULATE", "quantity": 1, "unit": "count"])] : []
-            return .init(key: slot, value: .obj(["subscribed": .bool(isSubscribed), "productInfoList": .array(products)]))
+            return .init(
+                key: slot, value: .obj(["subscribed": .bool(isSubscribed), "productInfoList": .array(products)]))
         }
         return .json(200, .obj(["slotsSubscriptionStatus": .object(slots)]), headers: call.echo)
     }
@@ -239,7 +240,8 @@ extension EmulatorState {
             "status": .string(order.status.rawValue),
         ])
         return .json(
-            200, .obj(["orderInfoData": .obj(["instanceId": .string(order.eventInstanceId), "orderItems": .array([item])])]),
+            200,
+            .obj(["orderInfoData": .obj(["instanceId": .string(order.eventInstanceId), "orderItems": .array([item])])]),
             headers: call.echo)
     }
 }

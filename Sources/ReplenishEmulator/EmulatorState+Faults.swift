@@ -131,7 +131,9 @@ extension EmulatorState {
         }
         var count = 1
         if let value = body["count"], value != .null {
-            guard let n = value.integerValue, n >= 1 else { return Self.refuse("count must be an integer of at least 1") }
+            guard let n = value.integerValue, n >= 1 else {
+                return Self.refuse("count must be an integer of at least 1")
+            }
             count = n
         }
         guard let faultJSON = body["fault"] else { return Self.refuse("fault is required") }
@@ -251,7 +253,9 @@ extension EmulatorState {
         var since = 0
         guard let items = request.queryItems else { return Self.refuse("Malformed query string") }
         if let text = items.first(where: { $0.name == "since" })?.value {
-            guard let value = Int(text), value >= 0 else { return Self.refuse("since must be an integer of at least 0") }
+            guard let value = Int(text), value >= 0 else {
+                return Self.refuse("since must be an integer of at least 0")
+            }
             since = value
         }
         return .json(

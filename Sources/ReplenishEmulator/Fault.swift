@@ -102,7 +102,9 @@ enum Fault: Sendable, Equatable {
     var json: JSONValue {
         switch self {
         case .status(let status, let retryAfter, let body):
-            var members: [JSONValue.Member] = [.init(key: "kind", value: "status"), .init(key: "status", value: .number(Double(status)))]
+            var members: [JSONValue.Member] = [
+                .init(key: "kind", value: "status"), .init(key: "status", value: .number(Double(status))),
+            ]
             if let retryAfter {
                 let value: JSONValue = Int(retryAfter).map { .number(Double($0)) } ?? .string(retryAfter)
                 members.append(.init(key: "retryAfter", value: value))

@@ -3,7 +3,8 @@ import Foundation
 /// `application/x-www-form-urlencoded` as LWA's endpoints use it; the percent-coding is Foundation's.
 enum FormEncoding {
     /// RFC 3986 unreserved: `A-Z a-z 0-9 - . _ ~` (also the PKCE verifier's alphabet).
-    static let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+    static let unreserved = CharacterSet(
+        charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 
     /// Decodes `a=1&b=x+y` into ordered pairs: `+` is a space, `%XX` a byte. Nil when an escape is malformed
     /// or the bytes are not UTF-8.

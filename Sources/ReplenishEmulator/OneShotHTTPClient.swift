@@ -45,7 +45,8 @@ final class OneShotHTTPClient {
     func send(_ method: HTTPMethod, _ urlText: String, headers extra: [(String, String)] = [], body: [UInt8]? = nil)
         throws -> Exchange
     {
-        guard let url = URL(string: urlText), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
+        guard let url = URL(string: urlText), let scheme = url.scheme?.lowercased(),
+            scheme == "http" || scheme == "https",
             let host = url.host, !host.isEmpty
         else { throw Failure(description: "not an http(s) URL: \(urlText)") }
         let secure = scheme == "https"

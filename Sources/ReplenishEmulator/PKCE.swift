@@ -15,7 +15,8 @@ enum PKCE {
         switch method {
         case "S256":
             // base64url's alphabet: the unreserved characters less `.` and `~`.
-            return challenge.utf8.count == 43 && FormEncoding.isUnreserved(challenge) && !challenge.contains(where: { $0 == "." || $0 == "~" })
+            return challenge.utf8.count == 43 && FormEncoding.isUnreserved(challenge)
+                && !challenge.contains(where: { $0 == "." || $0 == "~" })
         case "plain":
             return isWellFormedVerifier(challenge)
         default:

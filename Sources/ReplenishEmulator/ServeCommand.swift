@@ -85,7 +85,7 @@ struct ServeCommand: ParsableCommand {
         FileHandle.standardOutput.write(Data("emulator listening on \(scheme)://\(listen.urlHost):\(port)\n".utf8))
 
         try? channel.closeFuture.wait()
-        sources.forEach { $0.cancel() }
+        for source in sources { source.cancel() }
         try? group.syncShutdownGracefully()
     }
 

@@ -80,7 +80,10 @@ import Testing
     }
 
     @Test func wrongTypesAreReported() throws {
-        let found = try problems { $0["stateDirectory"] = 5; $0["buttons"] = "button" }
+        let found = try problems {
+            $0["stateDirectory"] = 5
+            $0["buttons"] = "button"
+        }
         #expect(found.contains("stateDirectory: must be a string, found a number"))
         #expect(found.contains("buttons: must be an array"))
     }
@@ -119,7 +122,10 @@ import Testing
 
     @Test func buttonsMustNameBoardInputsAndSafeSlots() throws {
         let found = try problems {
-            $0["buttons"] = [["input": "nope", "slot": "a/b"], ["input": "button", "slot": "ok"], ["input": "button", "slot": "ok2"]]
+            $0["buttons"] = [
+                ["input": "nope", "slot": "a/b"], ["input": "button", "slot": "ok"],
+                ["input": "button", "slot": "ok2"],
+            ]
         }
         #expect(found.contains("buttons[0].input: the board file has no input named \"nope\""))
         #expect(found.contains { $0.hasPrefix("buttons[0].slot:") })
@@ -167,7 +173,10 @@ import Testing
             let relevant = problems.lines.filter { !$0.hasPrefix("board:") && !$0.hasPrefix("tls.caFile:") }
             #expect(relevant == [], "\(config)")
         }
-        for board in ["board/simulated.json", "board/raspberry-pi-4b.json", "board/raspberry-pi-5.json", "board/generic-gpiod.json"] {
+        for board in [
+            "board/simulated.json", "board/raspberry-pi-4b.json", "board/raspberry-pi-5.json",
+            "board/generic-gpiod.json",
+        ] {
             var problems = Problems()
             let bytes = try #require(try POSIX.readFile(root + "/" + board))
             let parsed = BoardFile.parse(try JSONValue.parse(bytes), file: board, problems: &problems)

@@ -9,7 +9,8 @@ import Testing
     func at(_ milliseconds: Int) -> Instant { Instant(offset: .milliseconds(milliseconds)) }
 
     /// Drives a debouncer with edges and ticks at every deadline, returning the presses.
-    func presses(_ edges: [(Int, Bool)], debounce: Int = 30, longPress: Int = 5000) -> [ButtonDebouncer<Instant>.Action] {
+    func presses(_ edges: [(Int, Bool)], debounce: Int = 30, longPress: Int = 5000) -> [ButtonDebouncer<Instant>.Action]
+    {
         var debouncer = ButtonDebouncer<Instant>(debounce: .milliseconds(debounce), longPress: .milliseconds(longPress))
         var actions: [ButtonDebouncer<Instant>.Action] = []
         for (time, active) in edges {
@@ -43,7 +44,7 @@ import Testing
     }
 
     @Test func tenThousandSeededBouncePatternsEachGiveExactlyOnePress() {
-        var random = RandomSource.seeded(state: 20261122)
+        var random = RandomSource.seeded(state: 20_261_122)
         for _ in 0..<10_000 {
             var edges: [(Int, Bool)] = []
             var time = 0
@@ -54,7 +55,10 @@ import Testing
                 edges.append((time, level))
                 time += Int.random(in: 1...29, using: &random)
             }
-            if !level { edges.append((time, true)); level = true }
+            if !level {
+                edges.append((time, true))
+                level = true
+            }
             let pressStart = edges.last!.0
             time += Int.random(in: 60...3000, using: &random)
             // Release bounce, ending inactive.
@@ -102,18 +106,24 @@ import Testing
     }
 
     @Test func deliveryDecisions() {
-        #expect(decide(.success(json(200, #"{"eventInstanceId":"amzn1.x","detailCode":"TEST_ORDER_PLACED"}"#)))
-            == .done(detailCode: "TEST_ORDER_PLACED", eventInstanceId: "amzn1.x"))
-        #expect(decide(.success(json(200, #"{"detailCode":"ORDER_INPROGRESS"}"#)))
-            == .done(detailCode: "ORDER_INPROGRESS", eventInstanceId: nil))
+        #expect(
+            decide(.success(json(200, #"{"eventInstanceId":"amzn1.x","detailCode":"TEST_ORDER_PLACED"}"#)))
+                == .done(detailCode: "TEST_ORDER_PLACED", eventInstanceId: "amzn1.x"))
+        #expect(
+            decide(.success(json(200, #"{"detailCode":"ORDER_INPROGRESS"}"#)))
+                == .done(detailCode: "ORDER_INPROGRESS", eventInstanceId: nil))
         #expect(decide(.success(json(400, #"{"message":"Invalid token"}"#))) == .refreshTokenAndRetry)
         #expect(decide(.success(json(401, ""))) == .refreshTokenAndRetry)
-        #expect(decide(.success(json(400, "{}", headers: [("x-amzn-errortype", "InvalidTokenException:http://x")])))
-            == .refreshTokenAndRetry)
-        if case .retry = decide(.success(json(400, #"{"message":"Invalid token"}"#)), refreshed: true) {} else {
+        #expect(
+            decide(.success(json(400, "{}", headers: [("x-amzn-errortype", "InvalidTokenException:http://x")])))
+                == .refreshTokenAndRetry)
+        if case .retry = decide(.success(json(400, #"{"message":"Invalid token"}"#)), refreshed: true) {
+        } else {
             Issue.record("a second token rejection must not loop on refresh")
         }
-        #expect(decide(.success(json(404, #"{"message":"no slot"}"#))) == .park(reason: "DRS does not know this slot (404)"))
+        #expect(
+            decide(.success(json(404, #"{"message":"no slot"}"#))) == .park(reason: "DRS does not know this slot (404)")
+        )
         #expect(decide(.success(json(400, #"{"message":"Slot not subscribed"}"#))) == .park(reason: "not subscribed"))
         for status in [500, 502, 503] {
             guard case .retry(let delay, _) = decide(.success(json(status, "oops"))) else {
@@ -127,26 +137,38 @@ import Testing
             return
         }
         #expect(delay == .seconds(120))
-        if case .retry = decide(.success(json(200, "not json"))) {} else { Issue.record("unreadable 200 must be retried") }
+        if case .retry = decide(.success(json(200, "not json"))) {
+        } else {
+            Issue.record("unreadable 200 must be retried")
+        }
         // 429 waits at least Retry-After; a Retry-After beyond an hour is held to an hour; an HTTP date falls
         // back to the backoff.
-        #expect(decide(.success(json(429, "", headers: [("retry-after", " 30 ")]))).retryDelay.map { $0 >= .seconds(30) } == true)
+        #expect(
+            decide(.success(json(429, "", headers: [("retry-after", " 30 ")]))).retryDelay.map { $0 >= .seconds(30) }
+                == true)
         #expect(decide(.success(json(503, "", headers: [("retry-after", "999999999")]))).retryDelay == .seconds(3600))
-        #expect(decide(.success(json(503, "", headers: [("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT")]))).retryDelay
-            .map { $0 <= Backoff.orders.ceiling(attempt: 1) } == true)
+        #expect(
+            decide(.success(json(503, "", headers: [("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT")]))).retryDelay
+                .map { $0 <= Backoff.orders.ceiling(attempt: 1) } == true)
         // Other 4xx park with the status; an unknown detail code parks too (it says neither placed nor not).
         #expect(decide(.success(json(409, #"{"message":"conflict"}"#))) == .park(reason: "DRS refused the order (409)"))
-        #expect(decide(.success(json(200, #"{"detailCode":"ORDER_FAILED"}"#)))
-            == .park(reason: "DRS answered an unknown detail code ORDER_FAILED"))
-        #expect(decide(.success(json(200, #"{"detailCode":"STANDARD_ORDER_PLACED"}"#)))
-            == .done(detailCode: "STANDARD_ORDER_PLACED", eventInstanceId: nil))
-        if case .retry = decide(.failure(AgentError(.network, "timeout"))) {} else { Issue.record("network must be retried") }
+        #expect(
+            decide(.success(json(200, #"{"detailCode":"ORDER_FAILED"}"#)))
+                == .park(reason: "DRS answered an unknown detail code ORDER_FAILED"))
+        #expect(
+            decide(.success(json(200, #"{"detailCode":"STANDARD_ORDER_PLACED"}"#)))
+                == .done(detailCode: "STANDARD_ORDER_PLACED", eventInstanceId: nil))
+        if case .retry = decide(.failure(AgentError(.network, "timeout"))) {
+        } else {
+            Issue.record("network must be retried")
+        }
     }
 
     @Test func refreshHappensBeforeExpiryForShortAndLongLifetimes() {
         for lifetime in [10.0, 60, 3573, 3600, 86400] {
             for jitter in [0.0, 0.5, 0.999] {
-                let wait = RefreshSchedule.secondsUntilRefresh(now: 0, expiresAt: lifetime, lifetime: lifetime, jitter: jitter)
+                let wait = RefreshSchedule.secondsUntilRefresh(
+                    now: 0, expiresAt: lifetime, lifetime: lifetime, jitter: jitter)
                 #expect(wait > 0 && wait < lifetime)
                 #expect(lifetime - wait >= min(lifetime * 0.25, 300) - 0.001)
             }

@@ -13,11 +13,17 @@ import Testing
     /// Feeds level reports (time, active) to a sensor, ticking at every deadline, and returns the times of
     /// the low events.
     func lows(_ reports: [(Int, Bool)], active: Int = 1000, inactive: Int = 5000, until end: Int? = nil) -> [Int] {
-        var sensor = LevelSensor<Instant>(minimumActive: .milliseconds(active), minimumInactive: .milliseconds(inactive))
+        var sensor = LevelSensor<Instant>(
+            minimumActive: .milliseconds(active), minimumInactive: .milliseconds(inactive))
         var result: [Int] = []
         func settle(upTo time: Int) {
             while let deadline = sensor.deadline, deadline <= at(time) {
-                if sensor.tick(at: deadline) { result.append(Int(deadline.offset.components.seconds * 1000 + deadline.offset.components.attoseconds / 1_000_000_000_000_000)) }
+                if sensor.tick(at: deadline) {
+                    result.append(
+                        Int(
+                            deadline.offset.components.seconds * 1000 + deadline.offset.components.attoseconds
+                                / 1_000_000_000_000_000))
+                }
             }
         }
         for (time, level) in reports {
@@ -50,7 +56,9 @@ import Testing
             #expect(found.count <= 1 + reports.count / 2)
             // Between two lows the sensor must have been steadily full for the refill time.
             for (first, second) in zip(found, found.dropFirst()) {
-                let fullSpans = zip(reports, reports.dropFirst()).filter { !$0.0.1 && $0.0.0 > first && $0.1.0 - $0.0.0 >= 5000 && $0.1.0 <= second }
+                let fullSpans = zip(reports, reports.dropFirst()).filter {
+                    !$0.0.1 && $0.0.0 > first && $0.1.0 - $0.0.0 >= 5000 && $0.1.0 <= second
+                }
                 #expect(!fullSpans.isEmpty, "two lows without a refill in between: \(reports)")
             }
         }
@@ -68,14 +76,16 @@ import Testing
         let cooldown = Duration.seconds(60)
         #expect(policy.decide(.short, slot: "a", cooldown: cooldown, paired: true, at: at(0)) == .order(slot: "a"))
         policy.orderAccepted(slot: "a", at: at(0))
-        guard case .acknowledgeOnly = policy.decide(.short, slot: "a", cooldown: cooldown, paired: true, at: at(59_999)) else {
+        guard case .acknowledgeOnly = policy.decide(.short, slot: "a", cooldown: cooldown, paired: true, at: at(59_999))
+        else {
             Issue.record("a press within the cooldown must only be acknowledged")
             return
         }
         #expect(policy.decide(.short, slot: "b", cooldown: cooldown, paired: true, at: at(1000)) == .order(slot: "b"))
         #expect(policy.decide(.short, slot: "a", cooldown: cooldown, paired: true, at: at(60_000)) == .order(slot: "a"))
         #expect(policy.decide(.short, slot: nil, cooldown: cooldown, paired: true, at: at(0)) == .unmapped)
-        #expect(policy.decide(.low, slot: "a", cooldown: cooldown, paired: true, at: at(1)) == .orderFromSensor(slot: "a"))
+        #expect(
+            policy.decide(.low, slot: "a", cooldown: cooldown, paired: true, at: at(1)) == .orderFromSensor(slot: "a"))
     }
 
     @Test func longPressArmsAndASecondConfirmsRepairing() {
@@ -111,16 +121,21 @@ import Testing
         facts.repairingArmed = true
         #expect(LEDPattern.pattern(for: facts) == .confirmRepairing)
         // Every blinking pattern is distinct.
-        let cycles = LEDPattern.allCases.compactMap { $0.steps.map { $0.map { "\($0.on)\($0.milliseconds)" }.joined() } }
+        let cycles = LEDPattern.allCases.compactMap {
+            $0.steps.map { $0.map { "\($0.on)\($0.milliseconds)" }.joined() }
+        }
         #expect(Set(cycles).count == cycles.count)
     }
 
     @Test func pipelineDebouncesOnAManualClockAndSleepsWhenIdle() async throws {
         let clock = ManualClock()
-        let board = BoardFile(name: "t", backend: .simulated, chip: nil, inputs: [
-            .init(name: "button", kind: .button, line: nil, activeLow: false, bias: .asIs, debounceMilliseconds: 30,
-                  longPressMilliseconds: 5000),
-        ], outputs: [])
+        let board = BoardFile(
+            name: "t", backend: .simulated, chip: nil,
+            inputs: [
+                .init(
+                    name: "button", kind: .button, line: nil, activeLow: false, bias: .asIs, debounceMilliseconds: 30,
+                    longPressMilliseconds: 5000)
+            ], outputs: [])
         let seen = Mutex<[ButtonPress]>([])
         let pipeline = InputPipeline(board: board, clock: clock, logger: .init(label: "test")) { press in
             seen.withLock { $0.append(press) }
@@ -128,7 +143,9 @@ import Testing
         }
         let id = await pipeline.expectPress(on: "button")
         // A bounce burst at one instant, then held.
-        for level in [true, false, true, false, true] { await pipeline.receive(InputEdge(input: "button", active: level)) }
+        for level in [true, false, true, false, true] {
+            await pipeline.receive(InputEdge(input: "button", active: level))
+        }
         #expect(await settle({ clock.sleeperCount == 1 }))
         clock.advance(by: .milliseconds(200))
         #expect(await settle({ await pipeline.isActive("button") == true }))

@@ -26,8 +26,9 @@ import Testing
         #expect("\(secret)" == "<redacted>")
         #expect(String(describing: secret) == "<redacted>")
         #expect(String(reflecting: secret) == "<redacted>")
-        let tokens = TokenSet(clientId: "c", refreshToken: secret, accessToken: Secret("Atza|also-secret"),
-                              accessTokenExpiresAt: 1, accessTokenLifetime: 1)
+        let tokens = TokenSet(
+            clientId: "c", refreshToken: secret, accessToken: Secret("Atza|also-secret"),
+            accessTokenExpiresAt: 1, accessTokenLifetime: 1)
         #expect(!"\(tokens)".contains("secret"))
         #expect(!String(reflecting: tokens).contains("secret"))
     }

@@ -4,8 +4,9 @@ import Testing
 @testable import ReplenishAgent
 
 @Suite struct StorageTests {
-    let tokens = TokenSet(clientId: "client", refreshToken: Secret("Atzr|refresh"), accessToken: Secret("Atza|access"),
-                          accessTokenExpiresAt: 1_800_000_000, accessTokenLifetime: 3600)
+    let tokens = TokenSet(
+        clientId: "client", refreshToken: Secret("Atzr|refresh"), accessToken: Secret("Atza|access"),
+        accessTokenExpiresAt: 1_800_000_000, accessTokenLifetime: 3600)
 
     func mode(_ path: String) -> UInt32 {
         var info = stat()
@@ -36,7 +37,8 @@ import Testing
         let store = FileTokenStore(stateDirectory: directory)
         try store.save(tokens)
         // A crash mid-write leaves at most a temp file: the real file is untouched.
-        try "{\"version\":1,\"clientId\":\"cli".write(toFile: store.path + ".tmp-99999", atomically: false, encoding: .utf8)
+        try "{\"version\":1,\"clientId\":\"cli".write(
+            toFile: store.path + ".tmp-99999", atomically: false, encoding: .utf8)
         #expect(try store.load() == tokens)
     }
 
@@ -82,10 +84,14 @@ import Testing
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            for (index, byte) in (state + "/control.sock").utf8.enumerated() where index < raw.count - 1 { raw[index] = byte }
+            for (index, byte) in (state + "/control.sock").utf8.enumerated() where index < raw.count - 1 {
+                raw[index] = byte
+            }
         }
         let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
         }
         #expect(bound == 0)
         #expect(mode(state + "/control.sock") & 0o077 != 0)
@@ -124,8 +130,11 @@ import Testing
 
         // An absurd expiry keeps the refresh token (the pairing) and makes the access token count as expired.
         let store = FileTokenStore(stateDirectory: directory)
-        for (expiresAt, lifetime) in [("1e300", "3600"), ("-1e300", "3600"), ("1800000000", "0"), ("1800000000", "1e300")] {
-            try #"{"version":1,"clientId":"client","refreshToken":"Atzr|refresh","accessToken":"Atza|access","accessTokenExpiresAt":\#(expiresAt),"accessTokenLifetime":\#(lifetime)}"#
+        for (expiresAt, lifetime) in [
+            ("1e300", "3600"), ("-1e300", "3600"), ("1800000000", "0"), ("1800000000", "1e300"),
+        ] {
+            try
+                #"{"version":1,"clientId":"client","refreshToken":"Atzr|refresh","accessToken":"Atza|access","accessTokenExpiresAt":\#(expiresAt),"accessTokenLifetime":\#(lifetime)}"#
                 .write(toFile: store.path, atomically: false, encoding: .utf8)
             let loaded = try #require(try store.load())
             #expect(loaded.refreshToken == tokens.refreshToken)

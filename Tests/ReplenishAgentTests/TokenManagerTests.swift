@@ -1,3 +1,4 @@
+import Foundation
 import Synchronization
 import Testing
 
@@ -13,7 +14,9 @@ import Testing
     var wallTime: @Sendable () -> Double {
         let clock = clock
         let epoch = epoch
-        return { epoch + Double(clock.now.offset.components.seconds) + Double(clock.now.offset.components.attoseconds) / 1e18 }
+        return {
+            epoch + Double(clock.now.offset.components.seconds) + Double(clock.now.offset.components.attoseconds) / 1e18
+        }
     }
 
     func lwa(_ http: ScriptedHTTPClient) -> LWAClient {
@@ -22,18 +25,22 @@ import Testing
 
     func grantResponse(access: String, refresh: String?, expiresIn: String = "10") -> HTTPResponse {
         let refreshField = refresh.map { #","refresh_token":"\#($0)""# } ?? ""
-        return json(200, #"{"access_token":"\#(access)"\#(refreshField),"token_type":"bearer","expires_in":\#(expiresIn)}"#)
+        return json(
+            200, #"{"access_token":"\#(access)"\#(refreshField),"token_type":"bearer","expires_in":\#(expiresIn)}"#)
     }
 
     /// A manager paired with tokens of `lifetime` seconds, its schedule running until the returned task is
     /// cancelled.
-    func pairedAndRunning(http: ScriptedHTTPClient, store: MemoryTokenStore, lifetime: Double, seed: UInt64) async throws
+    func pairedAndRunning(http: ScriptedHTTPClient, store: MemoryTokenStore, lifetime: Double, seed: UInt64)
+        async throws
         -> Task<Void, Never>
     {
-        let manager = try TokenManager(store: store, lwa: lwa(http), clock: clock, wallTime: wallTime,
-                                       random: .seeded(state: seed), logger: .init(label: "test"))
-        try await manager.install(TokenGrant(accessToken: Secret("Atza|a0"), refreshToken: Secret("Atzr|r0"), expiresIn: lifetime),
-                                  clientId: "client")
+        let manager = try TokenManager(
+            store: store, lwa: lwa(http), clock: clock, wallTime: wallTime,
+            random: .seeded(state: seed), logger: .init(label: "test"))
+        try await manager.install(
+            TokenGrant(accessToken: Secret("Atza|a0"), refreshToken: Secret("Atzr|r0"), expiresIn: lifetime),
+            clientId: "client")
         return Task { await manager.run() }
     }
 
@@ -42,11 +49,17 @@ import Testing
         let wall = wallTime
         let expiries = Mutex<[(issuedAt: Double, expiresAt: Double)]>([])
         let http = ScriptedHTTPClient { request in
-            let number = counter.withLock { $0 += 1; return $0 }
+            let number = counter.withLock {
+                $0 += 1
+                return $0
+            }
             let body = String(decoding: request.body ?? [], as: UTF8.self)
             #expect(body.contains("grant_type=refresh_token"))
             expiries.withLock { $0.append((wall(), wall() + 10)) }
-            return HTTPResponse(status: 200, headers: [], body: Array(#"{"access_token":"Atza|a\#(number)","refresh_token":"Atzr|r\#(number)","expires_in":10}"#.utf8))
+            return HTTPResponse(
+                status: 200, headers: [],
+                body: Array(
+                    #"{"access_token":"Atza|a\#(number)","refresh_token":"Atzr|r\#(number)","expires_in":10}"#.utf8))
         }
         let store = MemoryTokenStore()
         let runner = try await pairedAndRunning(http: http, store: store, lifetime: 10, seed: 3)
@@ -69,13 +82,16 @@ import Testing
 
     @Test func concurrentCallersShareOneRefresh() async throws {
         let http = ScriptedHTTPClient { _ in
-            HTTPResponse(status: 200, headers: [], body: Array(#"{"access_token":"Atza|new","expires_in":"3600"}"#.utf8))
+            HTTPResponse(
+                status: 200, headers: [], body: Array(#"{"access_token":"Atza|new","expires_in":"3600"}"#.utf8))
         }
-        let expired = TokenSet(clientId: "client", refreshToken: Secret("Atzr|keep"), accessToken: Secret("Atza|old"),
-                               accessTokenExpiresAt: epoch - 1, accessTokenLifetime: 3600)
+        let expired = TokenSet(
+            clientId: "client", refreshToken: Secret("Atzr|keep"), accessToken: Secret("Atza|old"),
+            accessTokenExpiresAt: epoch - 1, accessTokenLifetime: 3600)
         let store = MemoryTokenStore(expired)
-        let manager = try TokenManager(store: store, lwa: lwa(http), clock: clock, wallTime: wallTime,
-                                       logger: .init(label: "test"))
+        let manager = try TokenManager(
+            store: store, lwa: lwa(http), clock: clock, wallTime: wallTime,
+            logger: .init(label: "test"))
         async let first = manager.accessToken()
         async let second = manager.accessToken()
         let tokens = try await [first, second]
@@ -88,11 +104,13 @@ import Testing
 
     @Test func invalidGrantWipesTokensAndAsksForPairing() async throws {
         let http = ScriptedHTTPClient { _ in json(400, #"{"error":"invalid_grant","error_description":"revoked"}"#) }
-        let tokens = TokenSet(clientId: "client", refreshToken: Secret("Atzr|gone"), accessToken: Secret("Atza|old"),
-                              accessTokenExpiresAt: epoch - 1, accessTokenLifetime: 3600)
+        let tokens = TokenSet(
+            clientId: "client", refreshToken: Secret("Atzr|gone"), accessToken: Secret("Atza|old"),
+            accessTokenExpiresAt: epoch - 1, accessTokenLifetime: 3600)
         let store = MemoryTokenStore(tokens)
-        let manager = try TokenManager(store: store, lwa: lwa(http), clock: clock, wallTime: wallTime,
-                                       logger: .init(label: "test"))
+        let manager = try TokenManager(
+            store: store, lwa: lwa(http), clock: clock, wallTime: wallTime,
+            logger: .init(label: "test"))
         let lost = Mutex(false)
         await manager.onPairingLost { lost.withLock { $0 = true } }
         await #expect(throws: AgentError.self) { try await manager.accessToken() }
@@ -118,17 +136,23 @@ import Testing
 
     @Test func aRotatedTokenThatCannotBeStoredIsNeverUsed() async throws {
         let http = ScriptedHTTPClient { [self] _ in grantResponse(access: "Atza|new", refresh: "Atzr|rotated") }
-        let store = MemoryTokenStore(TokenSet(clientId: "client", refreshToken: Secret("Atzr|old"), accessToken: Secret("Atza|old"),
-                                              accessTokenExpiresAt: epoch - 1, accessTokenLifetime: 3600))
-        let manager = try TokenManager(store: store, lwa: lwa(http), clock: clock, wallTime: wallTime,
-                                       logger: .init(label: "test"))
+        let store = MemoryTokenStore(
+            TokenSet(
+                clientId: "client", refreshToken: Secret("Atzr|old"), accessToken: Secret("Atza|old"),
+                accessTokenExpiresAt: epoch - 1, accessTokenLifetime: 3600))
+        let manager = try TokenManager(
+            store: store, lwa: lwa(http), clock: clock, wallTime: wallTime,
+            logger: .init(label: "test"))
         store.failSaves = true
         // LWA answered, but the new refresh token could not be written: the new access token is not handed
         // out, and the state the device knows stays the one on disk.
         await #expect(throws: AgentError.self) { try await manager.accessToken() }
         #expect(http.requests.count == 1)
         #expect(store.tokens?.refreshToken == Secret("Atzr|old"))
-        if case .retryWait = await manager.state {} else { Issue.record("expected retry-wait, got \(await manager.state)") }
+        if case .retryWait = await manager.state {
+        } else {
+            Issue.record("expected retry-wait, got \(await manager.state)")
+        }
         store.failSaves = false
         #expect(try await manager.accessToken() == Secret("Atza|new"))
         #expect(store.tokens?.refreshToken == Secret("Atzr|rotated"))
@@ -136,10 +160,14 @@ import Testing
 
     @Test func aRefreshAnsweredAfterUnpairingDoesNotBringThePairingBack() async throws {
         let http = GatedHTTPClient(grantResponse(access: "Atza|late", refresh: "Atzr|late"))
-        let store = MemoryTokenStore(TokenSet(clientId: "client", refreshToken: Secret("Atzr|old"), accessToken: Secret("Atza|old"),
-                                              accessTokenExpiresAt: epoch - 1, accessTokenLifetime: 3600))
-        let lwa = LWAClient(http: http, tokenURL: try EndpointURL("http://127.0.0.1:1/auth/o2/token"), clientSecret: nil)
-        let manager = try TokenManager(store: store, lwa: lwa, clock: clock, wallTime: wallTime, logger: .init(label: "test"))
+        let store = MemoryTokenStore(
+            TokenSet(
+                clientId: "client", refreshToken: Secret("Atzr|old"), accessToken: Secret("Atza|old"),
+                accessTokenExpiresAt: epoch - 1, accessTokenLifetime: 3600))
+        let lwa = LWAClient(
+            http: http, tokenURL: try EndpointURL("http://127.0.0.1:1/auth/o2/token"), clientSecret: nil)
+        let manager = try TokenManager(
+            store: store, lwa: lwa, clock: clock, wallTime: wallTime, logger: .init(label: "test"))
         let refresh = Task { try await manager.accessToken() }
         #expect(await settle({ http.requestCount == 1 }))
         // The customer long-presses to unpair while LWA's answer is on its way.
@@ -153,7 +181,10 @@ import Testing
 
     @Test func lwaAnswersBecomeTypedErrors() throws {
         func code(_ response: HTTPResponse) -> AgentError.Code? {
-            do { _ = try LWAClient.interpret(response); return nil } catch { return error.code }
+            do {
+                _ = try LWAClient.interpret(response)
+                return nil
+            } catch { return error.code }
         }
         #expect(code(json(400, #"{"error":"invalid_grant"}"#)) == .applicationNotAuthorized)
         #expect(code(json(401, #"{"error":"invalid_client"}"#)) == .unauthorizedClient)
@@ -162,7 +193,8 @@ import Testing
         #expect(code(json(503, "")) == .server)
         #expect(code(json(200, "<html>")) == .server)
         #expect(code(json(200, #"{"access_token":"","expires_in":3600}"#)) == .server)
-        let grant = try LWAClient.interpret(json(200, #"{"access_token":"Atza|x","refresh_token":"Atzr|y","expires_in":"3573"}"#))
+        let grant = try LWAClient.interpret(
+            json(200, #"{"access_token":"Atza|x","refresh_token":"Atzr|y","expires_in":"3573"}"#))
         #expect(grant.expiresIn == 3573 && grant.refreshToken == Secret("Atzr|y"))
     }
 }
@@ -171,11 +203,14 @@ import Testing
     func coordinator(_ http: ScriptedHTTPClient, store: MemoryTokenStore = MemoryTokenStore()) throws
         -> PairingCoordinator<ManualClock>
     {
-        let lwa = LWAClient(http: http, tokenURL: try EndpointURL("http://127.0.0.1:1/auth/o2/token"), clientSecret: nil)
-        let tokens = try TokenManager(store: store, lwa: lwa, clock: ManualClock(), wallTime: { 1000 },
-                                      logger: .init(label: "test"))
-        return PairingCoordinator(device: .init(serial: "SN1", model: "M1", phase: .certification), lwa: lwa,
-                                  tokens: tokens, logger: .init(label: "test"))
+        let lwa = LWAClient(
+            http: http, tokenURL: try EndpointURL("http://127.0.0.1:1/auth/o2/token"), clientSecret: nil)
+        let tokens = try TokenManager(
+            store: store, lwa: lwa, clock: ManualClock(), wallTime: { 1000 },
+            logger: .init(label: "test"))
+        return PairingCoordinator(
+            device: .init(serial: "SN1", model: "M1", phase: .certification), lwa: lwa,
+            tokens: tokens, logger: .init(label: "test"))
     }
 
     struct Info: Decodable {
@@ -195,15 +230,20 @@ import Testing
 
     @Test func pairsWithTheNewestSessionsVerifier() async throws {
         let store = MemoryTokenStore()
-        let http = ScriptedHTTPClient { _ in json(200, #"{"access_token":"Atza|a","refresh_token":"Atzr|r","expires_in":3600}"#) }
+        let http = ScriptedHTTPClient { _ in
+            json(200, #"{"access_token":"Atza|a","refresh_token":"Atzr|r","expires_in":3600}"#)
+        }
         let pairing = try coordinator(http, store: store)
         let old = try await deviceInfo(pairing)
         let info = try await deviceInfo(pairing)
         #expect(info.serial == "SN1" && info.deviceModel == "M1" && !info.isTestDevice && info.shouldIncludeNonLive)
         #expect(info.codeChallengeMethod == "S256" && info.codeChallenge != old.codeChallenge)
-        let stale = await companion(pairing, #"{"sessionId":"\#(old.sessionId)","authCode":"c","clientId":"i","redirectUri":"r"}"#)
+        let stale = await companion(
+            pairing, #"{"sessionId":"\#(old.sessionId)","authCode":"c","clientId":"i","redirectUri":"r"}"#)
         #expect(stale.status == 400 && String(decoding: stale.body, as: UTF8.self).contains("INCORRECT_SESSION_ID"))
-        let ok = await companion(pairing, #"{"sessionId":"\#(info.sessionId)","authCode":"ANcode","clientId":"cid","redirectUri":"https://r"}"#)
+        let ok = await companion(
+            pairing,
+            #"{"sessionId":"\#(info.sessionId)","authCode":"ANcode","clientId":"cid","redirectUri":"https://r"}"#)
         #expect(ok.status == 204)
         #expect(store.tokens?.refreshToken == Secret("Atzr|r") && store.tokens?.clientId == "cid")
         // The verifier went to LWA and hashes to the challenge the app saw.
@@ -222,7 +262,10 @@ import Testing
         #"{"sessionId":"s","authCode":"","clientId":"i","redirectUri":"r"}"#,
     ])
     func malformedRequestsAreInvalidParam(body: String) async throws {
-        let pairing = try coordinator(ScriptedHTTPClient { (_) throws(AgentError) -> HTTPResponse in throw AgentError(.network, "must not be called") })
+        let pairing = try coordinator(
+            ScriptedHTTPClient { (_) throws(AgentError) -> HTTPResponse in
+                throw AgentError(.network, "must not be called")
+            })
         _ = try await deviceInfo(pairing)
         let response = await companion(pairing, body)
         #expect(response.status == 400)
@@ -249,5 +292,3 @@ import Testing
         #expect(try await deviceInfo(pairing).sessionId != info.sessionId)
     }
 }
-
-import Foundation

@@ -6,7 +6,10 @@ struct AgentCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "replenish-agent",
         abstract: "Dash Replenishment device agent: pairs with the customer's Amazon account and orders on a press.",
-        subcommands: [RunCommand.self, PressCommand.self, StatusCommand.self, CheckConfigCommand.self, LevelCommand.self, GPIOWatchCommand.self])
+        subcommands: [
+            RunCommand.self, PressCommand.self, StatusCommand.self, CheckConfigCommand.self, LevelCommand.self,
+            GPIOWatchCommand.self,
+        ])
 }
 
 /// The flag every command takes.

@@ -13,7 +13,9 @@ struct CheckConfigCommand: AsyncParsableCommand {
         let config = AgentConfig.parse(path: options.config, problems: &problems)
         var lines = problems.lines
         if let config {
-            do { lines += try StateDirectory.problems(config.stateDirectory) } catch { lines.append("stateDirectory: \(error.message)") }
+            do { lines += try StateDirectory.problems(config.stateDirectory) } catch {
+                lines.append("stateDirectory: \(error.message)")
+            }
         }
         for line in lines { Output.error(line) }
         guard lines.isEmpty else { throw ExitCode(1) }

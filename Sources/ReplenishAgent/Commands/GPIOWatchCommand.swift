@@ -44,7 +44,8 @@ struct GPIOWatchCommand: AsyncParsableCommand {
         let started = clock.now
         @Sendable func stamp() -> String {
             let elapsed = started.duration(to: clock.now)
-            let milliseconds = elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000
+            let milliseconds =
+                elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000
             return "t=\(milliseconds)ms"
         }
         let pipeline = InputPipeline(board: boardFile, clock: clock, logger: Logger(label: "gpio-watch")) { press in
@@ -84,7 +85,9 @@ struct GPIOWatchCommand: AsyncParsableCommand {
         guard let bytes = try? POSIX.readFile(path), let json = try? JSONValue.parse(bytes),
             let parsed = BoardFile.parse(json, file: path, problems: &problems)
         else {
-            for line in problems.lines.isEmpty ? ["\(path): cannot read the board file"] : problems.lines { Output.error(line) }
+            for line in problems.lines.isEmpty ? ["\(path): cannot read the board file"] : problems.lines {
+                Output.error(line)
+            }
             throw ExitCode(1)
         }
         return parsed

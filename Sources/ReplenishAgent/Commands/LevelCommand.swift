@@ -21,7 +21,10 @@ struct LevelCommand: AsyncParsableCommand {
 
     func run() async throws {
         let config = try options.load()
-        struct Body: Encodable { var input: String; var active: Bool }
+        struct Body: Encodable {
+            var input: String
+            var active: Bool
+        }
         let body = try JSONEncoder().encode(Body(input: input, active: level == "low"))
         try ControlClient.send("level", path: "/level", body: Array(body), config: config, timeoutSeconds: 10)
     }

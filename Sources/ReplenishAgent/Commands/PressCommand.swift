@@ -26,31 +26,43 @@ struct PressCommand: AsyncParsableCommand {
 
     func run() async throws {
         let config = try options.load()
-        struct Body: Encodable { var input: String; var holdSeconds: Double?; var bounces: Int? }
+        struct Body: Encodable {
+            var input: String
+            var holdSeconds: Double?
+            var bounces: Int?
+        }
         let body = try JSONEncoder().encode(Body(input: input, holdSeconds: hold, bounces: bounce))
-        try ControlClient.send("press", path: "/press", body: Array(body), config: config, timeoutSeconds: Int(hold ?? 0) + 30)
+        try ControlClient.send(
+            "press", path: "/press", body: Array(body), config: config, timeoutSeconds: Int(hold ?? 0) + 30)
     }
 }
 
 /// The client side of the simulated board's control socket, for `press` and `level`.
 enum ControlClient {
-    struct Answer: Decodable { var ok: Bool; var message: String }
+    struct Answer: Decodable {
+        var ok: Bool
+        var message: String
+    }
 
     /// Sends one command; prints the agent's answer, or its reason on standard error and exits 1.
     static func send(_ command: String, path: String, body: [UInt8], config: AgentConfig, timeoutSeconds: Int) throws {
         guard config.board.backend == .simulated else {
-            Output.error("\(command): the board \(config.board.name) is real hardware; \(command) works on the simulated board only")
+            Output.error(
+                "\(command): the board \(config.board.name) is real hardware; \(command) works on the simulated board only"
+            )
             throw ExitCode(1)
         }
         let socket = Agent.controlSocketPath(stateDirectory: config.stateDirectory)
         let response: HTTPResponse
         do {
             let client = try CurlEasy(options: .init(unixSocketPath: socket))
-            response = try client.perform(HTTPRequest(
-                method: .post, url: "http://localhost" + path, headers: [("Content-Type", "application/json")],
-                body: body, timeoutSeconds: timeoutSeconds))
+            response = try client.perform(
+                HTTPRequest(
+                    method: .post, url: "http://localhost" + path, headers: [("Content-Type", "application/json")],
+                    body: body, timeoutSeconds: timeoutSeconds))
         } catch {
-            Output.error("\(command): the agent is not running with this config (no answer on \(socket)): \(error.message)")
+            Output.error(
+                "\(command): the agent is not running with this config (no answer on \(socket)): \(error.message)")
             throw ExitCode(1)
         }
         guard let answer = try? JSONDecoder().decode(Answer.self, from: Data(response.body)) else {

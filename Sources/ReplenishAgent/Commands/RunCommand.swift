@@ -9,7 +9,7 @@ struct RunCommand: AsyncParsableCommand {
     @OptionGroup var options: ConfigOption
 
     @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error, critical.")
-    var logLevel: Logger.Level = .info
+    var logLevel: LogLevel = .info
 
     func run() async throws {
         POSIX.unblockAllSignals()
@@ -18,7 +18,7 @@ struct RunCommand: AsyncParsableCommand {
         // a file that group or others can reach (systemd's unit sets UMask=0077 as well).
         umask(0o077)
         let config = try options.load()
-        let level = logLevel
+        let level = logLevel.level
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level
@@ -34,7 +34,13 @@ struct RunCommand: AsyncParsableCommand {
     }
 }
 
-extension Logger.Level: @retroactive ExpressibleByArgument {}
+/// The `--log-level` values: swift-log's levels, parsed by the argument parser (a wrapper rather than a
+/// retroactive conformance of `Logger.Level`, which a future swift-log could add itself).
+enum LogLevel: String, CaseIterable, ExpressibleByArgument, Sendable {
+    case trace, debug, info, notice, warning, error, critical
+
+    var level: Logger.Level { Logger.Level(rawValue: rawValue) ?? .info }
+}
 
 #if canImport(Glibc)
     import Glibc

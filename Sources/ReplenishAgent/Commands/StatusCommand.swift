@@ -52,9 +52,16 @@ struct StatusCommand: AsyncParsableCommand {
     static func report(config: AgentConfig, now: Double) -> Report {
         var problems: [String] = []
         var tokens: TokenSet?
-        do { tokens = try FileTokenStore.peek(stateDirectory: config.stateDirectory) } catch { problems.append(error.message) }
-        let outbox = (try? readState(Outbox.self, OrderService<ContinuousClock>.path(stateDirectory: config.stateDirectory), &problems)) ?? Outbox()
-        let record = (try? readState(StatusRecord.self, StatusBook.path(stateDirectory: config.stateDirectory), &problems)) ?? StatusRecord()
+        do { tokens = try FileTokenStore.peek(stateDirectory: config.stateDirectory) } catch {
+            problems.append(error.message)
+        }
+        let outbox =
+            (try? readState(
+                Outbox.self, OrderService<ContinuousClock>.path(stateDirectory: config.stateDirectory), &problems))
+            ?? Outbox()
+        let record =
+            (try? readState(StatusRecord.self, StatusBook.path(stateDirectory: config.stateDirectory), &problems))
+            ?? StatusRecord()
         var slots: [String: Report.Slot] = [:]
         for slot in config.slots {
             let known = record.slots[slot]
@@ -70,11 +77,13 @@ struct StatusCommand: AsyncParsableCommand {
         } else {
             tokenState = record.tokenState == "needs-pairing" ? "needs-pairing" : "unpaired"
         }
-        let pairingState = switch tokenState {
-        case "needs-pairing": "needs pairing again (\(record.tokenStateReason ?? "LWA refused the refresh token")); pairing mode"
-        case "unpaired": "pairing mode (not paired)"
-        default: "paired"
-        }
+        let pairingState =
+            switch tokenState {
+            case "needs-pairing":
+                "needs pairing again (\(record.tokenStateReason ?? "LWA refused the refresh token")); pairing mode"
+            case "unpaired": "pairing mode (not paired)"
+            default: "paired"
+            }
         return Report(
             serial: config.device.serial, phase: config.device.phase.rawValue, paired: tokens != nil,
             pairingState: pairingState, tokenState: tokenState,
@@ -85,7 +94,8 @@ struct StatusCommand: AsyncParsableCommand {
             lastDeviceStatusAt: record.lastDeviceStatusAt.map(ISO8601.format), slots: slots, problems: problems)
     }
 
-    private static func readState<T: Decodable>(_ type: T.Type, _ path: String, _ problems: inout [String]) throws -> T? {
+    private static func readState<T: Decodable>(_ type: T.Type, _ path: String, _ problems: inout [String]) throws -> T?
+    {
         guard let bytes = try POSIX.readFile(path, limit: 4 << 20) else { return nil }
         guard let value = try? JSONDecoder().decode(T.self, from: Data(bytes)) else {
             problems.append("\(path) is unreadable (the agent will move it aside at its next start)")
@@ -110,7 +120,9 @@ struct StatusCommand: AsyncParsableCommand {
         Output.line("pending orders: \(report.pendingOrders), parked: \(report.parkedOrders)")
         for (slot, info) in report.slots.sorted(by: { $0.key < $1.key }) {
             let subscribed = info.subscribed.map { $0 ? "subscribed" : "not subscribed" } ?? "subscription unknown"
-            Output.line("slot \(slot): \(subscribed); last result: \(info.lastResult ?? "none")\(info.pending ? "; order pending" : "")")
+            Output.line(
+                "slot \(slot): \(subscribed); last result: \(info.lastResult ?? "none")\(info.pending ? "; order pending" : "")"
+            )
         }
         for problem in report.problems { Output.error(problem) }
     }

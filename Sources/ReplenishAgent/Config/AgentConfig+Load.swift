@@ -33,8 +33,9 @@ extension AgentConfig {
 
         // device
         var device: Device?
-        if var reader = ObjectReader(top.value("device", required: true, problems: &problems) ?? .object([:]),
-                                     path: "device", problems: &problems)
+        if var reader = ObjectReader(
+            top.value("device", required: true, problems: &problems) ?? .object([:]),
+            path: "device", problems: &problems)
         {
             let serial = reader.string("serial", problems: &problems)
             if let serial, !isValidIdentifier(serial) {
@@ -47,7 +48,8 @@ extension AgentConfig {
             let phaseName = reader.string("phase", problems: &problems)
             let phase = phaseName.flatMap(Phase.init(rawValue:))
             if let phaseName, phase == nil {
-                problems.add("device.phase", "must be \"test\", \"certification\" or \"production\", found \"\(phaseName)\"")
+                problems.add(
+                    "device.phase", "must be \"test\", \"certification\" or \"production\", found \"\(phaseName)\"")
             }
             reader.reportUnknownKeys(problems: &problems)
             if let serial, let model, let phase { device = Device(serial: serial, model: model, phase: phase) }
@@ -55,15 +57,18 @@ extension AgentConfig {
 
         // lwa
         var lwa: LWA?
-        if var reader = ObjectReader(top.value("lwa", required: true, problems: &problems) ?? .object([:]),
-                                     path: "lwa", problems: &problems)
+        if var reader = ObjectReader(
+            top.value("lwa", required: true, problems: &problems) ?? .object([:]),
+            path: "lwa", problems: &problems)
         {
             let clientId = reader.string("clientId", problems: &problems)
             if let clientId, clientId.isEmpty || clientId.utf8.count > 256 || clientId.contains(" ") {
                 problems.add("lwa.clientId", "must be 1 to 256 characters without spaces")
             }
             let secret = reader.string("clientSecret", required: false, problems: &problems)
-            if let secret, secret.isEmpty { problems.add("lwa.clientSecret", "must not be empty (leave it out instead)") }
+            if let secret, secret.isEmpty {
+                problems.add("lwa.clientSecret", "must not be empty (leave it out instead)")
+            }
             let tokenURL = url(reader.string("tokenURL", problems: &problems), at: "lwa.tokenURL", problems: &problems)
             reader.reportUnknownKeys(problems: &problems)
             if let clientId, let tokenURL {
@@ -73,8 +78,9 @@ extension AgentConfig {
 
         // drs
         var drsBaseURL: EndpointURL?
-        if var reader = ObjectReader(top.value("drs", required: true, problems: &problems) ?? .object([:]),
-                                     path: "drs", problems: &problems)
+        if var reader = ObjectReader(
+            top.value("drs", required: true, problems: &problems) ?? .object([:]),
+            path: "drs", problems: &problems)
         {
             drsBaseURL = url(reader.string("baseURL", problems: &problems), at: "drs.baseURL", problems: &problems)
             reader.reportUnknownKeys(problems: &problems)
@@ -130,7 +136,9 @@ extension AgentConfig {
                 if items.isEmpty { problems.add("buttons", "must map at least one input to a slot") }
                 var inputsSeen: Set<String> = []
                 for (index, item) in items.enumerated() {
-                    guard var reader = ObjectReader(item, path: "buttons[\(index)]", problems: &problems) else { continue }
+                    guard var reader = ObjectReader(item, path: "buttons[\(index)]", problems: &problems) else {
+                        continue
+                    }
                     let input = reader.string("input", problems: &problems)
                     let slot = reader.string("slot", problems: &problems)
                     if let input {
@@ -146,7 +154,9 @@ extension AgentConfig {
                     }
                     let cooldown = reader.integer("cooldownSeconds", in: 0...86400, problems: &problems) ?? 60
                     reader.reportUnknownKeys(problems: &problems)
-                    if let input, let slot { buttons.append(Button(input: input, slot: slot, cooldownSeconds: cooldown)) }
+                    if let input, let slot {
+                        buttons.append(Button(input: input, slot: slot, cooldownSeconds: cooldown))
+                    }
                 }
             } else {
                 problems.add("buttons", "must be an array")
@@ -155,8 +165,9 @@ extension AgentConfig {
 
         // pairing
         var listen: Listen?
-        if var reader = ObjectReader(top.value("pairing", required: true, problems: &problems) ?? .object([:]),
-                                     path: "pairing", problems: &problems)
+        if var reader = ObjectReader(
+            top.value("pairing", required: true, problems: &problems) ?? .object([:]),
+            path: "pairing", problems: &problems)
         {
             if let text = reader.string("listen", problems: &problems) {
                 listen = parseListen(text)
@@ -187,7 +198,9 @@ extension AgentConfig {
     /// Serials and model ids: `A-Z a-z 0-9 - + _`, 1 to 64 characters (the DRS web guide's rule).
     static func isValidIdentifier(_ text: String) -> Bool {
         !text.isEmpty && text.utf8.count <= 64
-            && text.utf8.allSatisfy { isAlphanumeric($0) || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "_") }
+            && text.utf8.allSatisfy {
+                isAlphanumeric($0) || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "_")
+            }
     }
 
     /// Slot ids go into URL paths, so only RFC 3986 unreserved characters are allowed.

@@ -1,7 +1,12 @@
 /// A board file: which GPIO backend the device uses and which lines carry its inputs and LEDs.
 struct BoardFile: Sendable, Equatable {
     enum Backend: String, Sendable { case gpiod, simulated }
-    enum Bias: String, Sendable { case asIs = "as-is", disabled, pullUp = "pull-up", pullDown = "pull-down" }
+    enum Bias: String, Sendable {
+        case asIs = "as-is"
+        case disabled
+        case pullUp = "pull-up"
+        case pullDown = "pull-down"
+    }
     enum InputKind: String, Sendable { case button, level }
 
     struct Input: Sendable, Equatable {
@@ -81,9 +86,10 @@ extension BoardFile {
                 reader.reportUnknownKeys(problems: &local)
                 if let inputName, let kind, let bias {
                     inputs.append(
-                        Input(name: inputName, kind: kind, line: line, activeLow: activeLow, bias: bias,
-                              debounceMilliseconds: debounce, longPressMilliseconds: longPress,
-                              minimumActiveMilliseconds: minimumActive, minimumInactiveMilliseconds: minimumInactive))
+                        Input(
+                            name: inputName, kind: kind, line: line, activeLow: activeLow, bias: bias,
+                            debounceMilliseconds: debounce, longPressMilliseconds: longPress,
+                            minimumActiveMilliseconds: minimumActive, minimumInactiveMilliseconds: minimumInactive))
                 }
             }
         } else if top.value("inputs", required: false, problems: &local) != nil {

@@ -17,7 +17,8 @@ struct ObjectReader {
     /// nil (with a problem recorded) when `value` is not an object.
     init?(_ value: JSONValue?, path: String, problems: inout Problems) {
         guard case .object(let fields) = value else {
-            problems.add(path.isEmpty ? "(top level)" : path, "must be an object, found \(value?.typeName ?? "nothing")")
+            problems.add(
+                path.isEmpty ? "(top level)" : path, "must be an object, found \(value?.typeName ?? "nothing")")
             return nil
         }
         self.path = path

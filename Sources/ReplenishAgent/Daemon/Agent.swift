@@ -26,12 +26,15 @@ struct Agent {
         let lwa = LWAClient(http: http, tokenURL: config.lwa.tokenURL, clientSecret: config.lwa.clientSecret)
         let drs = DRSClient(http: http, baseURL: config.drsBaseURL)
         let logger = logger
-        let tokens = try Self.makeTokenManager(config: config, lwa: lwa, clock: clock, wallTime: wallTime, logger: logger)
+        let tokens = try Self.makeTokenManager(
+            config: config, lwa: lwa, clock: clock, wallTime: wallTime, logger: logger)
         let status = try StatusBook(stateDirectory: config.stateDirectory) { logger.error("\($0)") }
-        let orders = try OrderService(stateDirectory: config.stateDirectory, drs: drs, tokens: tokens, status: status,
-                                      clock: clock, wallTime: wallTime, logger: logger)
-        let duties = Duties(drs: drs, tokens: tokens, status: status, slots: config.slots, clock: clock,
-                            wallTime: wallTime, logger: logger)
+        let orders = try OrderService(
+            stateDirectory: config.stateDirectory, drs: drs, tokens: tokens, status: status,
+            clock: clock, wallTime: wallTime, logger: logger)
+        let duties = Duties(
+            drs: drs, tokens: tokens, status: status, slots: config.slots, clock: clock,
+            wallTime: wallTime, logger: logger)
         let pairing = PairingCoordinator(device: config.device, lwa: lwa, tokens: tokens, logger: logger)
         let pairingWaker = Waker()
         await tokens.onChange { state in
@@ -53,8 +56,9 @@ struct Agent {
         let config = config
         let lights = Lights(backend: backend, output: config.board.outputs.first?.name, clock: clock, logger: logger)
         await Self.connect(lights, to: tokens, orders: orders, paired: paired)
-        let presses = PressHandler(config: config, orders: orders, tokens: tokens, duties: duties, drs: drs, lights: lights,
-                                   clock: clock, wallTime: wallTime, logger: logger)
+        let presses = PressHandler(
+            config: config, orders: orders, tokens: tokens, duties: duties, drs: drs, lights: lights,
+            clock: clock, wallTime: wallTime, logger: logger)
         let inputs = InputPipeline(board: config.board, clock: clock, logger: logger) { press in
             await presses.handle(press)
         }
@@ -65,8 +69,9 @@ struct Agent {
             LoopService(name: "orders") { await orders.run() },
             LoopService(name: "duties") { await duties.run() },
             LoopService(name: "pairing") {
-                try await Self.servePairingWhileUnpaired(config: config, pairing: pairing, tokens: tokens,
-                                                         waker: pairingWaker, group: group, logger: logger)
+                try await Self.servePairingWhileUnpaired(
+                    config: config, pairing: pairing, tokens: tokens,
+                    waker: pairingWaker, group: group, logger: logger)
             },
             LoopService(name: "inputs") {
                 await inputs.run(edges: backend.edges)
@@ -80,16 +85,23 @@ struct Agent {
         if let simulated = backend as? SimulatedBackend {
             let control = ControlServer(backend: simulated, inputs: inputs, lights: lights, board: config.board)
             let path = Self.controlSocketPath(stateDirectory: config.stateDirectory)
-            services.append(LoopService(name: "control") {
-                try await LocalHTTPServer.serve(at: .unix(path: path), group: group, onBound: { _ in
-                    _ = chmod(path, 0o600)
-                    logger.info("simulated board: control socket ready", metadata: ["control.socket": "\(path)"])
-                }, handler: { request in await control.handle(request) })
-            })
+            services.append(
+                LoopService(name: "control") {
+                    try await LocalHTTPServer.serve(
+                        at: .unix(path: path), group: group,
+                        onBound: { _ in
+                            _ = chmod(path, 0o600)
+                            logger.info(
+                                "simulated board: control socket ready", metadata: ["control.socket": "\(path)"])
+                        }, handler: { request in await control.handle(request) })
+                })
         }
-        logger.info("replenish-agent starting",
-                    metadata: ["device.serial": "\(config.device.serial)", "device.phase": "\(config.device.phase.rawValue)",
-                               "board": "\(config.board.name)", "paired": "\(paired)"])
+        logger.info(
+            "replenish-agent starting",
+            metadata: [
+                "device.serial": "\(config.device.serial)", "device.phase": "\(config.device.phase.rawValue)",
+                "board": "\(config.board.name)", "paired": "\(paired)",
+            ])
         var groupConfiguration = ServiceGroupConfiguration(
             services: services.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0) },
             gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
@@ -97,7 +109,10 @@ struct Agent {
         groupConfiguration.maximumGracefulShutdownDuration = .seconds(10)
         let serviceGroup = ServiceGroup(configuration: groupConfiguration)
         let result: Result<Void, any Error>
-        do { try await serviceGroup.run(); result = .success(()) } catch { result = .failure(error) }
+        do {
+            try await serviceGroup.run()
+            result = .success(())
+        } catch { result = .failure(error) }
         await lights.stop()
         backend.shutdown()
         try? await group.shutdownGracefully()
@@ -106,7 +121,9 @@ struct Agent {
     }
 
     /// Keeps the LED's facts up to date with the token lifecycle and the outbox.
-    static func connect(_ lights: Lights<Clock>, to tokens: TokenManager<Clock>, orders: OrderService<Clock>, paired: Bool) async {
+    static func connect(
+        _ lights: Lights<Clock>, to tokens: TokenManager<Clock>, orders: OrderService<Clock>, paired: Bool
+    ) async {
         let snapshot = await orders.snapshot
         await lights.update { facts in
             facts.paired = paired
@@ -116,9 +133,15 @@ struct Agent {
         await tokens.onChange { state in
             await lights.update { facts in
                 switch state {
-                case .fresh, .refreshing: facts.paired = true; facts.tokenFault = false
-                case .retryWait: facts.paired = true; facts.tokenFault = true
-                case .unpaired, .needsPairing: facts.paired = false; facts.tokenFault = false
+                case .fresh, .refreshing:
+                    facts.paired = true
+                    facts.tokenFault = false
+                case .retryWait:
+                    facts.paired = true
+                    facts.tokenFault = true
+                case .unpaired, .needsPairing:
+                    facts.paired = false
+                    facts.tokenFault = false
                 }
             }
         }
@@ -138,9 +161,10 @@ struct Agent {
 
     /// The token manager over the token file. A corrupt token file is moved aside and reported, and the
     /// agent starts unpaired rather than not at all.
-    static func makeTokenManager(config: AgentConfig, lwa: LWAClient, clock: Clock, wallTime: @escaping @Sendable () -> Double,
-                                 logger: Logger) throws(AgentError) -> TokenManager<Clock>
-    {
+    static func makeTokenManager(
+        config: AgentConfig, lwa: LWAClient, clock: Clock, wallTime: @escaping @Sendable () -> Double,
+        logger: Logger
+    ) throws(AgentError) -> TokenManager<Clock> {
         let store = FileTokenStore(stateDirectory: config.stateDirectory)
         do {
             return try TokenManager(store: store, lwa: lwa, clock: clock, wallTime: wallTime, logger: logger)
@@ -152,10 +176,11 @@ struct Agent {
     }
 
     /// Serves the pairing endpoints whenever the device is not paired, and closes the port once it is.
-    static func servePairingWhileUnpaired(config: AgentConfig, pairing: PairingCoordinator<Clock>,
-                                          tokens: TokenManager<Clock>, waker: Waker, group: any EventLoopGroup,
-                                          logger: Logger) async throws
-    {
+    static func servePairingWhileUnpaired(
+        config: AgentConfig, pairing: PairingCoordinator<Clock>,
+        tokens: TokenManager<Clock>, waker: Waker, group: any EventLoopGroup,
+        logger: Logger
+    ) async throws {
         let listen = config.pairingListen
         while !Task.isCancelled {
             if await tokens.isPaired {
@@ -165,11 +190,14 @@ struct Agent {
             // Rung once the app has been told 204: the port closes only after that answer is out.
             let answered = Waker()
             let server = Task {
-                try await LocalHTTPServer.serve(at: .tcp(host: listen.host, port: listen.port), group: group, onBound: { port in
-                    logger.info("pairing mode: serving the companion app",
-                                metadata: ["pairing.listen": "\(listen.host):\(port ?? listen.port)"])
-                }, afterResponse: { response in if response.status == 204 { answered.ring() } },
-                   handler: { request in await pairing.handle(request) })
+                try await LocalHTTPServer.serve(
+                    at: .tcp(host: listen.host, port: listen.port), group: group,
+                    onBound: { port in
+                        logger.info(
+                            "pairing mode: serving the companion app",
+                            metadata: ["pairing.listen": "\(listen.host):\(port ?? listen.port)"])
+                    }, afterResponse: { response in if response.status == 204 { answered.ring() } },
+                    handler: { request in await pairing.handle(request) })
             }
             // Wait until paired (or shutdown), then close the port.
             await withTaskCancellationHandler {
@@ -177,7 +205,9 @@ struct Agent {
                     await waker.wait(timeout: .seconds(60), clock: ContinuousClock())
                 }
                 if !Task.isCancelled { await answered.wait(timeout: .seconds(5), clock: ContinuousClock()) }
-            } onCancel: { server.cancel() }
+            } onCancel: {
+                server.cancel()
+            }
             server.cancel()
             do { try await server.value } catch is CancellationError {} catch {
                 logger.error("pairing server failed", metadata: ["error": "\(error)"])

@@ -23,9 +23,10 @@ actor Duties<C: Clock> where C.Duration == Duration {
     private var reportsNotBefore: C.Instant?
     private var reportFailures = 0
 
-    init(drs: DRSClient, tokens: TokenManager<C>, status: StatusBook, slots: [String], clock: C,
-         wallTime: @escaping @Sendable () -> Double, logger: Logger)
-    {
+    init(
+        drs: DRSClient, tokens: TokenManager<C>, status: StatusBook, slots: [String], clock: C,
+        wallTime: @escaping @Sendable () -> Double, logger: Logger
+    ) {
         self.drs = drs
         self.tokens = tokens
         self.status = status
@@ -70,9 +71,11 @@ actor Duties<C: Clock> where C.Duration == Duration {
                 dueAt = clock.now.advanced(by: Self.interval)
             } catch {
                 failures += 1
-                logger.warning("device duties failed; will retry",
-                               metadata: ["error.code": "\(error.code)", "error": "\(error.message)"])
-                dueAt = clock.now.advanced(by: max(Backoff.orders.delay(attempt: failures, using: &random), .seconds(1)))
+                logger.warning(
+                    "device duties failed; will retry",
+                    metadata: ["error.code": "\(error.code)", "error": "\(error.message)"])
+                dueAt = clock.now.advanced(
+                    by: max(Backoff.orders.delay(attempt: failures, using: &random), .seconds(1)))
             }
         }
     }
@@ -82,14 +85,18 @@ actor Duties<C: Clock> where C.Duration == Duration {
             let token = try await tokens.accessToken()
             let answer = try await drs.slotStatus(slot: slot, report: report, token: token)
             if DRSClient.isTokenRejection(answer) { _ = try await tokens.accessTokenReplacing(token) }
-            guard (200..<300).contains(answer.status) else { throw AgentError(.server, "slotStatus answered \(answer.status)") }
+            guard (200..<300).contains(answer.status) else {
+                throw AgentError(.server, "slotStatus answered \(answer.status)")
+            }
             reports.removeAll { $0.slot == slot && $0.report == report }
             reportFailures = 0
             logger.info("slot status sent", metadata: ["order.slot": "\(slot)"])
         } catch {
             reportFailures += 1
-            reportsNotBefore = clock.now.advanced(by: max(Backoff.orders.delay(attempt: reportFailures, using: &random), .seconds(1)))
-            logger.warning("slot status failed; will retry", metadata: ["order.slot": "\(slot)", "error": "\(error.message)"])
+            reportsNotBefore = clock.now.advanced(
+                by: max(Backoff.orders.delay(attempt: reportFailures, using: &random), .seconds(1)))
+            logger.warning(
+                "slot status failed; will retry", metadata: ["order.slot": "\(slot)", "error": "\(error.message)"])
         }
     }
 
@@ -103,7 +110,9 @@ actor Duties<C: Clock> where C.Duration == Duration {
         }
         logger.info("device status sent")
         let subscription = try await drs.subscriptionInfo(token: try await tokens.accessToken())
-        guard subscription.status == 200 else { throw AgentError(.server, "subscriptionInfo answered \(subscription.status)") }
+        guard subscription.status == 200 else {
+            throw AgentError(.server, "subscriptionInfo answered \(subscription.status)")
+        }
         guard let info = try? JSONDecoder().decode(SubscriptionInfo.self, from: Data(subscription.body)) else {
             throw AgentError(.server, "subscriptionInfo answer is unreadable")
         }
@@ -111,10 +120,15 @@ actor Duties<C: Clock> where C.Duration == Duration {
         try await status.update { record in
             record.lastDeviceStatusAt = now
             record.lastSubscriptionCheckAt = now
-            for slot in slots { record.slots[slot, default: .init()].subscribed = info.slotsSubscriptionStatus[slot] ?? false }
+            for slot in slots {
+                record.slots[slot, default: .init()].subscribed = info.slotsSubscriptionStatus[slot] ?? false
+            }
         }
-        logger.info("subscriptions checked",
-                    metadata: ["drs.subscribed": "\(slots.filter { info.slotsSubscriptionStatus[$0] == true }.count)/\(slots.count)"])
+        logger.info(
+            "subscriptions checked",
+            metadata: [
+                "drs.subscribed": "\(slots.filter { info.slotsSubscriptionStatus[$0] == true }.count)/\(slots.count)"
+            ])
     }
 }
 

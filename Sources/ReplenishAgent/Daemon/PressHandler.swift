@@ -15,9 +15,10 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
     private let logger: Logger
     private var policy = PressPolicy<C.Instant>()
 
-    init(config: AgentConfig, orders: OrderService<C>, tokens: TokenManager<C>, duties: Duties<C>, drs: DRSClient,
-         lights: Lights<C>, clock: C, wallTime: @escaping @Sendable () -> Double, logger: Logger)
-    {
+    init(
+        config: AgentConfig, orders: OrderService<C>, tokens: TokenManager<C>, duties: Duties<C>, drs: DRSClient,
+        lights: Lights<C>, clock: C, wallTime: @escaping @Sendable () -> Double, logger: Logger
+    ) {
         self.config = config
         self.orders = orders
         self.tokens = tokens
@@ -31,8 +32,9 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
 
     func handle(_ press: ButtonPress) async -> Result<String, AgentError> {
         let now = clock.now
-        let decision = policy.decide(press.kind, slot: config.slot(forInput: press.input),
-                                     cooldown: config.cooldown(forInput: press.input), paired: await tokens.isPaired, at: now)
+        let decision = policy.decide(
+            press.kind, slot: config.slot(forInput: press.input),
+            cooldown: config.cooldown(forInput: press.input), paired: await tokens.isPaired, at: now)
         await lights.update { [armed = policy.isRepairingArmed(at: now)] in $0.repairingArmed = armed }
         switch decision {
         case .order(let slot), .orderFromSensor(let slot):
@@ -41,7 +43,8 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
                 policy.orderAccepted(slot: slot, at: now)
                 if case .orderFromSensor = decision {
                     let at = wallTime()
-                    await duties.reportSlotStatus(slot: slot, report: SlotStatusReport(lastUse: at, expectedReplenishment: at + 3 * 86400))
+                    await duties.reportSlotStatus(
+                        slot: slot, report: SlotStatusReport(lastUse: at, expectedReplenishment: at + 3 * 86400))
                 }
                 switch acceptance {
                 case .queued: return .success("order for slot \(slot) queued")
@@ -83,7 +86,8 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
             let answer = try await drs.deregister(token: try await tokens.accessToken())
             logger.info("deregistered from DRS", metadata: ["http.status": "\(answer.status)"])
         } catch {
-            logger.warning("could not deregister from DRS; forgetting the pairing anyway", metadata: ["error": "\(error.message)"])
+            logger.warning(
+                "could not deregister from DRS; forgetting the pairing anyway", metadata: ["error": "\(error.message)"])
         }
     }
 }

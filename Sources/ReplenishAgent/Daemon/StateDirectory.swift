@@ -34,7 +34,9 @@ enum StateDirectory {
         var problems: [String] = []
         guard (info.st_mode & S_IFMT) == S_IFDIR else { return ["stateDirectory: \(path) is not a directory"] }
         if info.st_mode & 0o077 != 0 {
-            problems.append("stateDirectory: \(path) has mode \(octal(info.st_mode & 0o777)); group and others must have no access (chmod 700)")
+            problems.append(
+                "stateDirectory: \(path) has mode \(octal(info.st_mode & 0o777)); group and others must have no access (chmod 700)"
+            )
         }
         if info.st_uid != geteuid() {
             problems.append("stateDirectory: \(path) is owned by uid \(info.st_uid), not the agent's uid \(geteuid())")
@@ -42,7 +44,9 @@ enum StateDirectory {
         guard let directory = opendir(path) else { return problems }
         defer { closedir(directory) }
         while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            let name = withUnsafeBytes(of: entry.pointee.d_name) {
+                String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
+            }
             if name == "." || name == ".." { continue }
             let file = POSIX.join(path, name)
             guard let fileInfo = try? POSIX.status(file) else { continue }

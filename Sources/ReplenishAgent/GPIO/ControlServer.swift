@@ -45,7 +45,8 @@ struct ControlServer: Sendable {
 
     private func press(_ body: [UInt8]) async -> ServerResponse {
         guard let press = try? JSONDecoder().decode(PressRequest.self, from: Data(body)) else {
-            return .json(400, Answer(ok: false, message: "the body must be {\"input\":NAME,\"holdSeconds\":N,\"bounces\":N}"))
+            return .json(
+                400, Answer(ok: false, message: "the body must be {\"input\":NAME,\"holdSeconds\":N,\"bounces\":N}"))
         }
         guard let input = board.input(named: press.input) else {
             return .json(400, Answer(ok: false, message: "the board has no input named \"\(press.input)\""))
@@ -55,8 +56,12 @@ struct ControlServer: Sendable {
         }
         let hold = press.holdSeconds ?? 0.15
         let bounces = press.bounces ?? 0
-        guard hold >= 0, hold <= 120 else { return .json(400, Answer(ok: false, message: "holdSeconds must be 0 to 120")) }
-        guard (0...100).contains(bounces) else { return .json(400, Answer(ok: false, message: "bounces must be 0 to 100")) }
+        guard hold >= 0, hold <= 120 else {
+            return .json(400, Answer(ok: false, message: "holdSeconds must be 0 to 120"))
+        }
+        guard (0...100).contains(bounces) else {
+            return .json(400, Answer(ok: false, message: "bounces must be 0 to 100"))
+        }
         // Wait for this press's outcome: debounce on both edges plus the hold, with room for a slow disk.
         let timeout = Duration.milliseconds(Int64(hold * 1000) + Int64(2 * input.debounceMilliseconds) + 10_000)
         let id = await inputs.expectPress(on: input.name)
@@ -92,6 +97,8 @@ struct ControlServer: Sendable {
         do { try backend.inject(input: input.name, active: request.active) } catch {
             return .json(500, Answer(ok: false, message: error.message))
         }
-        return .json(200, Answer(ok: true, message: "\(input.name) is now \(request.active ? "low (active)" : "full (inactive)")"))
+        return .json(
+            200,
+            Answer(ok: true, message: "\(input.name) is now \(request.active ? "low (active)" : "full (inactive)")"))
     }
 }

@@ -57,8 +57,11 @@ final class GpiodBackend: GPIOBackend, @unchecked Sendable {
         }
         var outputLines: [String: GpiodLine] = [:]
         for output in board.outputs {
-            guard let offset = output.line else { throw AgentError(.configuration, "output \(output.name) has no line") }
-            guard let handle = cgpiod_request_output(chip, UInt32(offset), output.activeLow ? 1 : 0, 0, "replenish-agent")
+            guard let offset = output.line else {
+                throw AgentError(.configuration, "output \(output.name) has no line")
+            }
+            guard
+                let handle = cgpiod_request_output(chip, UInt32(offset), output.activeLow ? 1 : 0, 0, "replenish-agent")
             else { throw Self.error("request output", chip: chip, line: offset, name: output.name) }
             outputLines[output.name] = GpiodLine(name: output.name, handle: handle)
         }
@@ -113,12 +116,14 @@ final class GpiodBackend: GPIOBackend, @unchecked Sendable {
     private func startThread() throws(AgentError) {
         let context = Unmanaged.passRetained(self).toOpaque()
         var created = pthread_t()
-        let result = pthread_create(&created, nil, { raw in
-            // Safe: `raw` is the retained backend passed below; the thread releases it when it ends.
-            let backend = Unmanaged<GpiodBackend>.fromOpaque(raw!).takeRetainedValue()
-            backend.eventLoop()
-            return nil
-        }, context)
+        let result = pthread_create(
+            &created, nil,
+            { raw in
+                // Safe: `raw` is the retained backend passed below; the thread releases it when it ends.
+                let backend = Unmanaged<GpiodBackend>.fromOpaque(raw!).takeRetainedValue()
+                backend.eventLoop()
+                return nil
+            }, context)
         guard result == 0 else {
             Unmanaged<GpiodBackend>.fromOpaque(context).release()
             throw AgentError(.hardware, "cannot start the GPIO thread: \(POSIX.describe(result))")
@@ -140,7 +145,9 @@ final class GpiodBackend: GPIOBackend, @unchecked Sendable {
             for index in inputs.indices where descriptors[index].revents != 0 {
                 let name = inputs[index].name
                 if descriptors[index].revents & broken != 0 {
-                    return stop("input \(name): the line's event descriptor reported an error (revents \(descriptors[index].revents))")
+                    return stop(
+                        "input \(name): the line's event descriptor reported an error (revents \(descriptors[index].revents))"
+                    )
                 }
                 var rising: Int32 = 0
                 var timestamp: UInt64 = 0

@@ -16,11 +16,15 @@ enum InputMachine<Instant: InstantProtocol>: Sendable where Instant.Duration == 
     init(_ input: BoardFile.Input) {
         switch input.kind {
         case .button:
-            self = .button(ButtonDebouncer(debounce: .milliseconds(input.debounceMilliseconds),
-                                           longPress: .milliseconds(input.longPressMilliseconds)))
+            self = .button(
+                ButtonDebouncer(
+                    debounce: .milliseconds(input.debounceMilliseconds),
+                    longPress: .milliseconds(input.longPressMilliseconds)))
         case .level:
-            self = .level(LevelSensor(minimumActive: .milliseconds(input.minimumActiveMilliseconds),
-                                      minimumInactive: .milliseconds(input.minimumInactiveMilliseconds)))
+            self = .level(
+                LevelSensor(
+                    minimumActive: .milliseconds(input.minimumActiveMilliseconds),
+                    minimumInactive: .milliseconds(input.minimumInactiveMilliseconds)))
         }
     }
 
@@ -35,7 +39,8 @@ enum InputMachine<Instant: InstantProtocol>: Sendable where Instant.Duration == 
     var isActive: Bool {
         switch self {
         case .button(let machine): machine.isActive
-        case .level(let machine): machine.state == .low || { if case .refilling = machine.state { true } else { false } }()
+        case .level(let machine):
+            machine.state == .low || { if case .refilling = machine.state { true } else { false } }()
         }
     }
 

@@ -34,8 +34,10 @@ actor Lights<C: Clock> where C.Duration == Duration {
     func acknowledge() { raise(\.acknowledging, for: .milliseconds(600), timer: &acknowledgeTimer) }
 
     /// Sets a transient fact and clears it after `duration` (a newer raise restarts the time).
-    private func raise(_ fact: WritableKeyPath<LEDPattern.Facts, Bool> & Sendable, for duration: Duration,
-                       timer: inout Task<Void, Never>?) {
+    private func raise(
+        _ fact: WritableKeyPath<LEDPattern.Facts, Bool> & Sendable, for duration: Duration,
+        timer: inout Task<Void, Never>?
+    ) {
         facts[keyPath: fact] = true
         refresh()
         timer?.cancel()

@@ -68,30 +68,36 @@ final class CurlEasy {
             ccurl_setopt_pointer(handle, CURLOPT_HTTPHEADER, headerList),
             ccurl_setopt_pointer(handle, CURLOPT_WRITEDATA, context.toOpaque()),
             ccurl_setopt_pointer(handle, CURLOPT_HEADERDATA, context.toOpaque()),
-            ccurl_setopt_write_callback(handle, CURLOPT_WRITEFUNCTION, { data, size, count, userdata in
-                let collector = Unmanaged<Collector>.fromOpaque(userdata!).takeUnretainedValue()
-                let length = size * count
-                if collector.body.count + length > collector.limit {
-                    collector.overflowed = true
-                    return 0  // anything but `length` makes libcurl abort with CURLE_WRITE_ERROR
-                }
-                if let data { collector.body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: length)) }
-                return length
-            }),
-            ccurl_setopt_write_callback(handle, CURLOPT_HEADERFUNCTION, { data, size, count, userdata in
-                let collector = Unmanaged<Collector>.fromOpaque(userdata!).takeUnretainedValue()
-                let length = size * count
-                guard let data else { return length }
-                let line = String(decoding: UnsafeRawBufferPointer(start: data, count: length), as: UTF8.self)
-                if line.hasPrefix("HTTP/") {
-                    collector.headers.removeAll()  // a new response (after a 1xx) starts over
-                } else if let colon = line.firstIndex(of: ":") {
-                    let name = line[..<colon].lowercased()
-                    let value = line[line.index(after: colon)...].trimmingCharacters(in: " \t\r\n")
-                    collector.headers.append((name, value))
-                }
-                return length
-            }),
+            ccurl_setopt_write_callback(
+                handle, CURLOPT_WRITEFUNCTION,
+                { data, size, count, userdata in
+                    let collector = Unmanaged<Collector>.fromOpaque(userdata!).takeUnretainedValue()
+                    let length = size * count
+                    if collector.body.count + length > collector.limit {
+                        collector.overflowed = true
+                        return 0  // anything but `length` makes libcurl abort with CURLE_WRITE_ERROR
+                    }
+                    if let data {
+                        collector.body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: length))
+                    }
+                    return length
+                }),
+            ccurl_setopt_write_callback(
+                handle, CURLOPT_HEADERFUNCTION,
+                { data, size, count, userdata in
+                    let collector = Unmanaged<Collector>.fromOpaque(userdata!).takeUnretainedValue()
+                    let length = size * count
+                    guard let data else { return length }
+                    let line = String(decoding: UnsafeRawBufferPointer(start: data, count: length), as: UTF8.self)
+                    if line.hasPrefix("HTTP/") {
+                        collector.headers.removeAll()  // a new response (after a 1xx) starts over
+                    } else if let colon = line.firstIndex(of: ":") {
+                        let name = line[..<colon].lowercased()
+                        let value = line[line.index(after: colon)...].trimmingCharacters(in: " \t\r\n")
+                        collector.headers.append((name, value))
+                    }
+                    return length
+                }),
         ]
         if let caFile = options.caFile { codes.append(ccurl_setopt_string(handle, CURLOPT_CAINFO, caFile)) }
         if let path = options.unixSocketPath {
@@ -106,12 +112,15 @@ final class CurlEasy {
             let body = request.body ?? []
             codes.append(ccurl_setopt_off_t(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count)))
             // COPYPOSTFIELDS makes libcurl copy the bytes (POSTFIELDS would keep a pointer into a Swift array).
-            codes.append(body.withUnsafeBufferPointer { buffer in
-                buffer.withMemoryRebound(to: CChar.self) { chars in
-                    chars.baseAddress.map { ccurl_setopt_pointer(handle, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: $0)) }
-                        ?? ccurl_setopt_string(handle, CURLOPT_COPYPOSTFIELDS, "")
-                }
-            })
+            codes.append(
+                body.withUnsafeBufferPointer { buffer in
+                    buffer.withMemoryRebound(to: CChar.self) { chars in
+                        chars.baseAddress.map {
+                            ccurl_setopt_pointer(handle, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: $0))
+                        }
+                            ?? ccurl_setopt_string(handle, CURLOPT_COPYPOSTFIELDS, "")
+                    }
+                })
         }
         if let failed = codes.first(where: { $0 != CURLE_OK }) {
             throw AgentError(.network, "libcurl refused an option: \(Self.describe(failed))")
@@ -122,7 +131,8 @@ final class CurlEasy {
             throw AgentError(.network, "answer larger than \(options.maximumResponseBytes) bytes was refused")
         }
         guard result == CURLE_OK else {
-            throw AgentError(.network, "\(request.method.rawValue) \(Self.redactedTarget(request.url)): \(Self.describe(result))")
+            throw AgentError(
+                .network, "\(request.method.rawValue) \(Self.redactedTarget(request.url)): \(Self.describe(result))")
         }
         var status = 0
         _ = ccurl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)

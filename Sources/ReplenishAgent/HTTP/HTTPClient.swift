@@ -1,6 +1,10 @@
 /// An outgoing HTTP request. `body` may hold secrets (form fields), so requests are never logged whole.
 struct HTTPRequest: Sendable {
-    enum Method: String, Sendable { case get = "GET", post = "POST", delete = "DELETE" }
+    enum Method: String, Sendable {
+        case get = "GET"
+        case post = "POST"
+        case delete = "DELETE"
+    }
 
     var method: Method
     var url: String

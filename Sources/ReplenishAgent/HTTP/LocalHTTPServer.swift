@@ -46,30 +46,34 @@ enum LocalHTTPServer {
     typealias Handler = @Sendable (ServerRequest) async -> ServerResponse
 
     /// Binds, calls `onBound` (with the bound TCP port, if any), and serves until cancelled.
-    static func serve(at address: Address, group: any EventLoopGroup, maximumBodyBytes: Int = 64 * 1024,
-                      maximumConnections: Int = 8, idleTimeout: TimeAmount = .seconds(30),
-                      onBound: @Sendable (Int?) -> Void = { _ in },
-                      afterResponse: @escaping @Sendable (ServerResponse) -> Void = { _ in },
-                      handler: @escaping Handler) async throws
-    {
+    static func serve(
+        at address: Address, group: any EventLoopGroup, maximumBodyBytes: Int = 64 * 1024,
+        maximumConnections: Int = 8, idleTimeout: TimeAmount = .seconds(30),
+        onBound: @Sendable (Int?) -> Void = { _ in },
+        afterResponse: @escaping @Sendable (ServerResponse) -> Void = { _ in },
+        handler: @escaping Handler
+    ) async throws {
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 16)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-        let initializer: @Sendable (any Channel) -> EventLoopFuture<NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>> = { channel in
-            channel.eventLoop.makeCompletedFuture {
-                try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: idleTimeout))
-                try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                try channel.pipeline.syncOperations.addHandler(CloseWhenIdle())
-                return try NIOAsyncChannel(wrappingChannelSynchronously: channel)
-            }
-        }
+        let initializer:
+            @Sendable (any Channel) -> EventLoopFuture<NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>> =
+                { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: idleTimeout))
+                        try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+                        try channel.pipeline.syncOperations.addHandler(CloseWhenIdle())
+                        return try NIOAsyncChannel(wrappingChannelSynchronously: channel)
+                    }
+                }
         let server: NIOAsyncChannel<NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>, Never>
         switch address {
         case .tcp(let host, let port):
             server = try await bootstrap.bind(host: host, port: port, childChannelInitializer: initializer)
         case .unix(let path):
-            server = try await bootstrap.bind(unixDomainSocketPath: path, cleanupExistingSocketFile: true,
-                                              childChannelInitializer: initializer)
+            server = try await bootstrap.bind(
+                unixDomainSocketPath: path, cleanupExistingSocketFile: true,
+                childChannelInitializer: initializer)
         }
         onBound(server.channel.localAddress?.port)
         let open = ConnectionCount()
@@ -89,8 +93,9 @@ enum LocalHTTPServer {
                     }
                     group.addTask {
                         defer { open.count.withLock { $0 -= 1 } }
-                        try? await serveConnection(connection, maximumBodyBytes: maximumBodyBytes,
-                                                   afterResponse: afterResponse, handler: handler)
+                        try? await serveConnection(
+                            connection, maximumBodyBytes: maximumBodyBytes,
+                            afterResponse: afterResponse, handler: handler)
                     }
                 }
             }
@@ -146,8 +151,11 @@ enum LocalHTTPServer {
                 if let contentType = response.contentType { headers.add(name: "Content-Type", value: contentType) }
                 if closing { headers.add(name: "Connection", value: "close") }
                 let status = HTTPResponseStatus(statusCode: response.status)
-                try await outbound.write(.head(HTTPResponseHead(version: requestHead.version, status: status, headers: headers)))
-                if !response.body.isEmpty { try await outbound.write(.body(.byteBuffer(ByteBuffer(bytes: response.body)))) }
+                try await outbound.write(
+                    .head(HTTPResponseHead(version: requestHead.version, status: status, headers: headers)))
+                if !response.body.isEmpty {
+                    try await outbound.write(.body(.byteBuffer(ByteBuffer(bytes: response.body))))
+                }
                 try await outbound.write(.end(nil))
                 afterResponse(response)
             }
@@ -169,8 +177,9 @@ enum LocalHTTPServer {
                 case .end:
                     guard let requestHead = head else { continue }
                     let path = String(requestHead.uri.prefix { $0 != "?" })
-                    try await respond(await handler(ServerRequest(method: requestHead.method, path: path, body: body)),
-                                      to: requestHead, closing: false)
+                    try await respond(
+                        await handler(ServerRequest(method: requestHead.method, path: path, body: body)),
+                        to: requestHead, closing: false)
                 }
             }
         }

@@ -9,15 +9,17 @@ struct DRSClient: Sendable {
     let baseURL: EndpointURL
 
     func replenish(slot: String, token: Secret) async throws(AgentError) -> HTTPResponse {
-        try await call(.post, "/replenish/\(slot)", input: "DrsReplenishInput@1.0", accept: "DrsReplenishResult@1.0",
-                       token: token)
+        try await call(
+            .post, "/replenish/\(slot)", input: "DrsReplenishInput@1.0", accept: "DrsReplenishResult@1.0",
+            token: token)
     }
 
     func deviceStatus(mostRecentlyActive: Double, token: Secret) async throws(AgentError) -> HTTPResponse {
         struct Body: Encodable { var mostRecentlyActiveDate: String }
         let body = try Self.encode(Body(mostRecentlyActiveDate: ISO8601.format(mostRecentlyActive)))
-        return try await call(.post, "/deviceStatus", input: "DrsDeviceStatusInput@1.0",
-                              accept: "DrsDeviceStatusResult@1.0", token: token, json: body)
+        return try await call(
+            .post, "/deviceStatus", input: "DrsDeviceStatusInput@1.0",
+            accept: "DrsDeviceStatusResult@1.0", token: token, json: body)
     }
 
     /// Reports a slot's contents after consumption (a level sensor found it low).
@@ -29,12 +31,14 @@ struct DRSClient: Sendable {
             var totalQuantityOnHand: Double
             var lastUseDate: String
         }
-        let body = try Self.encode(Body(
-            expectedReplenishmentDate: ISO8601.format(report.expectedReplenishment),
-            remainingQuantityInUnit: report.remaining, originalQuantityInUnit: report.original,
-            totalQuantityOnHand: report.remaining, lastUseDate: ISO8601.format(report.lastUse)))
-        return try await call(.post, "/slotStatus/\(slot)", input: "DrsSlotStatusInput@1.0", accept: "DrsSlotStatusResult@1.0",
-                              token: token, json: body)
+        let body = try Self.encode(
+            Body(
+                expectedReplenishmentDate: ISO8601.format(report.expectedReplenishment),
+                remainingQuantityInUnit: report.remaining, originalQuantityInUnit: report.original,
+                totalQuantityOnHand: report.remaining, lastUseDate: ISO8601.format(report.lastUse)))
+        return try await call(
+            .post, "/slotStatus/\(slot)", input: "DrsSlotStatusInput@1.0", accept: "DrsSlotStatusResult@1.0",
+            token: token, json: body)
     }
 
     /// A request body through `JSONEncoder` (never joined by hand); a value JSON cannot hold (a non-finite
@@ -46,26 +50,31 @@ struct DRSClient: Sendable {
     }
 
     func subscriptionInfo(token: Secret) async throws(AgentError) -> HTTPResponse {
-        try await call(.get, "/subscriptionInfo", input: "DrsSubscriptionInfoInput@1.0",
-                       accept: "DrsSubscriptionInfoResult@1.0", token: token)
+        try await call(
+            .get, "/subscriptionInfo", input: "DrsSubscriptionInfoInput@1.0",
+            accept: "DrsSubscriptionInfoResult@1.0", token: token)
     }
 
     func deregister(token: Secret) async throws(AgentError) -> HTTPResponse {
-        try await call(.delete, "/registration", input: "DrsDeregisterInput@2.0", accept: "DrsDeregisterResult@1.0",
-                       token: token)
+        try await call(
+            .delete, "/registration", input: "DrsDeregisterInput@2.0", accept: "DrsDeregisterResult@1.0",
+            token: token)
     }
 
-    private func call(_ method: HTTPRequest.Method, _ path: String, input: String, accept: String, token: Secret,
-                      json: [UInt8]? = nil) async throws(AgentError) -> HTTPResponse
-    {
+    private func call(
+        _ method: HTTPRequest.Method, _ path: String, input: String, accept: String, token: Secret,
+        json: [UInt8]? = nil
+    ) async throws(AgentError) -> HTTPResponse {
         var headers = [
             ("Authorization", "Bearer \(token.value)"),
             ("x-amzn-type-version", Self.prefix + input),
             ("x-amzn-accept-type", Self.prefix + accept),
         ]
         if json != nil { headers.append(("Content-Type", "application/json")) }
-        return try await http.send(HTTPRequest(method: method, url: baseURL.appending(path), headers: headers,
-                                               body: json, timeoutSeconds: 30))
+        return try await http.send(
+            HTTPRequest(
+                method: method, url: baseURL.appending(path), headers: headers,
+                body: json, timeoutSeconds: 30))
     }
 
     /// True when DRS (or a gateway in front of it) rejected the access token.

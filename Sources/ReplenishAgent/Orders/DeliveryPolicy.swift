@@ -35,8 +35,9 @@ enum DeliveryPolicy {
                 !answer.detailCode.isEmpty, answer.detailCode.utf8.count <= 64,
                 (answer.eventInstanceId?.utf8.count ?? 0) <= 255
             else {
-                return .retry(after: backoff.delay(attempt: attempt, using: &random),
-                              reason: "DRS answered \(response.status) with a body the agent cannot read")
+                return .retry(
+                    after: backoff.delay(attempt: attempt, using: &random),
+                    reason: "DRS answered \(response.status) with a body the agent cannot read")
             }
             // An unknown detail code says neither "placed" nor "not placed": retrying could order twice and
             // completing could lose the press, so the entry is parked with the code for the customer to see.
@@ -46,8 +47,9 @@ enum DeliveryPolicy {
             return .done(detailCode: answer.detailCode, eventInstanceId: answer.eventInstanceId)
         case _ where DRSClient.isTokenRejection(response):
             if !tokenAlreadyRefreshed { return .refreshTokenAndRetry }
-            return .retry(after: backoff.delay(attempt: attempt, using: &random),
-                          reason: "DRS rejected a freshly refreshed token")
+            return .retry(
+                after: backoff.delay(attempt: attempt, using: &random),
+                reason: "DRS rejected a freshly refreshed token")
         case 429, 500...599:
             var delay = backoff.delay(attempt: attempt, using: &random)
             if let retryAfter = retryAfter(response) { delay = max(delay, retryAfter) }

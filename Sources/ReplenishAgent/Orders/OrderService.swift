@@ -35,10 +35,11 @@ actor OrderService<C: Clock> where C.Duration == Duration {
         for handler in eventHandlers { await handler(event, outbox) }
     }
 
-    init(stateDirectory: String, drs: DRSClient, tokens: TokenManager<C>, status: StatusBook, clock: C,
-         wallTime: @escaping @Sendable () -> Double, random: RandomSource = .system,
-         logger: Logger) throws(AgentError)
-    {
+    init(
+        stateDirectory: String, drs: DRSClient, tokens: TokenManager<C>, status: StatusBook, clock: C,
+        wallTime: @escaping @Sendable () -> Double, random: RandomSource = .system,
+        logger: Logger
+    ) throws(AgentError) {
         path = Self.path(stateDirectory: stateDirectory)
         self.drs = drs
         self.tokens = tokens
@@ -99,22 +100,28 @@ actor OrderService<C: Clock> where C.Duration == Duration {
                 token = try await tokens.accessToken()
             } catch {
                 // No token to be had now (LWA unreachable, or not paired): wait, keep the press.
-                schedule(slot, after: Backoff.orders.delay(attempt: (outbox.entry(for: slot)?.attempts ?? 0) + 1, using: &random),
-                         reason: error.message, countAttempt: false)
+                schedule(
+                    slot,
+                    after: Backoff.orders.delay(attempt: (outbox.entry(for: slot)?.attempts ?? 0) + 1, using: &random),
+                    reason: error.message, countAttempt: false)
                 await publish(.retrying(slot: slot, network: error.code == .network))
                 return
             }
             let result: Result<HTTPResponse, AgentError>
-            do { result = .success(try await drs.replenish(slot: slot, token: token)) } catch { result = .failure(error) }
+            do { result = .success(try await drs.replenish(slot: slot, token: token)) } catch {
+                result = .failure(error)
+            }
             let attempt = (outbox.entry(for: slot)?.attempts ?? 0) + 1
-            let decision = DeliveryPolicy.decide(result, attempt: attempt, tokenAlreadyRefreshed: refreshed, using: &random)
+            let decision = DeliveryPolicy.decide(
+                result, attempt: attempt, tokenAlreadyRefreshed: refreshed, using: &random)
             switch decision {
             case .done(let detailCode, let eventInstanceId):
                 var next = outbox
                 next.complete(slot: slot)
                 saveOrLog(next)
                 notBefore[slot] = nil
-                logger.info("order acknowledged", metadata: ["order.slot": "\(slot)", "order.detailCode": "\(detailCode)"])
+                logger.info(
+                    "order acknowledged", metadata: ["order.slot": "\(slot)", "order.detailCode": "\(detailCode)"])
                 let at = wallTime()
                 try? await status.update { record in
                     record.slots[slot, default: .init()].lastResult = detailCode
@@ -127,8 +134,9 @@ actor OrderService<C: Clock> where C.Duration == Duration {
                 refreshed = true
                 logger.info("DRS rejected the access token; refreshing once", metadata: ["order.slot": "\(slot)"])
                 do { _ = try await tokens.accessTokenReplacing(token) } catch {
-                    schedule(slot, after: Backoff.orders.delay(attempt: attempt, using: &random), reason: error.message,
-                             countAttempt: true)
+                    schedule(
+                        slot, after: Backoff.orders.delay(attempt: attempt, using: &random), reason: error.message,
+                        countAttempt: true)
                     await publish(.retrying(slot: slot, network: error.code == .network))
                     return
                 }
@@ -164,10 +172,13 @@ actor OrderService<C: Clock> where C.Duration == Duration {
             saveOrLog(next)
         }
         notBefore[slot] = clock.now.advanced(by: max(delay, .milliseconds(100)))
-        logger.warning("order not sent yet; will retry",
-                       metadata: ["order.slot": "\(slot)", "order.reason": "\(reason)",
-                                  "order.retryIn": "\(delay.components.seconds)s",
-                                  "order.attempts": "\(outbox.entry(for: slot)?.attempts ?? 0)"])
+        logger.warning(
+            "order not sent yet; will retry",
+            metadata: [
+                "order.slot": "\(slot)", "order.reason": "\(reason)",
+                "order.retryIn": "\(delay.components.seconds)s",
+                "order.attempts": "\(outbox.entry(for: slot)?.attempts ?? 0)",
+            ])
     }
 
     private func saveOrLog(_ next: Outbox) {

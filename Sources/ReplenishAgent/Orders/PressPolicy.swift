@@ -47,7 +47,8 @@ struct PressPolicy<Instant: InstantProtocol>: Sendable where Instant.Duration ==
             }
             guard let slot else { return .unmapped }
             if let last = lastOrderAt[slot], last.duration(to: now) < cooldown {
-                return .acknowledgeOnly(reason: "an order for slot \(slot) was just placed; press acknowledged (cooldown)")
+                return .acknowledgeOnly(
+                    reason: "an order for slot \(slot) was just placed; press acknowledged (cooldown)")
             }
             return .order(slot: slot)
         case .low:

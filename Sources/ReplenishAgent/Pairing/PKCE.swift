@@ -32,8 +32,9 @@ struct PKCE: Sendable {
         var length: UInt32 = 0
         let ok = bytes.withUnsafeBytes { input in
             digest.withUnsafeMutableBytes { output in
-                EVP_Digest(input.baseAddress, input.count, output.baseAddress?.assumingMemoryBound(to: UInt8.self),
-                           &length, EVP_sha256(), nil)
+                EVP_Digest(
+                    input.baseAddress, input.count, output.baseAddress?.assumingMemoryBound(to: UInt8.self),
+                    &length, EVP_sha256(), nil)
             }
         }
         // EVP_Digest with a built-in digest fails only when memory runs out; there is no safe way on.

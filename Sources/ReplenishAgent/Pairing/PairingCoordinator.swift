@@ -50,10 +50,12 @@ actor PairingCoordinator<C: Clock> where C.Duration == Duration {
         let fresh = Session(id: PKCE.randomSessionID(), pkce: PKCE())
         session = fresh
         logger.info("pairing session started")
-        return .json(200, DeviceInfo(
-            serial: device.serial, deviceModel: device.model, isTestDevice: device.phase.isTestDevice,
-            shouldIncludeNonLive: device.phase.shouldIncludeNonLive, codeChallenge: fresh.pkce.challenge,
-            codeChallengeMethod: fresh.pkce.method, sessionId: fresh.id))
+        return .json(
+            200,
+            DeviceInfo(
+                serial: device.serial, deviceModel: device.model, isTestDevice: device.phase.isTestDevice,
+                shouldIncludeNonLive: device.phase.shouldIncludeNonLive, codeChallenge: fresh.pkce.challenge,
+                codeChallengeMethod: fresh.pkce.method, sessionId: fresh.id))
     }
 
     /// The fields the app sends; each checked for presence, type and length.
@@ -73,7 +75,9 @@ actor PairingCoordinator<C: Clock> where C.Duration == Duration {
                 return .invalid(reason: "the body must be a JSON object")
             }
             func field(_ name: String, limit: Int) throws(Invalid) -> String {
-                guard case .string(let text)? = fields[name] else { throw Invalid(reason: "\(name) is missing or not a string") }
+                guard case .string(let text)? = fields[name] else {
+                    throw Invalid(reason: "\(name) is missing or not a string")
+                }
                 guard !text.isEmpty, text.utf8.count <= limit else {
                     throw Invalid(reason: "\(name) must be 1 to \(limit) characters")
                 }
@@ -83,9 +87,12 @@ actor PairingCoordinator<C: Clock> where C.Duration == Duration {
                 return text
             }
             do throws(Invalid) {
-                return .valid(CompanionInfo(
-                    sessionId: try field("sessionId", limit: 128), authCode: Secret(try field("authCode", limit: 2048)),
-                    clientId: try field("clientId", limit: 256), redirectUri: try field("redirectUri", limit: 2048)))
+                return .valid(
+                    CompanionInfo(
+                        sessionId: try field("sessionId", limit: 128),
+                        authCode: Secret(try field("authCode", limit: 2048)),
+                        clientId: try field("clientId", limit: 256), redirectUri: try field("redirectUri", limit: 2048))
+                )
             } catch {
                 return .invalid(reason: error.reason)
             }
@@ -104,8 +111,9 @@ actor PairingCoordinator<C: Clock> where C.Duration == Duration {
         redeeming = true
         defer { redeeming = false }
         do {
-            let grant = try await lwa.redeem(code: info.authCode, redirectURI: info.redirectUri, clientId: info.clientId,
-                                             verifier: current.pkce.verifier)
+            let grant = try await lwa.redeem(
+                code: info.authCode, redirectURI: info.redirectUri, clientId: info.clientId,
+                verifier: current.pkce.verifier)
             try await tokens.install(grant, clientId: info.clientId)
         } catch {
             logger.warning("pairing failed", metadata: ["error.code": "\(error.code)", "error": "\(error.message)"])
@@ -119,7 +127,6 @@ actor PairingCoordinator<C: Clock> where C.Duration == Duration {
         return .noContent
     }
 }
-
 
 /// Why a companionInfo body was refused.
 private struct Invalid: Error {

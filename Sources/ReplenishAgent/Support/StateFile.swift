@@ -4,7 +4,9 @@ import FoundationEssentials
 /// replacement on write; a corrupt file is moved aside with a timestamp and reported, never deleted.
 enum StateFile {
     /// Decodes the file at `path`, nil when missing. A corrupt file is moved aside and `onCorrupt` told.
-    static func load<T: Decodable>(_ type: T.Type, from path: String, onCorrupt: (String) -> Void) throws(AgentError) -> T? {
+    static func load<T: Decodable>(_ type: T.Type, from path: String, onCorrupt: (String) -> Void) throws(AgentError)
+        -> T?
+    {
         guard let bytes = try POSIX.readFile(path, limit: 4 << 20) else { return nil }
         if let value = try? JSONDecoder().decode(T.self, from: Data(bytes)) { return value }
         let aside = try moveAside(path)

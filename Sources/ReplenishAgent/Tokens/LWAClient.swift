@@ -41,7 +41,9 @@ struct LWAClient: Sendable {
         var expiresIn: Double
 
         enum CodingKeys: String, CodingKey {
-            case accessToken = "access_token", refreshToken = "refresh_token", expiresIn = "expires_in"
+            case accessToken = "access_token"
+            case refreshToken = "refresh_token"
+            case expiresIn = "expires_in"
         }
 
         init(from decoder: any Decoder) throws {

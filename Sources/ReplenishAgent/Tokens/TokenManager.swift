@@ -51,9 +51,10 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     private var changeHandlers: [@Sendable (State) async -> Void] = []
     private var pairedHandlers: [@Sendable () async -> Void] = []
 
-    init(store: any TokenStore, lwa: LWAClient, clock: C, wallTime: @escaping @Sendable () -> Double,
-         random: RandomSource = .system, logger: Logger) throws(AgentError)
-    {
+    init(
+        store: any TokenStore, lwa: LWAClient, clock: C, wallTime: @escaping @Sendable () -> Double,
+        random: RandomSource = .system, logger: Logger
+    ) throws(AgentError) {
         self.store = store
         self.lwa = lwa
         self.clock = clock
@@ -182,29 +183,35 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
             lastFailure = nil
             jitter = Double.random(in: 0..<1, using: &random)
             waker.ring()
-            logger.info("access token refreshed",
-                        metadata: ["token.expiresIn": "\(Int(grant.expiresIn))",
-                                   "token.rotated": "\(grant.refreshToken.map { $0 != current.refreshToken } ?? false)"])
+            logger.info(
+                "access token refreshed",
+                metadata: [
+                    "token.expiresIn": "\(Int(grant.expiresIn))",
+                    "token.rotated": "\(grant.refreshToken.map { $0 != current.refreshToken } ?? false)",
+                ])
             return next
-        } catch where error.code == .applicationNotAuthorized {
+        } catch  where error.code == .applicationNotAuthorized {
             // Only the pairing LWA refused is wiped, not one the customer made while the request was out.
             guard tokens?.refreshToken == current.refreshToken else { throw error }
             logger.error("LWA no longer accepts the refresh token: the customer removed the device; pairing again")
-            do { try store.wipe() } catch { logger.error("could not remove the token file", metadata: ["error": "\(error)"]) }
+            do { try store.wipe() } catch {
+                logger.error("could not remove the token file", metadata: ["error": "\(error)"])
+            }
             tokens = nil
             lostReason = "LWA refused the refresh token (invalid_grant)"
             lastFailure = nil
             waker.ring()
             for handler in pairingLostHandlers { await handler() }
             throw error
-        } catch where error.code == .notPaired {
+        } catch  where error.code == .notPaired {
             throw error
         } catch {
             failures += 1
             lastFailure = error.message
             if lastLoggedFailure != error.message || error.code != .unauthorizedClient {
-                logger.warning("token refresh failed",
-                               metadata: ["error.code": "\(error.code)", "error": "\(error.message)", "attempt": "\(failures)"])
+                logger.warning(
+                    "token refresh failed",
+                    metadata: ["error.code": "\(error.code)", "error": "\(error.message)", "attempt": "\(failures)"])
                 lastLoggedFailure = error.message
             }
             throw error
@@ -246,7 +253,8 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
                 continue
             }
             if let last = lastScheduledRefresh, clock.now < last.advanced(by: Self.minimumRefreshSpacing) {
-                await waker.wait(timeout: clock.now.duration(to: last.advanced(by: Self.minimumRefreshSpacing)), clock: clock)
+                await waker.wait(
+                    timeout: clock.now.duration(to: last.advanced(by: Self.minimumRefreshSpacing)), clock: clock)
                 continue
             }
             do {

@@ -26,7 +26,8 @@ struct FileTokenStore: TokenStore {
         } catch {
             // A torn or corrupt file is kept for inspection, never silently deleted.
             let aside = try StateFile.moveAside(path)
-            throw AgentError(.storage, "\(path) was unreadable and was moved to \(aside); the device must be paired again")
+            throw AgentError(
+                .storage, "\(path) was unreadable and was moved to \(aside); the device must be paired again")
         }
     }
 

@@ -15,7 +15,9 @@ import Testing
         let agent = try harness.startAgent(config: config)
 
         // Not paired yet: a press is refused with the reason, and status says so.
-        try harness.waitUntil("the control socket") { FileManager.default.fileExists(atPath: harness.directory + "/state/control.sock") }
+        try harness.waitUntil("the control socket") {
+            FileManager.default.fileExists(atPath: harness.directory + "/state/control.sock")
+        }
         let early = try harness.run("replenish-agent", ["press", "button", "--config", config])
         #expect(early.status != 0)
         #expect(early.error.contains("not paired"))
@@ -28,7 +30,8 @@ import Testing
         #expect(paired["paired"] as? Bool == true)
         // Once paired, the pairing endpoints are gone.
         try harness.waitUntil("the pairing port to close") {
-            (try? CurlEasy(options: .init()).perform(HTTPRequest(method: .get, url: "http://127.0.0.1:\(pairingPort)/provision/deviceInfo")))?.status != 200
+            (try? CurlEasy(options: .init()).perform(
+                HTTPRequest(method: .get, url: "http://127.0.0.1:\(pairingPort)/provision/deviceInfo")))?.status != 200
         }
 
         // Duties: device status within 30 s of pairing, subscriptions known.
@@ -89,10 +92,13 @@ import Testing
 
         // No token (nor any LWA token-shaped string) in anything the agent printed.
         let tokens = try #require(try FileTokenStore.peek(stateDirectory: harness.directory + "/state"))
-        let outputs = harness.agentLogs + press.output + press.error + early.error
+        let outputs =
+            harness.agentLogs + press.output + press.error + early.error
             + (try harness.run("replenish-agent", ["status", "--config", config]).output)
             + (try harness.run("replenish-agent", ["status", "--json", "--config", config]).output)
-        for secret in [tokens.accessToken.value, tokens.refreshToken.value, String(authorization.dropFirst(7)), "Atza|", "Atzr|"] {
+        for secret in [
+            tokens.accessToken.value, tokens.refreshToken.value, String(authorization.dropFirst(7)), "Atza|", "Atzr|",
+        ] {
             let leaked = outputs.contains(secret)  // a Bool, so that a failure does not print the token
             #expect(!leaked, "a token reached the agent's output")
         }
@@ -108,7 +114,8 @@ import Testing
         let emulator = try harness.startEmulator(
             ["--tls-cert", tlsDirectory + "/server.pem", "--tls-key", tlsDirectory + "/server.key"], scheme: "https")
         let url = emulator + "/admin/stats"
-        let verified = try CurlEasy(options: .init(caFile: tlsDirectory + "/ca.pem")).perform(HTTPRequest(method: .get, url: url))
+        let verified = try CurlEasy(options: .init(caFile: tlsDirectory + "/ca.pem")).perform(
+            HTTPRequest(method: .get, url: url))
         #expect(verified.status == 200)
         #expect(verified.header("content-type") == "application/json")
         // Without the throwaway CA, the system store does not trust the server: refused.
@@ -128,7 +135,9 @@ import Testing
         let emulator = try harness.startEmulator()
         let client = try CurlHTTPClient(options: .init(maximumResponseBytes: 64))
         // The stats answer is larger than 64 bytes: refused, not truncated.
-        await #expect(throws: AgentError.self) { try await client.send(HTTPRequest(method: .get, url: emulator + "/admin/stats")) }
+        await #expect(throws: AgentError.self) {
+            try await client.send(HTTPRequest(method: .get, url: emulator + "/admin/stats"))
+        }
         // One client keeps one connection: three requests, and the emulator accepted no new connection
         // after the first.
         let roomy = try CurlHTTPClient(options: .init())
@@ -154,14 +163,18 @@ import Testing
         let pairingPort = try Harness.freePort()
 
         // Without tls.caFile the agent does not trust the emulator: redeeming the code fails (502), unpaired.
-        let untrusting = try harness.startAgent(config: try harness.writeConfig(emulator: emulator, pairingPort: pairingPort))
+        let untrusting = try harness.startAgent(
+            config: try harness.writeConfig(emulator: emulator, pairingPort: pairingPort))
         try harness.waitUntil("the pairing endpoints") {
-            (try? CurlEasy(options: .init()).perform(HTTPRequest(
-                method: .get, url: "http://127.0.0.1:\(pairingPort)/provision/deviceInfo")))?.status == 200
+            (try? CurlEasy(options: .init()).perform(
+                HTTPRequest(
+                    method: .get, url: "http://127.0.0.1:\(pairingPort)/provision/deviceInfo")))?.status == 200
         }
-        let refused = try harness.run("replenish-emulator", [
-            "companion", "--device", "http://127.0.0.1:\(pairingPort)", "--lwa", emulator, "--cacert", ca,
-        ])
+        let refused = try harness.run(
+            "replenish-emulator",
+            [
+                "companion", "--device", "http://127.0.0.1:\(pairingPort)", "--lwa", emulator, "--cacert", ca,
+            ])
         #expect(refused.status != 0)
         #expect(refused.error.contains("502") && refused.error.contains("LWA_ERROR"), "\(refused.error)")
         untrusting.terminate()
@@ -185,7 +198,8 @@ import Testing
     @Test func checkConfigExitsOneWithEveryProblem() throws {
         let harness = Harness()
         let path = harness.directory + "/bad.json"
-        try #"{"device":{"serial":"bad serial","model":"m","phase":"beta"},"extra":1}"#.write(toFile: path, atomically: true, encoding: .utf8)
+        try #"{"device":{"serial":"bad serial","model":"m","phase":"beta"},"extra":1}"#.write(
+            toFile: path, atomically: true, encoding: .utf8)
         let result = try harness.run("replenish-agent", ["check-config", "--config", path])
         #expect(result.status == 1)
         let lines = result.error.split(separator: "\n")
@@ -193,6 +207,8 @@ import Testing
         #expect(lines.contains { $0.hasPrefix("device.phase:") })
         #expect(lines.contains("extra: unknown key"))
         #expect(lines.contains("lwa: is required"))
-        #expect(try harness.run("replenish-agent", ["check-config", "--config", harness.directory + "/none.json"]).status == 1)
+        #expect(
+            try harness.run("replenish-agent", ["check-config", "--config", harness.directory + "/none.json"]).status
+                == 1)
     }
 }

@@ -13,8 +13,9 @@ import Testing
     @Test func lostAnswerEndsAsOneOrderAndTheRetrySeesOrderInProgress() throws {
         let harness = Harness()
         let (emulator, config, _, _) = try harness.startPairedAgent()
-        _ = try harness.emulator(emulator, .post, "/admin/faults",
-                                 body: #"{"path":"/replenish/slot-1","count":1,"fault":{"kind":"dropAfterWork"}}"#)
+        _ = try harness.emulator(
+            emulator, .post, "/admin/faults",
+            body: #"{"path":"/replenish/slot-1","count":1,"fault":{"kind":"dropAfterWork"}}"#)
         #expect(try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0)
         try harness.waitUntil("the agent to finish the order") {
             let slot = try harness.slotStatus(config: config, "slot-1")
@@ -32,8 +33,9 @@ import Testing
     @Test func outageKillAndRestartPlaceTheOrderOnceWithoutASecondPress() throws {
         let harness = Harness()
         let (emulator, config, agent, _) = try harness.startPairedAgent()
-        _ = try harness.emulator(emulator, .post, "/admin/faults",
-                                 body: #"{"path":"/replenish","count":1000,"fault":{"kind":"status","status":503}}"#)
+        _ = try harness.emulator(
+            emulator, .post, "/admin/faults",
+            body: #"{"path":"/replenish","count":1000,"fault":{"kind":"status","status":503}}"#)
         #expect(try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0)
         try harness.waitUntil("two failed attempts") {
             try events(harness, emulator, slot: "slot-1").filter { $0["outcome"] as? String == "faulted" }.count >= 2
@@ -59,7 +61,9 @@ import Testing
         let grantsBefore = (try harness.stats(emulator)["tokenGrants"] as? [String: Int])?["refresh_token"] ?? 0
         _ = try harness.emulator(emulator, .post, "/admin/expire-access-tokens")
         #expect(try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0)
-        try harness.waitUntil("the order") { (try harness.slotStatus(config: config, "slot-1")["lastResult"] as? String) == "TEST_ORDER_PLACED" }
+        try harness.waitUntil("the order") {
+            (try harness.slotStatus(config: config, "slot-1")["lastResult"] as? String) == "TEST_ORDER_PLACED"
+        }
         let outcomes = try events(harness, emulator, slot: "slot-1").map { $0["outcome"] as? String ?? "" }
         #expect(outcomes == ["rejected", "placed"])
         let stats = try harness.stats(emulator)
@@ -74,12 +78,15 @@ import Testing
         _ = try harness.emulator(emulator, .post, "/admin/revoke-refresh-tokens")
         _ = try harness.emulator(emulator, .post, "/admin/expire-access-tokens")
         #expect(try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0)
-        try harness.waitUntil("needs-pairing") { (try harness.statusJSON(config: config)["tokenState"] as? String) == "needs-pairing" }
+        try harness.waitUntil("needs-pairing") {
+            (try harness.statusJSON(config: config)["tokenState"] as? String) == "needs-pairing"
+        }
         let status = try harness.statusJSON(config: config)
         #expect(status["paired"] as? Bool == false)
         #expect(status["pendingOrders"] as? Int == 1)
         try harness.waitUntil("the pairing endpoints again") {
-            (try? CurlEasy(options: .init()).perform(HTTPRequest(method: .get, url: "http://127.0.0.1:\(pairingPort)/provision/deviceInfo")))?.status == 200
+            (try? CurlEasy(options: .init()).perform(
+                HTTPRequest(method: .get, url: "http://127.0.0.1:\(pairingPort)/provision/deviceInfo")))?.status == 200
         }
         let requestsBefore = try harness.stats(emulator)["tokenRequests"] as? Int ?? 0
         Thread.sleep(forTimeInterval: 5)
@@ -89,7 +96,9 @@ import Testing
         #expect(refused.status != 0 && refused.error.contains("not paired"))
         // Pairing again delivers the kept press.
         try harness.pair(emulator: emulator, pairingPort: pairingPort)
-        try harness.waitUntil("the kept order") { (try harness.statusJSON(config: config)["pendingOrders"] as? Int) == 0 }
+        try harness.waitUntil("the kept order") {
+            (try harness.statusJSON(config: config)["pendingOrders"] as? Int) == 0
+        }
         #expect((try harness.stats(emulator)["ordersPlaced"] as? [String: Int])?["slot-1"] == 1)
         harness.expectNoSecretsInAgentOutput()
     }
@@ -112,7 +121,9 @@ import Testing
             #expect(names.contains { $0.hasPrefix(file + ".corrupt-") }, "\(file)")
         }
         #expect(try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0)
-        try harness.waitUntil("the order") { (try harness.slotStatus(config: config, "slot-1")["lastResult"] as? String) == "TEST_ORDER_PLACED" }
+        try harness.waitUntil("the order") {
+            (try harness.slotStatus(config: config, "slot-1")["lastResult"] as? String) == "TEST_ORDER_PLACED"
+        }
         #expect(harness.agentLogs.contains("moved to"))
         harness.expectNoSecretsInAgentOutput()
     }

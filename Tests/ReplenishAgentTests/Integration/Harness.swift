@@ -19,7 +19,8 @@ final class Harness: @unchecked Sendable {
         let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? ""
         var candidates = [URL(fileURLWithPath: exe).deletingLastPathComponent().path]
         candidates.append(packageRoot() + "/.build/debug")
-        return candidates.first { FileManager.default.isExecutableFile(atPath: $0 + "/replenish-agent") } ?? candidates[0]
+        return candidates.first { FileManager.default.isExecutableFile(atPath: $0 + "/replenish-agent") }
+            ?? candidates[0]
     }()
 
     deinit {
@@ -73,9 +74,10 @@ final class Harness: @unchecked Sendable {
             throw AgentError(.server, "\(binary) \(arguments.first ?? "") did not finish within \(timeout) s")
         }
         process.waitUntilExit()
-        let finished = Finished(status: process.terminationStatus,
-                                output: String(decoding: collected.withLock { $0[0] }, as: UTF8.self),
-                                error: String(decoding: collected.withLock { $0[1] }, as: UTF8.self))
+        let finished = Finished(
+            status: process.terminationStatus,
+            output: String(decoding: collected.withLock { $0[0] }, as: UTF8.self),
+            error: String(decoding: collected.withLock { $0[1] }, as: UTF8.self))
         if binary == "replenish-agent" { commandOutputs += finished.output + finished.error }
         return finished
     }
@@ -98,11 +100,13 @@ final class Harness: @unchecked Sendable {
     /// Starts the emulator and returns its base URL.
     func startEmulator(_ extra: [String] = [], scheme: String = "http", caFile: String? = nil) throws -> String {
         let portFile = directory + "/emulator.port"
-        try start("replenish-emulator", ["serve", "--listen", "127.0.0.1:0", "--port-file", portFile] + extra,
-                  log: "emulator.log")
+        try start(
+            "replenish-emulator", ["serve", "--listen", "127.0.0.1:0", "--port-file", portFile] + extra,
+            log: "emulator.log")
         var port = ""
         try waitUntil("the emulator's port") {
-            port = ((try? String(contentsOfFile: portFile, encoding: .utf8)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+            port = ((try? String(contentsOfFile: portFile, encoding: .utf8)) ?? "").trimmingCharacters(
+                in: .whitespacesAndNewlines)
             return !port.isEmpty
         }
         let base = "\(scheme)://127.0.0.1:\(port)"
@@ -129,8 +133,10 @@ final class Harness: @unchecked Sendable {
     }
 
     /// Writes an agent config for the simulated board against `emulator`; returns its path.
-    func writeConfig(emulator: String, pairingPort: Int, slots: [String] = ["slot-1"], caFile: String? = nil,
-                     cooldownSeconds: Int = 0, tankSlot: String? = nil, board: String? = nil) throws -> String {
+    func writeConfig(
+        emulator: String, pairingPort: Int, slots: [String] = ["slot-1"], caFile: String? = nil,
+        cooldownSeconds: Int = 0, tankSlot: String? = nil, board: String? = nil
+    ) throws -> String {
         var buttons = zip(["button", "button2", "button3"], slots).map {
             #"{"input":"\#($0.0)","slot":"\#($0.1)","cooldownSeconds":\#(cooldownSeconds)}"#
         }
@@ -149,11 +155,14 @@ final class Harness: @unchecked Sendable {
     }
 
     /// A call to the emulator (admin interface), with the agent's own HTTP client.
-    func emulator(_ base: String, _ method: HTTPRequest.Method, _ path: String, body: String? = nil,
-                  caFile: String? = nil) throws -> [String: Any] {
-        let response = try CurlEasy(options: .init(maximumResponseBytes: 64 << 20, caFile: caFile)).perform(HTTPRequest(
-            method: method, url: base + path, headers: body == nil ? [] : [("Content-Type", "application/json")],
-            body: body.map { Array($0.utf8) }))
+    func emulator(
+        _ base: String, _ method: HTTPRequest.Method, _ path: String, body: String? = nil,
+        caFile: String? = nil
+    ) throws -> [String: Any] {
+        let response = try CurlEasy(options: .init(maximumResponseBytes: 64 << 20, caFile: caFile)).perform(
+            HTTPRequest(
+                method: method, url: base + path, headers: body == nil ? [] : [("Content-Type", "application/json")],
+                body: body.map { Array($0.utf8) }))
         return (try JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any]) ?? [:]
     }
 
@@ -198,11 +207,14 @@ final class Harness: @unchecked Sendable {
     @discardableResult
     func pair(emulator: String, pairingPort: Int, caFile: String? = nil) throws -> Finished {
         try waitUntil("the pairing endpoints") {
-            (try? CurlEasy(options: .init()).perform(HTTPRequest(
-                method: .get, url: "http://127.0.0.1:\(pairingPort)/provision/deviceInfo")))?.status == 200
+            (try? CurlEasy(options: .init()).perform(
+                HTTPRequest(
+                    method: .get, url: "http://127.0.0.1:\(pairingPort)/provision/deviceInfo")))?.status == 200
         }
-        let companion = try run("replenish-emulator", ["companion", "--device", "http://127.0.0.1:\(pairingPort)", "--lwa", emulator]
-                                + (caFile.map { ["--cacert", $0] } ?? []))
+        let companion = try run(
+            "replenish-emulator",
+            ["companion", "--device", "http://127.0.0.1:\(pairingPort)", "--lwa", emulator]
+                + (caFile.map { ["--cacert", $0] } ?? []))
         guard companion.status == 0 else {
             throw AgentError(.server, "companion failed (\(companion.status)): \(companion.error)")
         }
@@ -234,7 +246,9 @@ final class Harness: @unchecked Sendable {
             let secrets = try? self.emulator(emulator.base, .get, "/admin/pairing-secrets", caFile: emulator.caFile)
             let codes = secrets?["codes"] as? [String] ?? []
             let verifiers = secrets?["verifiers"] as? [String] ?? []
-            #expect(secrets != nil, "the emulator at \(emulator.base) must list its pairing secrets", sourceLocation: sourceLocation)
+            #expect(
+                secrets != nil, "the emulator at \(emulator.base) must list its pairing secrets",
+                sourceLocation: sourceLocation)
             let leakedCode = codes.contains { output.contains($0) }
             let leakedVerifier = verifiers.contains { output.contains($0) }
             #expect(!leakedCode, "an authorization code reached the agent's output", sourceLocation: sourceLocation)

@@ -13,8 +13,9 @@ import Testing
         let config = try harness.writeConfig(emulator: emulator, pairingPort: pairingPort)
         let agent = try harness.startAgent(config: config)
         let deviceInfo = {
-            try CurlEasy(options: .init()).perform(HTTPRequest(
-                method: .get, url: "http://127.0.0.1:\(pairingPort)/provision/deviceInfo"))
+            try CurlEasy(options: .init()).perform(
+                HTTPRequest(
+                    method: .get, url: "http://127.0.0.1:\(pairingPort)/provision/deviceInfo"))
         }
         try harness.waitUntil("the pairing endpoints") { (try? deviceInfo())?.status == 200 }
 
@@ -45,7 +46,8 @@ import Testing
 
         // Idle means waiting for a request, not answering one: a simulated press held for 35 s (the control
         // socket has the same guards) still gets the agent's answer.
-        let held = try harness.run("replenish-agent", ["press", "button", "--hold", "35", "--config", config], timeout: 90)
+        let held = try harness.run(
+            "replenish-agent", ["press", "button", "--hold", "35", "--config", config], timeout: 90)
         #expect(!(held.output + held.error).contains("curl"), "\(held.error)")
         #expect(agent.isRunning)
         harness.expectNoSecretsInAgentOutput()

@@ -8,19 +8,22 @@ import Testing
 @Suite(.serialized) struct SimulatedBoardTests {
     func led(_ harness: Harness, _ config: String) throws -> String {
         let state = try harness.directory + "/state/control.sock"
-        let response = try CurlEasy(options: .init(unixSocketPath: state)).perform(HTTPRequest(method: .get, url: "http://localhost/state"))
-        return ((try JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any])?["ledPattern"] as? String) ?? ""
+        let response = try CurlEasy(options: .init(unixSocketPath: state)).perform(
+            HTTPRequest(method: .get, url: "http://localhost/state"))
+        return
+            ((try JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any])?["ledPattern"] as? String)
+            ?? ""
     }
 
     /// A copy of the simulated board with short long-press and sensor times, so the tests run quickly.
     func fastBoard(_ harness: Harness) throws -> String {
         let path = harness.directory + "/fast-board.json"
         try """
-            {"name":"fast simulated board","backend":"simulated","inputs":[
-              {"name":"button","kind":"button","debounceMs":30,"longPressMs":1000},
-              {"name":"tank","kind":"level","minActiveMs":500,"minInactiveMs":1500}],
-             "outputs":[{"name":"led"}]}
-            """.write(toFile: path, atomically: true, encoding: .utf8)
+        {"name":"fast simulated board","backend":"simulated","inputs":[
+          {"name":"button","kind":"button","debounceMs":30,"longPressMs":1000},
+          {"name":"tank","kind":"level","minActiveMs":500,"minInactiveMs":1500}],
+         "outputs":[{"name":"led"}]}
+        """.write(toFile: path, atomically: true, encoding: .utf8)
         return path
     }
 
@@ -28,10 +31,13 @@ import Testing
         let harness = Harness()
         let emulator = try harness.startEmulator(["--slots", "slot-1,slot-9"])
         let pairingPort = try Harness.freePort()
-        let config = try harness.writeConfig(emulator: emulator, pairingPort: pairingPort, cooldownSeconds: 600,
-                                             tankSlot: "slot-9", board: try fastBoard(harness))
+        let config = try harness.writeConfig(
+            emulator: emulator, pairingPort: pairingPort, cooldownSeconds: 600,
+            tankSlot: "slot-9", board: try fastBoard(harness))
         _ = try harness.startAgent(config: config)
-        try harness.waitUntil("the control socket") { FileManager.default.fileExists(atPath: harness.directory + "/state/control.sock") }
+        try harness.waitUntil("the control socket") {
+            FileManager.default.fileExists(atPath: harness.directory + "/state/control.sock")
+        }
         #expect(try led(harness, config) == "pairingMode")
         try harness.pair(emulator: emulator, pairingPort: pairingPort)
         try harness.waitUntil("LED off when paired and idle") { try led(harness, config) == "off" }
@@ -39,7 +45,9 @@ import Testing
         // A bouncing press is one order.
         let bouncy = try harness.run("replenish-agent", ["press", "button", "--bounce", "8", "--config", config])
         #expect(bouncy.status == 0, "\(bouncy.error)")
-        try harness.waitUntil("the order") { (try harness.slotStatus(config: config, "slot-1")["lastResult"] as? String) == "TEST_ORDER_PLACED" }
+        try harness.waitUntil("the order") {
+            (try harness.slotStatus(config: config, "slot-1")["lastResult"] as? String) == "TEST_ORDER_PLACED"
+        }
         #expect((try harness.stats(emulator)["replenishCalls"] as? [String: Int])?["slot-1"] == 1)
         try harness.waitUntil("LED solid for the placed order") { try led(harness, config) == "orderPlaced" }
 
@@ -60,7 +68,8 @@ import Testing
         #expect(try harness.run("replenish-agent", ["level", "tank", "low", "--config", config]).status == 0)
         try harness.waitUntil("the sensor's order and slot status") {
             let stats = try harness.stats(emulator)
-            return (stats["ordersPlaced"] as? [String: Int])?["slot-9"] == 1 && (stats["slotStatusCalls"] as? Int ?? 0) == 1
+            return (stats["ordersPlaced"] as? [String: Int])?["slot-9"] == 1
+                && (stats["slotStatusCalls"] as? Int ?? 0) == 1
         }
         // Flapping after it counted is not a stream of orders.
         for level in ["full", "low", "full", "low"] {

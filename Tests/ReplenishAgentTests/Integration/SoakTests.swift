@@ -8,7 +8,7 @@ import Testing
 /// `scripts/soak.sh [PRESSES] [SEED]` (1,000 presses by default); CI runs 200 as part of the tests.
 @Suite(.serialized) struct SoakTests {
     static let presses = Int(ProcessInfo.processInfo.environment["SOAK_PRESSES"] ?? "") ?? 200
-    static let seed = UInt64(ProcessInfo.processInfo.environment["SOAK_SEED"] ?? "") ?? 20261122
+    static let seed = UInt64(ProcessInfo.processInfo.environment["SOAK_SEED"] ?? "") ?? 20_261_122
 
     struct Episode {
         var slot: String
@@ -23,10 +23,12 @@ import Testing
         let inputs = ["slot-1": "button", "slot-2": "button2", "slot-3": "button3"]
         var (emulator, config, agent, _) = try harness.startPairedAgent(
             emulatorArguments: ["--access-token-lifetime", "20", "--rotate-refresh-tokens"], slots: slots)
-        _ = try harness.emulator(emulator, .post, "/admin/fault-rate", body: """
-            {"rate":0.3,"seed":\(Self.seed),"paths":["/replenish","/auth/o2/token","/deviceStatus","/subscriptionInfo"],
-             "kinds":["status500","status503","drop","dropAfterWork","garbage"]}
-            """)
+        _ = try harness.emulator(
+            emulator, .post, "/admin/fault-rate",
+            body: """
+                {"rate":0.3,"seed":\(Self.seed),"paths":["/replenish","/auth/o2/token","/deviceStatus","/subscriptionInfo"],
+                 "kinds":["status500","status503","drop","dropAfterWork","garbage"]}
+                """)
         var random = RandomSource.seeded(state: Self.seed)
         var started = 0
         var refusedPresses = 0
@@ -39,7 +41,8 @@ import Testing
         while (started < Self.presses || !active.isEmpty) && Date() < deadline {
             for slot in slots where active[slot] == nil && started < Self.presses {
                 let startSeq = try lastSeq()
-                let press = try harness.run("replenish-agent", ["press", inputs[slot]!, "--hold", "0.05", "--config", config])
+                let press = try harness.run(
+                    "replenish-agent", ["press", inputs[slot]!, "--hold", "0.05", "--config", config])
                 if press.status == 0 {
                     started += 1
                     episodes.append(Episode(slot: slot, startSeq: startSeq))
@@ -103,12 +106,14 @@ import Testing
         }
         let placedOrders = events.filter { $0["outcome"] as? String == "placed" }.count
         let wasted = events.count - accepted
-        let figures = "presses \(started), orders placed \(placedOrders), lost \(lost), duplicated \(duplicated), "
+        let figures =
+            "presses \(started), orders placed \(placedOrders), lost \(lost), duplicated \(duplicated), "
             + "wasted calls \(wasted) (replenish calls \(events.count); resends after a dropped answer \(excusedDropped), "
             + "after a kill between answer and write \(excusedKillWindow); SIGKILLs \(killTimes.count); "
             + "presses refused while the agent restarted \(refusedPresses); seed \(Self.seed))"
         print("soak: \(figures)")
-        try figures.write(toFile: harness.directory + "/../replenish-soak-figures.txt", atomically: true, encoding: .utf8)
+        try figures.write(
+            toFile: harness.directory + "/../replenish-soak-figures.txt", atomically: true, encoding: .utf8)
         #expect(started == Self.presses, "the soak did not finish in time: \(figures)")
         #expect(lost == 0, "\(figures)")
         #expect(duplicated == 0, "\(figures)")
@@ -120,20 +125,25 @@ import Testing
         let kills = Int(ProcessInfo.processInfo.environment["KILL_COUNT"] ?? "") ?? 200
         let harness = Harness()
         var (emulator, config, agent, _) = try harness.startPairedAgent(
-            emulatorArguments: ["--access-token-lifetime", "2", "--rotate-refresh-tokens", "--old-refresh-token-policy", "until-used"])
+            emulatorArguments: [
+                "--access-token-lifetime", "2", "--rotate-refresh-tokens", "--old-refresh-token-policy", "until-used",
+            ])
         var random = RandomSource.seeded(state: Self.seed)
         let state = harness.directory + "/state"
         for kill in 0..<kills {
             Thread.sleep(forTimeInterval: Double(Int.random(in: 0..<800, using: &random)) / 1000)
             try harness.kill9(agent)
             let tokens = try #require(try FileTokenStore.peek(stateDirectory: state), "kill \(kill): no tokens on disk")
-            let check = try harness.emulator(emulator, .post, "/admin/check-refresh-token",
-                                             body: #"{"refreshToken":"\#(tokens.refreshToken.value)"}"#)
+            let check = try harness.emulator(
+                emulator, .post, "/admin/check-refresh-token",
+                body: #"{"refreshToken":"\#(tokens.refreshToken.value)"}"#)
             #expect(check["valid"] as? Bool == true, "kill \(kill): the stored refresh token is no longer accepted")
             agent = try harness.startAgent(config: config)
         }
         let refreshes = (try harness.stats(emulator)["tokenGrants"] as? [String: Int])?["refresh_token"] ?? 0
-        print("kill-during-write: \(kills) SIGKILLs, \(refreshes) refresh grants (rotated each time), pairing kept every time")
+        print(
+            "kill-during-write: \(kills) SIGKILLs, \(refreshes) refresh grants (rotated each time), pairing kept every time"
+        )
         #expect(refreshes >= kills / 4, "tokens did not rotate often enough to test the write window")
         // Still paired and working.
         try harness.waitUntil("paired status") { (try harness.statusJSON(config: config)["paired"] as? Bool) == true }
@@ -141,7 +151,9 @@ import Testing
         try harness.waitUntil("the restarted agent to take a press") {
             try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0
         }
-        try harness.waitUntil("the order") { (try harness.slotStatus(config: config, "slot-1")["lastResult"] as? String) == "TEST_ORDER_PLACED" }
+        try harness.waitUntil("the order") {
+            (try harness.slotStatus(config: config, "slot-1")["lastResult"] as? String) == "TEST_ORDER_PLACED"
+        }
         harness.expectNoSecretsInAgentOutput()
     }
 }
