@@ -94,6 +94,27 @@ import Testing
         }
     }
 
+    @Test func noRetryComesSoonerThanHalfItsCeilingOrOneSecond() {
+        var random = RandomSource.seeded(state: 11)
+        for backoff in [Backoff.orders, .duties, .tokenRefresh, .configurationFault, .tokenWrite] {
+            for attempt in 1...12 {
+                let ceiling = backoff.ceiling(attempt: attempt)
+                var lowest = ceiling
+                var highest = Duration.zero
+                for _ in 0..<500 {
+                    let delay = backoff.delay(attempt: attempt, using: &random)
+                    #expect(delay >= .seconds(1))
+                    #expect(delay >= ceiling / 2 && delay <= ceiling)
+                    lowest = min(lowest, delay)
+                    highest = max(highest, delay)
+                }
+                // Still jittered: the draws spread over the upper half (not one fixed value), when it is wider
+                // than the 1 s floor.
+                if ceiling / 2 > .seconds(1) { #expect(highest - lowest > ceiling / 4) }
+            }
+        }
+    }
+
     @Test func fiveFailedOrderAttemptsFitInUnderAMinute() {
         let total = (1...5).map { Backoff.orders.ceiling(attempt: $0) }.reduce(.zero, +)
         #expect(total < .seconds(60))
@@ -152,6 +173,13 @@ import Testing
                 .map { $0 <= Backoff.orders.ceiling(attempt: 1) } == true)
         // Other 4xx park with the status; an unknown detail code parks too (it says neither placed nor not).
         #expect(decide(.success(json(409, #"{"message":"conflict"}"#))) == .park(reason: "DRS refused the order (409)"))
+        // A 408 (the server gave up on the request) is transient, like a timeout.
+        #expect(decide(.success(json(408, ""))).retryDelay != nil)
+        // A token fault in other words (an expired-token type, a gateway's message) refreshes, never parks.
+        #expect(
+            decide(.success(json(400, "{}", headers: [("x-amzn-errortype", "ExpiredTokenException:x")])))
+                == .refreshTokenAndRetry)
+        #expect(decide(.success(json(400, #"{"message":"The security token has expired"}"#))) == .refreshTokenAndRetry)
         #expect(
             decide(.success(json(200, #"{"detailCode":"ORDER_FAILED"}"#)))
                 == .park(reason: "DRS answered an unknown detail code ORDER_FAILED"))
@@ -173,8 +201,17 @@ import Testing
                 #expect(lifetime - wait >= min(lifetime * 0.25, 300) - 0.001)
             }
         }
-        #expect(RefreshSchedule.isTooCloseToExpiry(now: 99, expiresAt: 100))
-        #expect(!RefreshSchedule.isTooCloseToExpiry(now: 90, expiresAt: 100))
+        // A 10 s token is handed out until 2 s before expiry; an hour's token stops 12 s before (the DRS connect
+        // timeout and the send), so a slow connect cannot carry it past its expiry.
+        #expect(RefreshSchedule.isTooCloseToExpiry(now: 98.5, expiresAt: 100, lifetime: 10))
+        #expect(!RefreshSchedule.isTooCloseToExpiry(now: 97.5, expiresAt: 100, lifetime: 10))
+        #expect(RefreshSchedule.isTooCloseToExpiry(now: 3589, expiresAt: 3600, lifetime: 3600))
+        #expect(!RefreshSchedule.isTooCloseToExpiry(now: 3587, expiresAt: 3600, lifetime: 3600))
+        // The scheduled refresh always comes before the token stops being handed out.
+        for lifetime in [10.0, 60, 3600, 86400] {
+            let due = lifetime - RefreshSchedule.margin(lifetime: lifetime) * 1.2
+            #expect(!RefreshSchedule.isTooCloseToExpiry(now: due, expiresAt: lifetime, lifetime: lifetime))
+        }
     }
 
     @Test func outboxCoalescesOnePendingEntryPerSlot() {

@@ -19,7 +19,7 @@ import Testing
         }
     }
 
-    func lwa(_ http: ScriptedHTTPClient) -> LWAClient {
+    func lwa(_ http: any HTTPClient) -> LWAClient {
         LWAClient(http: http, tokenURL: try! EndpointURL("http://127.0.0.1:1/auth/o2/token"), clientSecret: nil)
     }
 
@@ -134,28 +134,113 @@ import Testing
         #expect(refreshes >= 10 && refreshes <= 13, "\(refreshes) refreshes in 60 s")
     }
 
-    @Test func aRotatedTokenThatCannotBeStoredIsNeverUsed() async throws {
-        let http = ScriptedHTTPClient { [self] _ in grantResponse(access: "Atza|new", refresh: "Atzr|rotated") }
+    /// The refresh token a request presented (form fields are percent-encoded: `|` is `%7C`).
+    static func presentedRefreshToken(_ request: HTTPRequest) -> String? {
+        let body = String(decoding: request.body ?? [], as: UTF8.self)
+        return body.split(separator: "&").first { $0.hasPrefix("refresh_token=") }
+            .map { $0.dropFirst("refresh_token=".count).replacingOccurrences(of: "%7C", with: "|") }
+    }
+
+    @Test func aRotatedTokenThatCannotBeWrittenIsKeptRetriedAndTheOldOneNeverSentAgain() async throws {
+        // A strict LWA: every refresh rotates the refresh token and invalidates the old one at once.
+        let valid = Mutex("Atzr|old")
+        let presented = Mutex<[String]>([])
+        let http = ScriptedHTTPClient { [self] request in
+            let token = Self.presentedRefreshToken(request) ?? ""
+            presented.withLock { $0.append(token) }
+            return valid.withLock { current -> HTTPResponse in
+                guard token == current else { return json(400, #"{"error":"invalid_grant"}"#) }
+                let number = presented.withLock { $0.count }
+                current = "Atzr|r\(number)"
+                return grantResponse(access: "Atza|a\(number)", refresh: current, expiresIn: "3600")
+            }
+        }
         let store = MemoryTokenStore(
             TokenSet(
                 clientId: "client", refreshToken: Secret("Atzr|old"), accessToken: Secret("Atza|old"),
                 accessTokenExpiresAt: epoch - 1, accessTokenLifetime: 3600))
         let manager = try TokenManager(
-            store: store, lwa: lwa(http), clock: clock, wallTime: wallTime,
+            store: store, lwa: lwa(http), clock: clock, wallTime: wallTime, random: .seeded(state: 5),
             logger: .init(label: "test"))
+        let runner = Task { await manager.run() }
+        defer { runner.cancel() }
         store.failSaves = true
-        // LWA answered, but the new refresh token could not be written: the new access token is not handed
-        // out, and the state the device knows stays the one on disk.
-        await #expect(throws: AgentError.self) { try await manager.accessToken() }
-        #expect(http.requests.count == 1)
+        // LWA rotated, the disk is full: the new set is used (LWA no longer accepts the old one) and kept.
+        #expect(try await manager.accessToken() == Secret("Atza|a1"))
+        #expect(await manager.hasUnsavedTokens)
         #expect(store.tokens?.refreshToken == Secret("Atzr|old"))
-        if case .retryWait = await manager.state {
-        } else {
-            Issue.record("expected retry-wait, got \(await manager.state)")
+        // DRS rejects that access token: the next refresh presents the rotated token, never the old one.
+        #expect(try await manager.accessTokenReplacing(Secret("Atza|a1")) == Secret("Atza|a2"))
+        #expect(presented.withLock { $0 } == ["Atzr|old", "Atzr|r1"])
+        // Writes keep failing for a minute, then the disk has room: the retried write lands the newest set.
+        for _ in 0..<60 {
+            clock.advance(by: .seconds(1))
+            _ = await settle({ clock.sleeperCount > 0 })
         }
+        #expect(store.tokens?.refreshToken == Secret("Atzr|old"))
         store.failSaves = false
-        #expect(try await manager.accessToken() == Secret("Atza|new"))
-        #expect(store.tokens?.refreshToken == Secret("Atzr|rotated"))
+        for _ in 0..<400 {
+            clock.advance(by: .seconds(1))
+            _ = await settle({ clock.sleeperCount > 0 })
+            if store.tokens?.refreshToken == Secret("Atzr|r2") { break }
+        }
+        #expect(store.tokens?.refreshToken == Secret("Atzr|r2"))
+        #expect(await manager.hasUnsavedTokens == false)
+        #expect(await manager.isPaired)
+        #expect(!presented.withLock { $0 }.dropFirst().contains("Atzr|old"))
+    }
+
+    @Test func whileLWAFailsCallersFailFastUntilTheOneBackoffDeadline() async throws {
+        let http = ScriptedHTTPClient { _ in json(503, "", headers: [("retry-after", "40")]) }
+        let store = MemoryTokenStore(
+            TokenSet(
+                clientId: "client", refreshToken: Secret("Atzr|r"), accessToken: Secret("Atza|a"),
+                accessTokenExpiresAt: epoch - 1, accessTokenLifetime: 3600))
+        let manager = try TokenManager(
+            store: store, lwa: lwa(http), clock: clock, wallTime: wallTime, random: .seeded(state: 9),
+            logger: .init(label: "test"))
+        do {
+            _ = try await manager.accessToken()
+            Issue.record("LWA is down: no token")
+        } catch {
+            // LWA's Retry-After (40 s) is longer than the first backoff step: it is what the caller waits.
+            #expect(error.retryAfter == .seconds(40))
+        }
+        #expect(http.requests.count == 1)
+        // A hundred callers in the next 39 s ask LWA nothing and are each told how long is left.
+        for second in 0..<39 {
+            for _ in 0..<3 {
+                do {
+                    _ = try await manager.accessToken()
+                    Issue.record("no token while LWA is down")
+                } catch {
+                    #expect(error.retryAfter == .seconds(40 - second))
+                }
+            }
+            clock.advance(by: .seconds(1))
+        }
+        #expect(http.requests.count == 1)
+        clock.advance(by: .seconds(1))
+        _ = try? await manager.accessToken()
+        #expect(http.requests.count == 2)
+    }
+
+    @Test func theLifetimeCountsFromWhenTheRequestLeft() async throws {
+        // LWA takes 20 s to answer a 60 s token: it expires 60 s after the request left, not after the answer.
+        let http = GatedHTTPClient(grantResponse(access: "Atza|slow", refresh: nil, expiresIn: "60"))
+        let store = MemoryTokenStore(
+            TokenSet(
+                clientId: "client", refreshToken: Secret("Atzr|r"), accessToken: Secret("Atza|a"),
+                accessTokenExpiresAt: epoch - 1, accessTokenLifetime: 60))
+        let manager = try TokenManager(
+            store: store, lwa: lwa(http), clock: clock, wallTime: wallTime, logger: .init(label: "test"))
+        let sentAt = wallTime()
+        let call = Task { try await manager.accessToken() }
+        #expect(await settle({ http.requestCount == 1 }))
+        clock.advance(by: .seconds(20))
+        http.open()
+        #expect(try await call.value == Secret("Atza|slow"))
+        #expect(store.tokens?.accessTokenExpiresAt == sentAt + 60)
     }
 
     @Test func aRefreshAnsweredAfterUnpairingDoesNotBringThePairingBack() async throws {

@@ -30,7 +30,7 @@ struct Agent {
             config: config, lwa: lwa, clock: clock, wallTime: wallTime, logger: logger)
         let status = try StatusBook(stateDirectory: config.stateDirectory) { logger.error("\($0)") }
         let orders = try OrderService(
-            stateDirectory: config.stateDirectory, drs: drs, tokens: tokens, status: status,
+            stateDirectory: config.stateDirectory, slots: config.slots, drs: drs, tokens: tokens, status: status,
             clock: clock, wallTime: wallTime, logger: logger)
         let duties = Duties(
             drs: drs, tokens: tokens, status: status, slots: config.slots, clock: clock,

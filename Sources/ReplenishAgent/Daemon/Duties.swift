@@ -51,6 +51,9 @@ actor Duties<C: Clock> where C.Duration == Duration {
     }
 
     func run() async {
+        // A fleet that lost power together comes back in the same second: each device sends its first duties
+        // at its own random moment of the start-up window (still within the 30 s CONTRACT.md promises).
+        dueAt = clock.now.advanced(by: DutySchedule.startupDelay(using: &random))
         while !Task.isCancelled {
             guard await tokens.isPaired else {
                 await waker.wait(timeout: nil, clock: clock)
@@ -68,14 +71,17 @@ actor Duties<C: Clock> where C.Duration == Duration {
             do {
                 try await perform()
                 failures = 0
-                dueAt = clock.now.advanced(by: Self.interval)
+                dueAt = clock.now.advanced(by: DutySchedule.dailyDelay(using: &random))
             } catch {
                 failures += 1
+                let delay = DutySchedule.retryDelay(after: error, attempt: failures, using: &random)
                 logger.warning(
                     "device duties failed; will retry",
-                    metadata: ["error.code": "\(error.code)", "error": "\(error.message)"])
-                dueAt = clock.now.advanced(
-                    by: max(Backoff.orders.delay(attempt: failures, using: &random), .seconds(1)))
+                    metadata: [
+                        "error.code": "\(error.code)", "error": "\(error.message)",
+                        "duty.retryIn": "\(delay.components.seconds)s",
+                    ])
+                dueAt = clock.now.advanced(by: delay)
             }
         }
     }
@@ -94,7 +100,7 @@ actor Duties<C: Clock> where C.Duration == Duration {
         } catch {
             reportFailures += 1
             reportsNotBefore = clock.now.advanced(
-                by: max(Backoff.orders.delay(attempt: reportFailures, using: &random), .seconds(1)))
+                by: DutySchedule.retryDelay(after: error, attempt: reportFailures, using: &random))
             logger.warning(
                 "slot status failed; will retry", metadata: ["order.slot": "\(slot)", "error": "\(error.message)"])
         }

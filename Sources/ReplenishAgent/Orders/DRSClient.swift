@@ -81,9 +81,11 @@ struct DRSClient: Sendable {
     static func isTokenRejection(_ response: HTTPResponse) -> Bool {
         if response.status == 401 || response.status == 403 { return true }
         guard response.status == 400 else { return false }
-        if response.header("x-amzn-errortype")?.hasPrefix("InvalidTokenException") == true { return true }
-        let message = (try? JSONDecoder().decode(DRSMessage.self, from: Data(response.body)))?.message
-        return message?.lowercased() == "invalid token"
+        // `InvalidTokenException:…` is what DRS documents; an expired-token variant or a gateway's own wording
+        // must not park a press either: any error type or message about the token means "refresh and retry".
+        if let type = response.header("x-amzn-errortype")?.lowercased(), type.contains("token") { return true }
+        let message = (try? JSONDecoder().decode(DRSMessage.self, from: Data(response.body)))?.message?.lowercased()
+        return message.map { $0.contains("token") && ($0.contains("invalid") || $0.contains("expired")) } ?? false
     }
 }
 

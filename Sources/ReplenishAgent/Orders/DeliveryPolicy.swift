@@ -15,7 +15,6 @@ enum DeliveryPolicy {
     }
 
     static let knownDetailCodes: Set<String> = ["STANDARD_ORDER_PLACED", "TEST_ORDER_PLACED", "ORDER_INPROGRESS"]
-    static let longestRetryAfter = Duration.seconds(3600)
 
     /// Decides on the result of attempt number `attempt` (1 for the first).
     static func decide<R: RandomNumberGenerator>(
@@ -50,9 +49,10 @@ enum DeliveryPolicy {
             return .retry(
                 after: backoff.delay(attempt: attempt, using: &random),
                 reason: "DRS rejected a freshly refreshed token")
-        case 429, 500...599:
+        case 408, 429, 500...599:
+            // 408: the server gave up waiting for the request; like a timeout, nothing was placed by it.
             var delay = backoff.delay(attempt: attempt, using: &random)
-            if let retryAfter = retryAfter(response) { delay = max(delay, retryAfter) }
+            if let retryAfter = response.retryAfter { delay = max(delay, retryAfter) }
             return .retry(after: delay, reason: "DRS answered \(response.status)")
         case 404:
             return .park(reason: "DRS does not know this slot (404)")
@@ -61,14 +61,6 @@ enum DeliveryPolicy {
             if message?.lowercased().contains("not subscribed") == true { return .park(reason: "not subscribed") }
             return .park(reason: "DRS refused the order (\(response.status))")
         }
-    }
-
-    /// `Retry-After` in delta-seconds (HTTP dates are not used by DRS; they fall back to the backoff).
-    static func retryAfter(_ response: HTTPResponse) -> Duration? {
-        guard let text = response.header("retry-after"), let seconds = Int(text.trimmingSpaces), seconds >= 0 else {
-            return nil
-        }
-        return min(.seconds(seconds), longestRetryAfter)
     }
 }
 

@@ -17,6 +17,14 @@ actor OrderService<C: Clock> where C.Duration == Duration {
     private var outbox: Outbox
     /// When each slot may next be tried (in memory: after a restart every pending entry is due at once).
     private var notBefore: [String: C.Instant] = [:]
+    /// The slots of the config: an entry for any other slot (a config changed since the press) is parked.
+    private let configuredSlots: Set<String>
+    /// The outbox in memory is newer than the file (a write failed): the write is retried at this instant,
+    /// and nothing is sent until it succeeds (the "sent, answer unknown" mark must be durable first).
+    private var saveRetryAt: C.Instant?
+    private var saveFailures = 0
+    /// Slots whose last try found no token to send with: they are tried again as soon as the tokens change.
+    private var waitingForTokens: Set<String> = []
     private var eventHandlers: [@Sendable (Event, Outbox) async -> Void] = []
 
     /// What happened to an order, for the LED and the logs.
@@ -36,7 +44,7 @@ actor OrderService<C: Clock> where C.Duration == Duration {
     }
 
     init(
-        stateDirectory: String, drs: DRSClient, tokens: TokenManager<C>, status: StatusBook, clock: C,
+        stateDirectory: String, slots: [String], drs: DRSClient, tokens: TokenManager<C>, status: StatusBook, clock: C,
         wallTime: @escaping @Sendable () -> Double, random: RandomSource = .system,
         logger: Logger
     ) throws(AgentError) {
@@ -48,6 +56,7 @@ actor OrderService<C: Clock> where C.Duration == Duration {
         self.wallTime = wallTime
         self.random = random
         self.logger = logger
+        configuredSlots = Set(slots)
         outbox = try StateFile.load(Outbox.self, from: path) { logger.error("\($0)") } ?? Outbox()
     }
 
@@ -68,6 +77,8 @@ actor OrderService<C: Clock> where C.Duration == Duration {
         let acceptance = next.accept(slot: slot, at: wallTime())
         try StateFile.save(next, to: path)
         outbox = next
+        saveRetryAt = nil
+        saveFailures = 0
         if acceptance == .queued { notBefore[slot] = nil }
         logger.info("press accepted", metadata: ["order.slot": "\(slot)", "order.acceptance": "\(acceptance)"])
         waker.ring()
@@ -76,13 +87,27 @@ actor OrderService<C: Clock> where C.Duration == Duration {
     }
 
     /// Something changed elsewhere (new tokens, network back): look at the outbox again now.
-    func poke() { waker.ring() }
+    func poke() {
+        for slot in waitingForTokens { notBefore[slot] = nil }
+        waitingForTokens.removeAll()
+        waker.ring()
+    }
 
     func run() async {
+        await parkStale()
         while !Task.isCancelled {
             let now = clock.now
+            if let at = saveRetryAt {
+                if at <= now {
+                    saveOrRetryLater(outbox)
+                    continue
+                }
+                await waker.wait(timeout: now.duration(to: at), clock: clock)
+                continue
+            }
             let due = outbox.pending.first { entry in notBefore[entry.slot].map { $0 <= now } ?? true }
             if let due, await tokens.isPaired {
+                if await parkStale() { continue }
                 await deliver(slot: due.slot)
                 continue
             }
@@ -92,6 +117,21 @@ actor OrderService<C: Clock> where C.Duration == Duration {
         }
     }
 
+    /// Parks entries that must not be sent: a slot no longer configured, or a call unanswered for over a day.
+    /// Returns true when it parked any.
+    @discardableResult
+    private func parkStale() async -> Bool {
+        var next = outbox
+        let parked = next.parkStale(now: wallTime(), configuredSlots: configuredSlots)
+        guard !parked.isEmpty else { return false }
+        saveOrRetryLater(next)
+        for (slot, reason) in parked {
+            logger.error("order parked", metadata: ["order.slot": "\(slot)", "order.reason": "\(reason)"])
+            await publish(.parked(slot: slot, reason: reason))
+        }
+        return true
+    }
+
     private func deliver(slot: String) async {
         var refreshed = false
         while true {
@@ -99,26 +139,46 @@ actor OrderService<C: Clock> where C.Duration == Duration {
             do {
                 token = try await tokens.accessToken()
             } catch {
-                // No token to be had now (LWA unreachable, or not paired): wait, keep the press.
-                schedule(
-                    slot,
-                    after: Backoff.orders.delay(attempt: (outbox.entry(for: slot)?.attempts ?? 0) + 1, using: &random),
-                    reason: error.message, countAttempt: false)
+                // No token to be had now: keep the press. Not paired: wait until the tokens change (they poke
+                // this service). LWA failing: wait for the token manager's own backoff deadline, which it
+                // hands out in `retryAfter`, so the order path never asks LWA more often than the schedule does.
+                waitingForTokens.insert(slot)
+                if error.code == .notPaired {
+                    notBefore[slot] = clock.now.advanced(by: .seconds(24 * 3600))
+                } else {
+                    schedule(
+                        slot, after: error.retryAfter ?? Backoff.tokenRefresh.minimum(attempt: 1),
+                        reason: error.message, countAttempt: false)
+                }
                 await publish(.retrying(slot: slot, network: error.code == .network))
                 return
             }
+            // "Sent, answer unknown" is durable before the call leaves: after a power cut the agent knows it
+            // may have ordered (and stops resending after a day, when DRS no longer de-duplicates).
+            var marked = outbox
+            marked.markSending(slot: slot, at: wallTime())
+            guard saveOrRetryLater(marked) else { return }
+            let attemptNumber = (outbox.entry(for: slot)?.attempts ?? 0) + 1
+            logger.info(
+                "replenish attempt", metadata: ["order.slot": "\(slot)", "order.attempt": "\(attemptNumber)"])
             let result: Result<HTTPResponse, AgentError>
             do { result = .success(try await drs.replenish(slot: slot, token: token)) } catch {
                 result = .failure(error)
             }
-            let attempt = (outbox.entry(for: slot)?.attempts ?? 0) + 1
+            let attempt = attemptNumber
+            if case .success = result {
+                // Any answer says what happened to this call; only a call with no answer stays unknown.
+                var answered = outbox
+                answered.markAnswered(slot: slot)
+                outbox = answered
+            }
             let decision = DeliveryPolicy.decide(
                 result, attempt: attempt, tokenAlreadyRefreshed: refreshed, using: &random)
             switch decision {
             case .done(let detailCode, let eventInstanceId):
                 var next = outbox
                 next.complete(slot: slot)
-                saveOrLog(next)
+                saveOrRetryLater(next)
                 notBefore[slot] = nil
                 logger.info(
                     "order acknowledged", metadata: ["order.slot": "\(slot)", "order.detailCode": "\(detailCode)"])
@@ -135,8 +195,8 @@ actor OrderService<C: Clock> where C.Duration == Duration {
                 logger.info("DRS rejected the access token; refreshing once", metadata: ["order.slot": "\(slot)"])
                 do { _ = try await tokens.accessTokenReplacing(token) } catch {
                     schedule(
-                        slot, after: Backoff.orders.delay(attempt: attempt, using: &random), reason: error.message,
-                        countAttempt: true)
+                        slot, after: error.retryAfter ?? Backoff.orders.delay(attempt: attempt, using: &random),
+                        reason: error.message, countAttempt: true)
                     await publish(.retrying(slot: slot, network: error.code == .network))
                     return
                 }
@@ -151,7 +211,7 @@ actor OrderService<C: Clock> where C.Duration == Duration {
             case .park(let reason):
                 var next = outbox
                 next.park(slot: slot, reason: reason)
-                saveOrLog(next)
+                saveOrRetryLater(next)
                 logger.error("order parked", metadata: ["order.slot": "\(slot)", "order.reason": "\(reason)"])
                 let at = wallTime()
                 try? await status.update { record in
@@ -169,7 +229,7 @@ actor OrderService<C: Clock> where C.Duration == Duration {
         if countAttempt {
             var next = outbox
             next.recordAttempt(slot: slot)
-            saveOrLog(next)
+            saveOrRetryLater(next)
         }
         notBefore[slot] = clock.now.advanced(by: max(delay, .milliseconds(100)))
         logger.warning(
@@ -181,15 +241,27 @@ actor OrderService<C: Clock> where C.Duration == Duration {
             ])
     }
 
-    private func saveOrLog(_ next: Outbox) {
+    /// Writes `next` and makes it the outbox. A failed write (disk full) keeps `next` in memory, so the
+    /// service acts on what really happened, and retries the write on a timer (nothing is sent meanwhile).
+    /// The file still holds the older state: an entry completed in memory is still there with its "sent,
+    /// answer unknown" mark, so a restart resends it at most within a day, when DRS de-duplicates it.
+    @discardableResult
+    private func saveOrRetryLater(_ next: Outbox) -> Bool {
+        outbox = next
         do {
             try StateFile.save(next, to: path)
-            outbox = next
+            if saveRetryAt != nil { logger.notice("the outbox is written now") }
+            saveRetryAt = nil
+            saveFailures = 0
+            return true
         } catch {
-            // Keep the in-memory state consistent with the file: the old file still holds the entry, so the
-            // worst case after a crash is one more replenish, which DRS answers with ORDER_INPROGRESS.
-            outbox = next
-            logger.error("could not write the outbox", metadata: ["error": "\(error)"])
+            saveFailures += 1
+            let delay = Backoff.tokenWrite.delay(attempt: saveFailures, using: &random)
+            saveRetryAt = clock.now.advanced(by: delay)
+            logger.error(
+                "could not write the outbox; nothing is sent until it is written",
+                metadata: ["error": "\(error.message)", "order.retryIn": "\(delay.components.seconds)s"])
+            return false
         }
     }
 }

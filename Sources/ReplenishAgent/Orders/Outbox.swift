@@ -13,14 +13,21 @@ struct Outbox: Codable, Sendable, Equatable {
         var pressedAt: [Double]
         var attempts: Int = 0
         var parkedReason: String?
+        /// Wall-clock time of the first replenish call for this entry whose answer never came (written before
+        /// the call leaves): DRS may have placed that order. Cleared by any answer.
+        var unansweredSince: Double?
 
         var isParked: Bool { parkedReason != nil }
 
-        init(slot: String, pressedAt: [Double], attempts: Int = 0, parkedReason: String? = nil) {
+        init(
+            slot: String, pressedAt: [Double], attempts: Int = 0, parkedReason: String? = nil,
+            unansweredSince: Double? = nil
+        ) {
             self.slot = slot
             self.pressedAt = pressedAt
             self.attempts = attempts
             self.parkedReason = parkedReason
+            self.unansweredSince = unansweredSince
         }
 
         // A file edited by hand or damaged in a way JSON still parses must not crash the agent: the attempt
@@ -34,6 +41,7 @@ struct Outbox: Codable, Sendable, Equatable {
             let attempts = try container.decodeIfPresent(Double.self, forKey: .attempts) ?? 0
             self.attempts = Int(min(max(attempts.rounded(.down), 0), Double(Outbox.maximumAttempts)))
             parkedReason = try container.decodeIfPresent(String.self, forKey: .parkedReason)
+            unansweredSince = try container.decodeIfPresent(Double.self, forKey: .unansweredSince)
         }
     }
 
@@ -78,5 +86,42 @@ struct Outbox: Codable, Sendable, Equatable {
 
     mutating func park(slot: String, reason: String) {
         if let index = entries.firstIndex(where: { $0.slot == slot }) { entries[index].parkedReason = reason }
+    }
+
+    /// A replenish call for `slot` is about to leave at `time`: until an answer comes, DRS may have placed it.
+    mutating func markSending(slot: String, at time: Double) {
+        if let index = entries.firstIndex(where: { $0.slot == slot }) {
+            entries[index].unansweredSince = entries[index].unansweredSince ?? time
+        }
+    }
+
+    /// An answer came for the last call of `slot` (whatever it said): nothing is unknown any more.
+    mutating func markAnswered(slot: String) {
+        if let index = entries.firstIndex(where: { $0.slot == slot }) { entries[index].unansweredSince = nil }
+    }
+
+    /// How long an unanswered call may be resent: DRS de-duplicates a resend (`ORDER_INPROGRESS`) only while
+    /// the first order is still out for delivery, so after a day a resend could order twice.
+    static let longestUnansweredResend = 86_400.0
+
+    /// Parks every pending entry whose unanswered call is older than a day at `now`, and every pending entry
+    /// for a slot that is no longer configured. Returns the slots parked, with the reason.
+    mutating func parkStale(now: Double, configuredSlots: Set<String>) -> [(slot: String, reason: String)] {
+        var parked: [(slot: String, reason: String)] = []
+        for index in entries.indices where !entries[index].isParked {
+            let reason: String
+            if !configuredSlots.contains(entries[index].slot) {
+                reason = "slot no longer configured"
+            } else if let since = entries[index].unansweredSince, WallClock.isPlausible(since),
+                WallClock.isPlausible(now), now - since > Self.longestUnansweredResend
+            {
+                reason = "sent over a day ago with no answer (DRS may have placed it); press again to order"
+            } else {
+                continue
+            }
+            entries[index].parkedReason = reason
+            parked.append((entries[index].slot, reason))
+        }
+        return parked
     }
 }

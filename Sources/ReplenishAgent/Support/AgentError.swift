@@ -38,10 +38,14 @@ public struct AgentError: Error, CustomStringConvertible, Sendable {
     public var code: Code
     /// A one-line, secret-free explanation for logs and command output.
     public var message: String
+    /// When the failure says how long to wait before trying again (LWA's or DRS's `Retry-After`, or the
+    /// token manager's own backoff deadline), that wait; callers never retry sooner.
+    public var retryAfter: Duration?
 
-    public init(_ code: Code, _ message: String) {
+    public init(_ code: Code, _ message: String, retryAfter: Duration? = nil) {
         self.code = code
         self.message = message
+        self.retryAfter = retryAfter
     }
 
     public var description: String { message }

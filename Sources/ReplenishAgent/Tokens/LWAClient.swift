@@ -84,7 +84,7 @@ struct LWAClient: Sendable {
                 expiresIn: success.expiresIn)
         }
         if response.status >= 500 || response.status == 429 {
-            throw AgentError(.server, "LWA answered \(response.status)")
+            throw AgentError(.server, "LWA answered \(response.status)", retryAfter: response.retryAfter)
         }
         let code = (try? JSONDecoder().decode(Failure.self, from: Data(response.body)))?.error
         let safeCode = code.map(sanitize) ?? "status \(response.status)"

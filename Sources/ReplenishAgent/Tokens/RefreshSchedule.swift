@@ -12,6 +12,17 @@ enum RefreshSchedule {
         return expiresAt - margin - margin * 0.2 * jitter - now
     }
 
+    /// The connect timeout of a DRS request (10 s) plus two seconds for sending it: a token with less left
+    /// than this could reach DRS after it expired.
+    static let longestSendMargin = 12.0
+
+    /// How close to expiry an access token is no longer handed out: the time a request may take to reach DRS
+    /// (`longestSendMargin`), but never more than a fifth of the lifetime (a 10 s token keeps 2 s, or it would
+    /// never be usable), and at least 2 s.
+    static func sendMargin(lifetime: Double) -> Double { min(max(lifetime * 0.2, 2), longestSendMargin) }
+
     /// True when a request sent now could reach DRS after the token expired: refresh first.
-    static func isTooCloseToExpiry(now: Double, expiresAt: Double) -> Bool { now >= expiresAt - 2 }
+    static func isTooCloseToExpiry(now: Double, expiresAt: Double, lifetime: Double) -> Bool {
+        now >= expiresAt - sendMargin(lifetime: lifetime)
+    }
 }

@@ -43,6 +43,16 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     private var lostReason: String?
     private var inFlight: Task<TokenSet, any Error>?
     private var failures = 0
+    /// After a failed refresh, no LWA request before this instant: the schedule and every caller of
+    /// `accessToken()` share this one backoff (callers fail fast with the wait in `retryAfter`).
+    private var retryNotBefore: C.Instant?
+    private var lastFailureCode: AgentError.Code?
+    /// The tokens in memory are newer than the file (a write failed: disk full, I/O error). Until a retried
+    /// write succeeds they are the device's only copy of the pairing; the superseded refresh token on disk is
+    /// never sent again.
+    private var unsaved = false
+    private var saveFailures = 0
+    private var saveRetryAt: C.Instant?
     private var lastLoggedFailure: String?
     /// The last refresh failure, until a refresh succeeds (the retry-wait state).
     private var lastFailure: String?
@@ -98,8 +108,7 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
         try store.save(fresh)
         tokens = fresh
         lostReason = nil
-        lastFailure = nil
-        failures = 0
+        clearRetryState()
         waker.ring()
         logger.info("paired", metadata: ["token.expiresIn": "\(Int(grant.expiresIn))"])
         await notifyChange()
@@ -112,7 +121,7 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
         try store.wipe()
         tokens = nil
         lostReason = reason
-        lastFailure = nil
+        clearRetryState()
         waker.ring()
         logger.notice("pairing forgotten", metadata: ["token.reason": "\(reason)"])
         await notifyChange()
@@ -122,20 +131,32 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     /// An access token that is not expired, refreshing first when it is (or is about to be).
     func accessToken() async throws(AgentError) -> Secret {
         guard let current = tokens else { throw AgentError(.notPaired, "the device is not paired") }
-        if !RefreshSchedule.isTooCloseToExpiry(now: wallTime(), expiresAt: current.accessTokenExpiresAt) {
-            return current.accessToken
-        }
+        if !isTooClose(current) { return current.accessToken }
+        try checkRetryGate()
         return try await refresh(reason: "expiring").accessToken
     }
 
     /// DRS rejected `rejected`: refresh now, unless another caller already replaced that token.
     func accessTokenReplacing(_ rejected: Secret) async throws(AgentError) -> Secret {
-        if let current = tokens, current.accessToken != rejected,
-            !RefreshSchedule.isTooCloseToExpiry(now: wallTime(), expiresAt: current.accessTokenExpiresAt)
-        {
+        if let current = tokens, current.accessToken != rejected, !isTooClose(current) {
             return current.accessToken
         }
+        try checkRetryGate()
         return try await refresh(reason: "rejected by DRS").accessToken
+    }
+
+    private func isTooClose(_ tokens: TokenSet) -> Bool {
+        RefreshSchedule.isTooCloseToExpiry(
+            now: wallTime(), expiresAt: tokens.accessTokenExpiresAt, lifetime: tokens.accessTokenLifetime)
+    }
+
+    /// Fails fast while the refresh backoff runs (unless a refresh is already out, which the caller joins):
+    /// the order path and the duties wait for `retryAfter` instead of asking LWA again.
+    private func checkRetryGate() throws(AgentError) {
+        guard inFlight == nil, tokens != nil, let deadline = retryNotBefore, clock.now < deadline else { return }
+        throw AgentError(
+            lastFailureCode ?? .network, "token refresh is backing off: \(lastFailure ?? "an earlier failure")",
+            retryAfter: clock.now.duration(to: deadline))
     }
 
     /// Refreshes once; concurrent callers wait for the same refresh.
@@ -162,6 +183,9 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     private func performRefresh(reason: String) async throws(AgentError) -> TokenSet {
         guard let current = tokens else { throw AgentError(.notPaired, "the device is not paired") }
         logger.debug("refreshing access token", metadata: ["token.reason": "\(reason)"])
+        // The lifetime counts from when the request left, not from when the answer came: LWA may take up to the
+        // request timeout to answer, and the token's clock started when LWA made it.
+        let sentAt = wallTime()
         do throws(AgentError) {
             let grant = try await lwa.refresh(refreshToken: current.refreshToken, clientId: current.clientId)
             // The customer may have unpaired or paired again while LWA answered: this grant belongs to a pairing
@@ -169,16 +193,18 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
             guard tokens?.refreshToken == current.refreshToken else {
                 throw AgentError(.notPaired, "the pairing changed during the refresh")
             }
-            let now = wallTime()
             let next = TokenSet(
                 clientId: current.clientId, refreshToken: grant.refreshToken ?? current.refreshToken,
-                accessToken: grant.accessToken, accessTokenExpiresAt: now + grant.expiresIn,
+                accessToken: grant.accessToken, accessTokenExpiresAt: sentAt + grant.expiresIn,
                 accessTokenLifetime: grant.expiresIn)
-            // The new refresh token is written before anything uses the new access token: if LWA has already
-            // invalidated the old one, this write is the only copy of the pairing.
-            try store.save(next)
+            // The new refresh token is written before anything uses the new access token. If the write fails,
+            // LWA may already have invalidated the old token: the new set is kept in memory (the only copy of
+            // the pairing now), the old one is never sent again, and the write is retried on a timer.
+            save(next)
             tokens = next
             failures = 0
+            retryNotBefore = nil
+            lastFailureCode = nil
             lastLoggedFailure = nil
             lastFailure = nil
             jitter = Double.random(in: 0..<1, using: &random)
@@ -199,7 +225,7 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
             }
             tokens = nil
             lostReason = "LWA refused the refresh token (invalid_grant)"
-            lastFailure = nil
+            clearRetryState()
             waker.ring()
             for handler in pairingLostHandlers { await handler() }
             throw error
@@ -208,15 +234,60 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
         } catch {
             failures += 1
             lastFailure = error.message
+            lastFailureCode = error.code
+            let backoff = error.code == .unauthorizedClient ? Backoff.configurationFault : Backoff.tokenRefresh
+            var delay = backoff.delay(attempt: failures, using: &random)
+            // LWA's own Retry-After (429, 503) is honoured: never sooner than it asked.
+            if let asked = error.retryAfter { delay = max(delay, asked) }
+            retryNotBefore = clock.now.advanced(by: delay)
+            waker.ring()
             if lastLoggedFailure != error.message || error.code != .unauthorizedClient {
                 logger.warning(
                     "token refresh failed",
-                    metadata: ["error.code": "\(error.code)", "error": "\(error.message)", "attempt": "\(failures)"])
+                    metadata: [
+                        "error.code": "\(error.code)", "error": "\(error.message)", "attempt": "\(failures)",
+                        "token.retryIn": "\(delay.components.seconds)s",
+                    ])
                 lastLoggedFailure = error.message
             }
-            throw error
+            throw AgentError(error.code, error.message, retryAfter: delay)
         }
     }
+
+    private func clearRetryState() {
+        failures = 0
+        lastFailure = nil
+        lastFailureCode = nil
+        retryNotBefore = nil
+        unsaved = false
+        saveFailures = 0
+        saveRetryAt = nil
+    }
+
+    /// Writes `next`; on failure keeps it as unsaved and plans another write (5 s doubling to 5 minutes).
+    private func save(_ next: TokenSet) {
+        do {
+            try store.save(next)
+            if unsaved { logger.notice("the refreshed tokens are written now") }
+            unsaved = false
+            saveFailures = 0
+            saveRetryAt = nil
+        } catch {
+            unsaved = true
+            saveFailures += 1
+            let delay = Backoff.tokenWrite.delay(attempt: saveFailures, using: &random)
+            saveRetryAt = clock.now.advanced(by: delay)
+            logger.error(
+                "could not write the tokens; keeping them in memory and trying again",
+                metadata: [
+                    "error": "\(error.message)", "attempt": "\(saveFailures)",
+                    "token.retryIn": "\(delay.components.seconds)s",
+                ])
+        }
+    }
+
+    /// True while the tokens in memory are newer than the token file.
+    var hasUnsavedTokens: Bool { unsaved }
 
     private func notifyChange() async {
         let state = state
@@ -228,33 +299,44 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     /// shortest lifetime the contract names (10 s) refreshes about every 7.5 s, so this never delays it.
     static var minimumRefreshSpacing: Duration { .seconds(5) }
 
-    /// The schedule: sleeps until the refresh margin, refreshes, backs off on failure; wakes early when
-    /// tokens change. Sleeps are capped so the wall-clock expiry is re-checked after a suspend or clock step.
+    /// The schedule: sleeps until the refresh margin, refreshes, backs off on failure (the same deadline that
+    /// `accessToken()` callers are held to), retries a failed token write; wakes early when tokens change.
+    /// Sleeps are capped so the wall-clock expiry is re-checked after a suspend or clock step.
     func run() async {
-        var lastError: AgentError?
         var lastScheduledRefresh: C.Instant?
         while !Task.isCancelled {
             guard let current = tokens else {
                 await waker.wait(timeout: nil, clock: clock)
                 continue
             }
-            if let error = lastError {
-                let backoff = error.code == .unauthorizedClient ? Backoff.configurationFault : Backoff.tokenRefresh
-                let delay = backoff.delay(attempt: failures, using: &random)
-                lastError = nil
-                await waker.wait(timeout: max(delay, .milliseconds(200)), clock: clock)
+            let now = clock.now
+            if unsaved, let at = saveRetryAt, at <= now, let tokens {
+                save(tokens)
+                continue
+            }
+            // Deadlines to wake for besides a refresh: a pending token write.
+            let writeWait = unsaved ? saveRetryAt.map { now.duration(to: $0) } : nil
+            func sleep(_ wait: Duration) async {
+                await waker.wait(timeout: min(wait, writeWait ?? wait), clock: clock)
+            }
+            if let deadline = retryNotBefore {
+                if now < deadline {
+                    await sleep(now.duration(to: deadline))
+                    continue
+                }
+                // The backoff is over: try again (the token was due when the failure came).
+                _ = try? await refresh(reason: "retry")
                 continue
             }
             let seconds = RefreshSchedule.secondsUntilRefresh(
                 now: wallTime(), expiresAt: current.accessTokenExpiresAt, lifetime: current.accessTokenLifetime,
                 jitter: jitter)
             if seconds > 0 {
-                await waker.wait(timeout: .milliseconds(Int64(min(seconds, 300) * 1000)), clock: clock)
+                await sleep(.milliseconds(Int64(min(seconds, 300) * 1000)))
                 continue
             }
-            if let last = lastScheduledRefresh, clock.now < last.advanced(by: Self.minimumRefreshSpacing) {
-                await waker.wait(
-                    timeout: clock.now.duration(to: last.advanced(by: Self.minimumRefreshSpacing)), clock: clock)
+            if let last = lastScheduledRefresh, now < last.advanced(by: Self.minimumRefreshSpacing) {
+                await sleep(now.duration(to: last.advanced(by: Self.minimumRefreshSpacing)))
                 continue
             }
             do {
@@ -262,7 +344,7 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
                 // Only a success starts the spacing: a failure's retry follows the backoff.
                 lastScheduledRefresh = clock.now
             } catch {
-                if error.code != .applicationNotAuthorized && error.code != .notPaired { lastError = error }
+                // A failure set `retryNotBefore` (or wiped the pairing): the next pass waits for it.
             }
         }
     }

@@ -1,0 +1,27 @@
+/// When the duties run: pure rules, used by `Duties` and by the fleet simulation (`fleet-sim`), so the
+/// simulation measures the agent's own schedule and not a copy of it.
+enum DutySchedule {
+    /// The first duties after a start land uniformly in this window. CONTRACT.md promises device status
+    /// within 30 s of a start; the rest of those 30 s is left for the request itself.
+    static let startupWindow = Duration.seconds(25)
+    /// Device status is due daily; each day's moment moves by up to this much either way, so a fleet
+    /// synchronised by a power cut drifts apart instead of reporting in the same second every day.
+    static let dailyJitter = Duration.seconds(15 * 60)
+
+    static func startupDelay<R: RandomNumberGenerator>(using random: inout R) -> Duration {
+        .milliseconds(Int64.random(in: 0...startupWindow.milliseconds, using: &random))
+    }
+
+    static func dailyDelay<R: RandomNumberGenerator>(using random: inout R) -> Duration {
+        let jitter = dailyJitter.milliseconds
+        return .seconds(24 * 3600) + .milliseconds(Int64.random(in: -jitter...jitter, using: &random))
+    }
+
+    /// The wait after a failed duty: the duties backoff (equal jitter, at least 1 s), never shorter than a
+    /// server's `Retry-After` or the token manager's own backoff deadline.
+    static func retryDelay<R: RandomNumberGenerator>(after error: AgentError, attempt: Int, using random: inout R)
+        -> Duration
+    {
+        max(Backoff.duties.delay(attempt: attempt, using: &random), error.retryAfter ?? .zero)
+    }
+}
