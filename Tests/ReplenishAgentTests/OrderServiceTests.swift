@@ -1,0 +1,176 @@
+import Foundation
+import Synchronization
+import Testing
+
+@testable import ReplenishAgent
+
+/// The order path in-process on a manual clock: the token backoff shared with the order path and the duties,
+/// the "sent, answer unknown" mark, writes that fail, and entries that must not be sent.
+@Suite struct OrderServiceTests {
+    let clock = ManualClock()
+    let epoch = 1_800_000_000.0
+
+    var wallTime: @Sendable () -> Double {
+        let clock = clock
+        let epoch = epoch
+        return { epoch + Double(clock.now.offset.components.seconds) }
+    }
+
+    func tokenSet(expiresAt: Double) -> TokenSet {
+        TokenSet(
+            clientId: "client", refreshToken: Secret("Atzr|r"), accessToken: Secret("Atza|a"),
+            accessTokenExpiresAt: expiresAt, accessTokenLifetime: 3600)
+    }
+
+    func tokenManager(_ lwa: ScriptedHTTPClient, store: MemoryTokenStore, seed: UInt64 = 21) throws
+        -> TokenManager<ManualClock>
+    {
+        try TokenManager(
+            store: store,
+            lwa: LWAClient(
+                http: lwa, tokenURL: try EndpointURL("http://127.0.0.1:1/auth/o2/token"), clientSecret: nil),
+            clock: clock, wallTime: wallTime, random: .seeded(state: seed), logger: .init(label: "test"))
+    }
+
+    func orderService(
+        directory: String, drs: any HTTPClient, tokens: TokenManager<ManualClock>, slots: [String] = ["slot-1"]
+    ) throws -> OrderService<ManualClock> {
+        try OrderService(
+            stateDirectory: directory, slots: slots,
+            drs: DRSClient(http: drs, baseURL: try EndpointURL("http://127.0.0.1:1")), tokens: tokens,
+            status: try StatusBook(stateDirectory: directory) { _ in }, clock: clock, wallTime: wallTime,
+            random: .seeded(state: 3), logger: .init(label: "test"))
+    }
+
+    /// Moves the manual clock forward a second at a time, letting every service run between steps.
+    func pass(seconds: Int) async {
+        for _ in 0..<seconds {
+            clock.advance(by: .seconds(1))
+            for _ in 0..<60 { await Task.yield() }
+        }
+    }
+
+    func outboxOnDisk(_ directory: String) throws -> Outbox? {
+        try StateFile.load(Outbox.self, from: OrderService<ManualClock>.path(stateDirectory: directory)) { _ in }
+    }
+
+    @Test func lwaDownForAnHourWithPressesPendingAsksLWAOnlyOnTheRefreshSchedule() async throws {
+        // The schedule alone: the token manager with LWA answering 503 for an hour.
+        let alone = ScriptedHTTPClient { _ in json(503, "") }
+        let quiet = try tokenManager(alone, store: MemoryTokenStore(tokenSet(expiresAt: epoch - 1)))
+        let quietRunner = Task { await quiet.run() }
+        await pass(seconds: 3600)
+        quietRunner.cancel()
+        let scheduled = alone.requests.count
+
+        // The same, with presses for three slots pending and the duties running: not one LWA request more.
+        let busyLWA = ScriptedHTTPClient { _ in json(503, "") }
+        let drs = ScriptedHTTPClient { _ in json(200, #"{"detailCode":"TEST_ORDER_PLACED"}"#) }
+        let directory = temporaryDirectory()
+        let clockAtStart = clock.now
+        let tokens = try tokenManager(busyLWA, store: MemoryTokenStore(tokenSet(expiresAt: wallTime() - 1)))
+        let slots = ["slot-1", "slot-2", "slot-3"]
+        let orders = try orderService(directory: directory, drs: drs, tokens: tokens, slots: slots)
+        for slot in slots { _ = try await orders.accept(slot: slot) }
+        let duties = Duties(
+            drs: DRSClient(http: drs, baseURL: try EndpointURL("http://127.0.0.1:1")), tokens: tokens,
+            status: try StatusBook(stateDirectory: directory) { _ in }, slots: slots, clock: clock,
+            wallTime: wallTime, logger: .init(label: "test"))
+        let runners = [
+            Task { await tokens.run() }, Task { await orders.run() }, Task { await duties.run() },
+        ]
+        await pass(seconds: 3600)
+        for runner in runners { runner.cancel() }
+        #expect(clockAtStart.duration(to: clock.now) == .seconds(3600))
+        #expect(scheduled >= 8 && scheduled <= 25, "\(scheduled) refreshes in an hour of LWA 503s")
+        #expect(busyLWA.requests.count == scheduled)
+        #expect(drs.requests.isEmpty, "no DRS call without a token")
+        #expect(await orders.snapshot.pending.count == 3, "the presses are kept")
+    }
+
+    @Test func aCallUnansweredForOverADayIsParkedAndNotSentAgain() async throws {
+        let directory = temporaryDirectory()
+        var outbox = Outbox()
+        _ = outbox.accept(slot: "slot-1", at: epoch - 3 * 86400)
+        outbox.markSending(slot: "slot-1", at: epoch - 2 * 86400)
+        _ = outbox.accept(slot: "slot-2", at: epoch - 7200)
+        outbox.markSending(slot: "slot-2", at: epoch - 3600)
+        try StateFile.save(outbox, to: OrderService<ManualClock>.path(stateDirectory: directory))
+        let drs = ScriptedHTTPClient { _ in json(200, #"{"detailCode":"ORDER_INPROGRESS"}"#) }
+        let tokens = try tokenManager(
+            ScriptedHTTPClient { _ in json(503, "") }, store: MemoryTokenStore(tokenSet(expiresAt: epoch + 3600)))
+        let orders = try orderService(directory: directory, drs: drs, tokens: tokens, slots: ["slot-1", "slot-2"])
+        let runner = Task { await orders.run() }
+        defer { runner.cancel() }
+        #expect(await settle({ await orders.snapshot.pending.isEmpty }))
+        // The hour-old unknown call is resent (DRS still de-duplicates it); the two-day-old one is not.
+        #expect(drs.requests.map(\.url) == ["http://127.0.0.1:1/replenish/slot-2"])
+        let parked = try #require(try outboxOnDisk(directory)?.entry(for: "slot-1"))
+        #expect(parked.parkedReason?.contains("no answer") == true)
+        // A new press of that button orders again.
+        _ = try await orders.accept(slot: "slot-1")
+        #expect(await settle({ drs.requests.count == 2 }))
+    }
+
+    @Test func theUnknownMarkIsOnDiskWhileNoAnswerCameAndClearedByAnAnswer() async throws {
+        let directory = temporaryDirectory()
+        let answers = Mutex([AgentError(.network, "connection dropped")] as [AgentError])
+        let drs = ScriptedHTTPClient { _ throws(AgentError) in
+            if let error = answers.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) { throw error }
+            return json(503, "")
+        }
+        let tokens = try tokenManager(
+            ScriptedHTTPClient { _ in json(503, "") }, store: MemoryTokenStore(tokenSet(expiresAt: epoch + 3600)))
+        let orders = try orderService(directory: directory, drs: drs, tokens: tokens)
+        _ = try await orders.accept(slot: "slot-1")
+        let runner = Task { await orders.run() }
+        defer { runner.cancel() }
+        #expect(await settle({ drs.requests.count == 1 && clock.sleeperCount > 0 }))
+        #expect(try outboxOnDisk(directory)?.entry(for: "slot-1")?.unansweredSince == epoch)
+        await pass(seconds: 2)
+        #expect(drs.requests.count == 2)
+        #expect(try outboxOnDisk(directory)?.entry(for: "slot-1")?.unansweredSince == nil)
+        #expect(try outboxOnDisk(directory)?.entry(for: "slot-1")?.attempts == 2)
+    }
+
+    @Test func anAcknowledgementThatCannotBeWrittenIsWrittenLaterAndNothingIsSentMeanwhile() async throws {
+        let directory = temporaryDirectory()
+        let drs = GatedHTTPClient(json(200, #"{"detailCode":"TEST_ORDER_PLACED"}"#))
+        let tokens = try tokenManager(
+            ScriptedHTTPClient { _ in json(503, "") }, store: MemoryTokenStore(tokenSet(expiresAt: epoch + 3600)))
+        let orders = try orderService(directory: directory, drs: drs, tokens: tokens)
+        _ = try await orders.accept(slot: "slot-1")
+        let runner = Task { await orders.run() }
+        defer { runner.cancel() }
+        #expect(await settle({ drs.requestCount == 1 }))
+        // The disk "fills" while the call is out: a directory where the write's temp file must go.
+        let obstacle = OrderService<ManualClock>.path(stateDirectory: directory) + ".tmp-\(getpid())"
+        try FileManager.default.createDirectory(atPath: obstacle, withIntermediateDirectories: false)
+        drs.open()
+        #expect(await settle({ await orders.snapshot.pending.isEmpty }))
+        // Acknowledged in memory, not on disk: the file still says "sent, answer unknown".
+        #expect(try outboxOnDisk(directory)?.entry(for: "slot-1")?.unansweredSince != nil)
+        // A press now cannot be made durable, so it is refused (never acknowledged and then lost).
+        await #expect(throws: AgentError.self) { try await orders.accept(slot: "slot-1") }
+        try FileManager.default.removeItem(atPath: obstacle)
+        await pass(seconds: 10)
+        #expect(try outboxOnDisk(directory)?.entries.isEmpty == true)
+        #expect(drs.requestCount == 1)
+    }
+
+    @Test func anEntryForASlotNoLongerConfiguredIsParkedAndShown() async throws {
+        let directory = temporaryDirectory()
+        var outbox = Outbox()
+        _ = outbox.accept(slot: "slot-gone", at: epoch - 60)
+        try StateFile.save(outbox, to: OrderService<ManualClock>.path(stateDirectory: directory))
+        let drs = ScriptedHTTPClient { _ in json(200, #"{"detailCode":"TEST_ORDER_PLACED"}"#) }
+        let tokens = try tokenManager(
+            ScriptedHTTPClient { _ in json(503, "") }, store: MemoryTokenStore(tokenSet(expiresAt: epoch + 3600)))
+        let orders = try orderService(directory: directory, drs: drs, tokens: tokens)
+        let runner = Task { await orders.run() }
+        defer { runner.cancel() }
+        #expect(await settle({ await orders.snapshot.parked.count == 1 }))
+        #expect(await orders.snapshot.parked.first?.parkedReason == "slot no longer configured")
+        #expect(drs.requests.isEmpty)
+    }
+}
