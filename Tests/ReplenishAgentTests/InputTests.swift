@@ -18,7 +18,7 @@ import Testing
         var result: [Int] = []
         func settle(upTo time: Int) {
             while let deadline = sensor.deadline, deadline <= at(time) {
-                if sensor.tick(at: deadline) {
+                if sensor.tick(at: deadline) == .low {
                     result.append(
                         Int(
                             deadline.offset.components.seconds * 1000 + deadline.offset.components.attoseconds

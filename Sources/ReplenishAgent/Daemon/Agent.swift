@@ -57,7 +57,8 @@ struct Agent {
         let lights = Lights(backend: backend, output: config.board.outputs.first?.name, clock: clock, logger: logger)
         await Self.connect(lights, to: tokens, orders: orders, paired: paired)
         let presses = PressHandler(
-            config: config, orders: orders, tokens: tokens, duties: duties, drs: drs, lights: lights,
+            config: config, orders: orders, tokens: tokens, duties: duties, status: status, drs: drs,
+            lights: lights,
             clock: clock, wallTime: wallTime, logger: logger)
         let inputs = InputPipeline(board: config.board, clock: clock, logger: logger) { press in
             await presses.handle(press)

@@ -8,6 +8,7 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
     private let orders: OrderService<C>
     private let tokens: TokenManager<C>
     private let duties: Duties<C>
+    private let status: StatusBook
     private let drs: DRSClient
     private let lights: Lights<C>
     private let clock: C
@@ -16,13 +17,14 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
     private var policy = PressPolicy<C.Instant>()
 
     init(
-        config: AgentConfig, orders: OrderService<C>, tokens: TokenManager<C>, duties: Duties<C>, drs: DRSClient,
-        lights: Lights<C>, clock: C, wallTime: @escaping @Sendable () -> Double, logger: Logger
+        config: AgentConfig, orders: OrderService<C>, tokens: TokenManager<C>, duties: Duties<C>, status: StatusBook,
+        drs: DRSClient, lights: Lights<C>, clock: C, wallTime: @escaping @Sendable () -> Double, logger: Logger
     ) {
         self.config = config
         self.orders = orders
         self.tokens = tokens
         self.duties = duties
+        self.status = status
         self.drs = drs
         self.lights = lights
         self.clock = clock
@@ -36,12 +38,37 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
             press.kind, slot: config.slot(forInput: press.input),
             cooldown: config.cooldown(forInput: press.input), paired: await tokens.isPaired, at: now)
         await lights.update { [armed = policy.isRepairingArmed(at: now)] in $0.repairingArmed = armed }
+        if case .orderFromSensor(let slot) = decision, await status.sensorOrderedWhileLow(slot) {
+            logger.info(
+                "level sensor low again before a refill was seen: no new order", metadata: ["order.slot": "\(slot)"])
+            return .success("slot \(slot) was already ordered while low; waiting for a refill")
+        }
         switch decision {
+        case .sensorRefilled(let slot):
+            do {
+                try await status.update { $0.slots[slot, default: .init()].sensorOrderedWhileLow = nil }
+                logger.info("level sensor: refill seen; the next low orders again", metadata: ["order.slot": "\(slot)"])
+                return .success("slot \(slot) refilled")
+            } catch {
+                // Not saved: the latch stays, and the sensor will not order at the next low. The customer's
+                // button still orders; the log says why the sensor did not.
+                logger.error(
+                    "could not record the refill", metadata: ["order.slot": "\(slot)", "error": "\(error.message)"])
+                return .failure(error)
+            }
         case .order(let slot), .orderFromSensor(let slot):
             do {
                 let acceptance = try await orders.accept(slot: slot)
                 policy.orderAccepted(slot: slot, at: now)
                 if case .orderFromSensor = decision {
+                    // Saved before anything else: from here a restart while still low orders nothing.
+                    do {
+                        try await status.update { $0.slots[slot, default: .init()].sensorOrderedWhileLow = true }
+                    } catch {
+                        logger.error(
+                            "could not record the sensor's order; a restart while low may order again",
+                            metadata: ["order.slot": "\(slot)", "error": "\(error.message)"])
+                    }
                     let at = wallTime()
                     await duties.reportSlotStatus(
                         slot: slot, report: SlotStatusReport(lastUse: at, expectedReplenishment: at + 3 * 86400))

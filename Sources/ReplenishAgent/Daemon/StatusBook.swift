@@ -6,6 +6,9 @@ struct StatusRecord: Codable, Sendable, Equatable {
         var lastResult: String?
         var lastResultAt: Double?
         var lastEventInstanceId: String?
+        /// A level sensor of this slot ordered and no refill has been seen since: a restart while the supply
+        /// is still low (its level reads "low" again at start) must not order again.
+        var sensorOrderedWhileLow: Bool?
     }
 
     var version = 1
@@ -30,6 +33,8 @@ actor StatusBook {
     static func path(stateDirectory: String) -> String { POSIX.join(stateDirectory, "status.json") }
 
     func subscribed(_ slot: String) -> Bool? { record.slots[slot]?.subscribed }
+
+    func sensorOrderedWhileLow(_ slot: String) -> Bool { record.slots[slot]?.sensorOrderedWhileLow == true }
 
     func update(_ change: @Sendable (inout StatusRecord) -> Void) throws(AgentError) {
         var next = record

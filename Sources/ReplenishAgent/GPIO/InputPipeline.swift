@@ -3,7 +3,8 @@ import Logging
 /// What an input's state machine recognised: a short or long press of a button, or a level sensor finding
 /// the supply low.
 struct ButtonPress: Sendable, Equatable {
-    enum Kind: String, Sendable { case short, long, low }
+    /// `refilled`: a level sensor that went low is full again (stayed inactive long enough).
+    enum Kind: String, Sendable { case short, long, low, refilled }
     var input: String
     var kind: Kind
 }
@@ -66,9 +67,13 @@ enum InputMachine<Instant: InstantProtocol>: Sendable where Instant.Duration == 
             case nil: return nil
             }
         case .level(var machine):
-            let low = machine.tick(at: now)
+            let event = machine.tick(at: now)
             self = .level(machine)
-            return low ? .low : nil
+            switch event {
+            case .low?: return .low
+            case .refilled?: return .refilled
+            case nil: return nil
+            }
         }
     }
 }

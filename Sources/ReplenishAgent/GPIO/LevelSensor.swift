@@ -43,18 +43,21 @@ struct LevelSensor<Instant: InstantProtocol>: Sendable where Instant.Duration ==
         }
     }
 
-    /// Returns true exactly when the supply is found low (once per refill).
-    mutating func tick(at now: Instant) -> Bool {
-        guard let deadline, deadline <= now else { return false }
+    /// What a deadline brought: the supply found low (once per refill), or a refill confirmed (the level
+    /// stayed inactive long enough after a low; the sensor is armed again).
+    enum Event: Equatable, Sendable { case low, refilled }
+
+    mutating func tick(at now: Instant) -> Event? {
+        guard let deadline, deadline <= now else { return nil }
         switch state {
         case .goingLow:
             state = .low
-            return true
+            return .low
         case .refilling:
             state = .armed
-            return false
+            return .refilled
         case .armed, .low:
-            return false
+            return nil
         }
     }
 }

@@ -10,6 +10,8 @@ struct PressPolicy<Instant: InstantProtocol>: Sendable where Instant.Duration ==
     enum Decision: Equatable, Sendable {
         case order(slot: String)
         case orderFromSensor(slot: String)
+        /// A level sensor's slot was refilled: its next low may order again.
+        case sensorRefilled(slot: String)
         case acknowledgeOnly(reason: String)
         case armRepairing
         case confirmRepairing
@@ -54,6 +56,9 @@ struct PressPolicy<Instant: InstantProtocol>: Sendable where Instant.Duration ==
         case .low:
             guard let slot else { return .unmapped }
             return .orderFromSensor(slot: slot)
+        case .refilled:
+            guard let slot else { return .unmapped }
+            return .sensorRefilled(slot: slot)
         }
     }
 

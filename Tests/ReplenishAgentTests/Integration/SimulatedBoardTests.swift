@@ -91,4 +91,39 @@ import Testing
         #expect(try harness.statusJSON(config: config)["paired"] as? Bool == true)
         harness.expectNoSecretsInAgentOutput()
     }
+
+    @Test func aSensorThatOrderedDoesNotOrderAgainAfterARestartWhileStillLow() throws {
+        let harness = Harness()
+        let emulator = try harness.startEmulator(["--slots", "slot-1,slot-9"])
+        let pairingPort = try Harness.freePort()
+        let config = try harness.writeConfig(
+            emulator: emulator, pairingPort: pairingPort, tankSlot: "slot-9", board: try fastBoard(harness))
+        let first = try harness.startAgent(config: config)
+        try harness.pair(emulator: emulator, pairingPort: pairingPort)
+        func placed() throws -> Int { (try harness.stats(emulator)["ordersPlaced"] as? [String: Int])?["slot-9"] ?? 0 }
+        #expect(try harness.run("replenish-agent", ["level", "tank", "low", "--config", config]).status == 0)
+        try harness.waitUntil("the sensor's order") { try placed() == 1 }
+        // Delivered: DRS would place a second order now (no ORDER_INPROGRESS to hide a resend).
+        _ = try harness.emulator(emulator, .post, "/admin/deliver/slot-9")
+        try harness.kill9(first)
+
+        // The agent starts again while the tank is still low: the sensor counts it low, and orders nothing.
+        _ = try harness.startAgent(config: config)
+        try harness.waitUntil("the control socket") {
+            FileManager.default.fileExists(atPath: harness.directory + "/state/control.sock")
+        }
+        #expect(try harness.run("replenish-agent", ["level", "tank", "low", "--config", config]).status == 0)
+        try harness.waitUntil("the sensor's low seen again") {
+            harness.agentLogs.contains("level sensor low again before a refill was seen")
+        }
+        #expect(try placed() == 1)
+        #expect(try harness.statusJSON(config: config)["pendingOrders"] as? Int == 0)
+
+        // A refill (full for longer than minInactiveMs) re-arms it, durably; the next low orders.
+        #expect(try harness.run("replenish-agent", ["level", "tank", "full", "--config", config]).status == 0)
+        try harness.waitUntil("the refill") { harness.agentLogs.contains("level sensor: refill seen") }
+        #expect(try harness.run("replenish-agent", ["level", "tank", "low", "--config", config]).status == 0)
+        try harness.waitUntil("the second order") { try placed() == 2 }
+        harness.expectNoSecretsInAgentOutput()
+    }
 }
