@@ -8,8 +8,11 @@ enum DutySchedule {
     /// synchronised by a power cut drifts apart instead of reporting in the same second every day.
     static let dailyJitter = Duration.seconds(15 * 60)
 
-    static func startupDelay<R: RandomNumberGenerator>(using random: inout R) -> Duration {
-        .milliseconds(Int64.random(in: 0...startupWindow.milliseconds, using: &random))
+    /// A moment in the start-up window (`window` is a parameter for the fleet simulation only).
+    static func startupDelay<R: RandomNumberGenerator>(window: Duration = startupWindow, using random: inout R)
+        -> Duration
+    {
+        .milliseconds(Int64.random(in: 0...window.milliseconds, using: &random))
     }
 
     static func dailyDelay<R: RandomNumberGenerator>(using random: inout R) -> Duration {

@@ -304,6 +304,16 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     /// Sleeps are capped so the wall-clock expiry is re-checked after a suspend or clock step.
     func run() async {
         var lastScheduledRefresh: C.Instant?
+        // A token that expired while the device was off is refreshed at a random moment of the start-up
+        // window (or at once, when a caller needs a token sooner): a fleet back from a power cut does not ask
+        // LWA in the same second.
+        if let current = tokens,
+            RefreshSchedule.secondsUntilRefresh(
+                now: wallTime(), expiresAt: current.accessTokenExpiresAt, lifetime: current.accessTokenLifetime,
+                jitter: jitter) <= 0
+        {
+            await waker.wait(timeout: DutySchedule.startupDelay(using: &random), clock: clock)
+        }
         while !Task.isCancelled {
             guard let current = tokens else {
                 await waker.wait(timeout: nil, clock: clock)
