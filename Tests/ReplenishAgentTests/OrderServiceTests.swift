@@ -59,6 +59,8 @@ import Testing
         let alone = ScriptedHTTPClient { _ in json(503, "") }
         let quiet = try tokenManager(alone, store: MemoryTokenStore(tokenSet(expiresAt: epoch - 1)))
         let quietRunner = Task { await quiet.run() }
+        // One caller asks at the start, as the pending presses will below: both schedules start at 0 s.
+        _ = try? await quiet.accessToken()
         await pass(seconds: 3600)
         quietRunner.cancel()
         let scheduled = alone.requests.count
@@ -172,5 +174,38 @@ import Testing
         #expect(await settle({ await orders.snapshot.parked.count == 1 }))
         #expect(await orders.snapshot.parked.first?.parkedReason == "slot no longer configured")
         #expect(drs.requests.isEmpty)
+    }
+
+    @Test func withTheWallClockNotSetNothingDatedIsSentAndTheStoredExpiryIsNotBelieved() async throws {
+        let directory = temporaryDirectory()
+        let trusted = Mutex(false)
+        let drs = ScriptedHTTPClient { request in
+            request.url.hasSuffix("/subscriptionInfo")
+                ? json(200, #"{"slotsSubscriptionStatus":{"slot-1":true}}"#) : json(200, "{}")
+        }
+        let lwa = ScriptedHTTPClient { _ in
+            json(200, #"{"access_token":"Atza|new","token_type":"bearer","expires_in":3600}"#)
+        }
+        // The stored token looks valid for an hour by the (unset) clock: it is refreshed all the same.
+        let tokens = try TokenManager(
+            store: MemoryTokenStore(tokenSet(expiresAt: epoch + 3600)),
+            lwa: LWAClient(
+                http: lwa, tokenURL: try EndpointURL("http://127.0.0.1:1/auth/o2/token"), clientSecret: nil),
+            clock: clock, wallTime: wallTime, clockTrusted: false, logger: .init(label: "test"))
+        #expect(try await tokens.accessToken() == Secret("Atza|new"))
+        #expect(lwa.requests.count == 1)
+        let duties = Duties(
+            drs: DRSClient(http: drs, baseURL: try EndpointURL("http://127.0.0.1:1")), tokens: tokens,
+            status: try StatusBook(stateDirectory: directory) { _ in }, slots: ["slot-1"], clock: clock,
+            wallTime: wallTime, clockTrusted: { trusted.withLock { $0 } }, logger: .init(label: "test"))
+        let runner = Task { await duties.run() }
+        defer { runner.cancel() }
+        await pass(seconds: 120)
+        #expect(drs.requests.isEmpty, "no device status with a clock that is not set")
+        // NTP sets the clock: device status goes out within seconds.
+        trusted.withLock { $0 = true }
+        await pass(seconds: 3)
+        let sent = try #require(drs.requests.first { $0.url.hasSuffix("/deviceStatus") })
+        #expect(String(decoding: sent.body ?? [], as: UTF8.self).contains(#""mostRecentlyActiveDate":"2027-"#))
     }
 }

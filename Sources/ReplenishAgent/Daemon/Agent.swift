@@ -34,7 +34,7 @@ struct Agent {
             clock: clock, wallTime: wallTime, logger: logger)
         let duties = Duties(
             drs: drs, tokens: tokens, status: status, slots: config.slots, clock: clock,
-            wallTime: wallTime, logger: logger)
+            wallTime: wallTime, clockTrusted: { WallClock.isTrusted() }, logger: logger)
         let pairing = PairingCoordinator(device: config.device, lwa: lwa, tokens: tokens, logger: logger)
         let pairingWaker = Waker()
         await tokens.onChange { state in
@@ -69,6 +69,17 @@ struct Agent {
             LoopService(name: "tokens") { await tokens.run() },
             LoopService(name: "orders") { await orders.run() },
             LoopService(name: "duties") { await duties.run() },
+            LoopService(name: "clock") {
+                // A board without a battery clock: once NTP sets the time, retry what failed meanwhile (TLS
+                // "certificate not yet valid") at once instead of at the end of a long backoff.
+                guard !WallClock.isTrusted() else { return await Waker().wait(timeout: nil, clock: clock) }
+                logger.notice("the wall clock is not set yet (before this build's date); waiting for it")
+                while !WallClock.isTrusted() && !Task.isCancelled { try await Task.sleep(for: .seconds(2)) }
+                logger.notice("the wall clock is set now; retrying what waited for it")
+                await tokens.retryNow()
+                await orders.retryNow()
+                await Waker().wait(timeout: nil, clock: clock)
+            },
             LoopService(name: "pairing") {
                 try await Self.servePairingWhileUnpaired(
                     config: config, pairing: pairing, tokens: tokens,
@@ -168,11 +179,15 @@ struct Agent {
     ) throws(AgentError) -> TokenManager<Clock> {
         let store = FileTokenStore(stateDirectory: config.stateDirectory)
         do {
-            return try TokenManager(store: store, lwa: lwa, clock: clock, wallTime: wallTime, logger: logger)
+            return try TokenManager(
+                store: store, lwa: lwa, clock: clock, wallTime: wallTime, clockTrusted: WallClock.isTrusted(),
+                logger: logger)
         } catch {
             guard error.code == .storage, try store.load() == nil else { throw error }
             logger.error("\(error.message)")
-            return try TokenManager(store: store, lwa: lwa, clock: clock, wallTime: wallTime, logger: logger)
+            return try TokenManager(
+                store: store, lwa: lwa, clock: clock, wallTime: wallTime, clockTrusted: WallClock.isTrusted(),
+                logger: logger)
         }
     }
 

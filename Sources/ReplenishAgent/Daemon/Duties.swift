@@ -22,11 +22,17 @@ actor Duties<C: Clock> where C.Duration == Duration {
     private var reports: [(slot: String, report: SlotStatusReport)] = []
     private var reportsNotBefore: C.Instant?
     private var reportFailures = 0
+    /// Whether the wall clock can be trusted (`WallClock.isTrusted`): device status and slot status carry
+    /// dates, and a board without a clock starts in 1970, so nothing is sent until it is set.
+    private let clockTrusted: @Sendable () -> Bool
+    private var waitingForClock = false
 
     init(
         drs: DRSClient, tokens: TokenManager<C>, status: StatusBook, slots: [String], clock: C,
-        wallTime: @escaping @Sendable () -> Double, logger: Logger
+        wallTime: @escaping @Sendable () -> Double, clockTrusted: @escaping @Sendable () -> Bool = { true },
+        logger: Logger
     ) {
+        self.clockTrusted = clockTrusted
         self.drs = drs
         self.tokens = tokens
         self.status = status
@@ -58,6 +64,20 @@ actor Duties<C: Clock> where C.Duration == Duration {
             guard await tokens.isPaired else {
                 await waker.wait(timeout: nil, clock: clock)
                 continue
+            }
+            // Until the clock is set, look again every two seconds (a timer only while it is not).
+            guard clockTrusted() else {
+                if !waitingForClock {
+                    logger.notice("the wall clock is not set yet; device and slot status wait for it")
+                    waitingForClock = true
+                }
+                await waker.wait(timeout: .seconds(2), clock: clock)
+                continue
+            }
+            if waitingForClock {
+                logger.notice("the wall clock is set; sending device status")
+                waitingForClock = false
+                dueAt = nil
             }
             if let first = reports.first, reportsNotBefore.map({ $0 <= clock.now }) ?? true {
                 await send(first.slot, first.report)

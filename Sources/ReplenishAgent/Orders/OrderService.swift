@@ -86,6 +86,13 @@ actor OrderService<C: Clock> where C.Duration == Duration {
         return acceptance
     }
 
+    /// The wall clock was just set: whatever failed meanwhile (TLS refuses certificates "not yet valid" while
+    /// the clock says 1970) is tried again now, not at the end of its backoff.
+    func retryNow() {
+        notBefore.removeAll()
+        waker.ring()
+    }
+
     /// Something changed elsewhere (new tokens, network back): look at the outbox again now.
     func poke() {
         for slot in waitingForTokens { notBefore[slot] = nil }

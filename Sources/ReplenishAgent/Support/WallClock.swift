@@ -1,11 +1,25 @@
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// Facts about the wall clock (CLOCK_REALTIME) that the agent's rules depend on. A board without a
-/// battery-backed clock starts in 1970 until NTP sets the time; anything judged by wall time before then
-/// is wrong by decades.
+/// battery-backed clock starts in 1970 (or at the image's build time) until NTP sets the time; anything judged
+/// by wall time before then (a token's expiry, the date in device status, a certificate's validity) is wrong.
 enum WallClock {
     /// 2026-01-01T00:00:00Z: no wall time before this can be right, because this build did not exist yet.
     /// A time stamp or a "now" before it was taken from a clock that was not set.
     static let earliestPlausible = 1_767_225_600.0
 
+    /// The file systemd-timesyncd creates once it has synchronised the clock.
+    static let timesyncMarker = "/run/systemd/timesync/synchronized"
+
     /// True when `time` could have come from a set clock.
     static func isPlausible(_ time: Double) -> Bool { time >= earliestPlausible }
+
+    /// True when the wall clock can be trusted: it shows a time that is not before this build, or
+    /// systemd-timesyncd says it has synchronised it. (The kernel's `adjtimex` state is not read: Glibc's
+    /// module does not bring `sys/timex.h` to Swift, and the unit's ProtectClock= filter refuses the call.)
+    static func isTrusted() -> Bool {
+        isPlausible(POSIX.wallTime()) || access(timesyncMarker, F_OK) == 0
+    }
 }

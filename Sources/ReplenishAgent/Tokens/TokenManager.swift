@@ -63,7 +63,7 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
 
     init(
         store: any TokenStore, lwa: LWAClient, clock: C, wallTime: @escaping @Sendable () -> Double,
-        random: RandomSource = .system, logger: Logger
+        clockTrusted: Bool = true, random: RandomSource = .system, logger: Logger
     ) throws(AgentError) {
         self.store = store
         self.lwa = lwa
@@ -72,8 +72,16 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
         self.logger = logger
         self.random = random
         self.jitter = Double.random(in: 0..<1, using: &self.random)
-        self.tokens = try store.load()
+        var tokens = try store.load()
+        // With a wall clock that is not set (1970 on a board without a battery clock), a stored expiry says
+        // nothing: the access token counts as expired and is refreshed (LWA does not need the device's clock).
+        if !clockTrusted { tokens?.accessTokenExpiresAt = 0 }
+        self.tokens = tokens
+        tokensFromDisk = tokens != nil
     }
+
+    /// The tokens came from the token file at start (a restart, not a pairing made since).
+    private let tokensFromDisk: Bool
 
     var state: State {
         if let tokens {
@@ -286,6 +294,13 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
         }
     }
 
+    /// The wall clock was just set: a refresh that is backing off (TLS fails while the clock says 1970) is
+    /// tried again now.
+    func retryNow() {
+        if retryNotBefore != nil { retryNotBefore = clock.now }
+        waker.ring()
+    }
+
     /// True while the tokens in memory are newer than the token file.
     var hasUnsavedTokens: Bool { unsaved }
 
@@ -307,7 +322,7 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
         // A token that expired while the device was off is refreshed at a random moment of the start-up
         // window (or at once, when a caller needs a token sooner): a fleet back from a power cut does not ask
         // LWA in the same second.
-        if let current = tokens,
+        if tokensFromDisk, let current = tokens,
             RefreshSchedule.secondsUntilRefresh(
                 now: wallTime(), expiresAt: current.accessTokenExpiresAt, lifetime: current.accessTokenLifetime,
                 jitter: jitter) <= 0
