@@ -208,4 +208,34 @@ import Testing
         let sent = try #require(drs.requests.first { $0.url.hasSuffix("/deviceStatus") })
         #expect(String(decoding: sent.body ?? [], as: UTF8.self).contains(#""mostRecentlyActiveDate":"2027-"#))
     }
+
+    @Test func aPressMadeUnderAnEarlierPairingIsParkedNeverSent() async throws {
+        let directory = temporaryDirectory()
+        var outbox = Outbox()
+        _ = outbox.accept(slot: "slot-1", at: epoch - 60, pairingId: "previous-owner")
+        try StateFile.save(outbox, to: OrderService<ManualClock>.path(stateDirectory: directory))
+        let drs = ScriptedHTTPClient { _ in json(200, #"{"detailCode":"TEST_ORDER_PLACED"}"#) }
+        var tokens = tokenSet(expiresAt: epoch + 3600)
+        tokens.pairingId = "new-owner"
+        let manager = try tokenManager(ScriptedHTTPClient { _ in json(503, "") }, store: MemoryTokenStore(tokens))
+        let orders = try orderService(directory: directory, drs: drs, tokens: manager)
+        let runner = Task { await orders.run() }
+        defer { runner.cancel() }
+        #expect(await settle({ await orders.snapshot.parked.count == 1 }))
+        #expect(await orders.snapshot.parked.first?.parkedReason == Outbox.earlierPairingReason)
+        #expect(drs.requests.isEmpty)
+        // The new owner's press replaces it and is ordered.
+        _ = try await orders.accept(slot: "slot-1")
+        #expect(await settle({ drs.requests.count == 1 }))
+        #expect(await orders.snapshot.entries.isEmpty)
+    }
+
+    @Test func aPairingTagsItsPressesAndAnUpgradedTokenFileWithoutATagKeepsItsPresses() throws {
+        var outbox = Outbox()
+        // Files from before tags: no tag on either side still matches (the upgrade loses no press).
+        _ = outbox.accept(slot: "a", at: 1)
+        #expect(outbox.parkStale(now: epoch, configuredSlots: ["a"], pairingId: .some(nil)).isEmpty)
+        #expect(outbox.parkStale(now: epoch, configuredSlots: ["a"], pairingId: .none).isEmpty)
+        #expect(outbox.parkStale(now: epoch, configuredSlots: ["a"], pairingId: "t2").map(\.slot) == ["a"])
+    }
 }

@@ -74,7 +74,7 @@ actor OrderService<C: Clock> where C.Duration == Duration {
             throw AgentError(.accessDenied, "slot \(slot) is not subscribed")
         }
         var next = outbox
-        let acceptance = next.accept(slot: slot, at: wallTime())
+        let acceptance = next.accept(slot: slot, at: wallTime(), pairingId: await tokens.pairingId)
         try StateFile.save(next, to: path)
         outbox = next
         saveRetryAt = nil
@@ -129,7 +129,9 @@ actor OrderService<C: Clock> where C.Duration == Duration {
     @discardableResult
     private func parkStale() async -> Bool {
         var next = outbox
-        let parked = next.parkStale(now: wallTime(), configuredSlots: configuredSlots)
+        // The pairing's tag is known only while paired; unpaired, entries wait for the next pairing to judge.
+        let pairingId: String?? = await tokens.isPaired ? .some(await tokens.pairingId) : .none
+        let parked = next.parkStale(now: wallTime(), configuredSlots: configuredSlots, pairingId: pairingId)
         guard !parked.isEmpty else { return false }
         saveOrRetryLater(next)
         for (slot, reason) in parked {

@@ -16,6 +16,8 @@ struct Outbox: Codable, Sendable, Equatable {
         /// Wall-clock time of the first replenish call for this entry whose answer never came (written before
         /// the call leaves): DRS may have placed that order. Cleared by any answer.
         var unansweredSince: Double?
+        /// The pairing the press was made under (`TokenSet.pairingId`).
+        var pairingId: String?
 
         var isParked: Bool { parkedReason != nil }
 
@@ -42,6 +44,7 @@ struct Outbox: Codable, Sendable, Equatable {
             self.attempts = Int(min(max(attempts.rounded(.down), 0), Double(Outbox.maximumAttempts)))
             parkedReason = try container.decodeIfPresent(String.self, forKey: .parkedReason)
             unansweredSince = try container.decodeIfPresent(Double.self, forKey: .unansweredSince)
+            pairingId = try container.decodeIfPresent(String.self, forKey: .pairingId)
         }
     }
 
@@ -59,10 +62,13 @@ struct Outbox: Codable, Sendable, Equatable {
 
     func entry(for slot: String) -> Entry? { entries.first { $0.slot == slot } }
 
-    mutating func accept(slot: String, at time: Double) -> Acceptance {
+    mutating func accept(slot: String, at time: Double, pairingId: String? = nil) -> Acceptance {
         if let index = entries.firstIndex(where: { $0.slot == slot }) {
-            if entries[index].isParked {
-                entries[index] = Entry(slot: slot, pressedAt: [time])
+            // A parked entry, or one pressed under another pairing, gives way to this press.
+            if entries[index].isParked || entries[index].pairingId != pairingId {
+                var entry = Entry(slot: slot, pressedAt: [time])
+                entry.pairingId = pairingId
+                entries[index] = entry
                 return .queued
             }
             entries[index].pressedAt.append(time)
@@ -71,7 +77,9 @@ struct Outbox: Codable, Sendable, Equatable {
             }
             return .coalesced
         }
-        entries.append(Entry(slot: slot, pressedAt: [time]))
+        var entry = Entry(slot: slot, pressedAt: [time])
+        entry.pairingId = pairingId
+        entries.append(entry)
         return .queued
     }
 
@@ -100,18 +108,25 @@ struct Outbox: Codable, Sendable, Equatable {
         if let index = entries.firstIndex(where: { $0.slot == slot }) { entries[index].unansweredSince = nil }
     }
 
+    static let earlierPairingReason = "pressed under an earlier pairing; press again to order"
+
     /// How long an unanswered call may be resent: DRS de-duplicates a resend (`ORDER_INPROGRESS`) only while
     /// the first order is still out for delivery, so after a day a resend could order twice.
     static let longestUnansweredResend = 86_400.0
 
     /// Parks every pending entry whose unanswered call is older than a day at `now`, and every pending entry
     /// for a slot that is no longer configured. Returns the slots parked, with the reason.
-    mutating func parkStale(now: Double, configuredSlots: Set<String>) -> [(slot: String, reason: String)] {
+    /// With `pairingId` (the device is paired), entries pressed under another pairing are parked too.
+    mutating func parkStale(now: Double, configuredSlots: Set<String>, pairingId: String?? = .none)
+        -> [(slot: String, reason: String)]
+    {
         var parked: [(slot: String, reason: String)] = []
         for index in entries.indices where !entries[index].isParked {
             let reason: String
             if !configuredSlots.contains(entries[index].slot) {
                 reason = "slot no longer configured"
+            } else if case .some(let current) = pairingId, entries[index].pairingId != current {
+                reason = Self.earlierPairingReason
             } else if let since = entries[index].unansweredSince, WallClock.isPlausible(since),
                 WallClock.isPlausible(now), now - since > Self.longestUnansweredResend
             {

@@ -95,6 +95,9 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
 
     var isPaired: Bool { tokens != nil }
 
+    /// The tag of the current pairing (nil when unpaired, or paired before tags existed).
+    var pairingId: String? { tokens?.pairingId }
+
     /// Called after the tokens are wiped because LWA no longer accepts them.
     func onPairingLost(_ handler: @escaping @Sendable () async -> Void) { pairingLostHandlers.append(handler) }
 
@@ -110,9 +113,11 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
             throw AgentError(.server, "LWA redeemed the code but sent no refresh token")
         }
         let now = wallTime()
+        let tag = (0..<2).map { _ in String(UInt64.random(in: .min ... .max, using: &random), radix: 16) }
         let fresh = TokenSet(
             clientId: clientId, refreshToken: refreshToken, accessToken: grant.accessToken,
-            accessTokenExpiresAt: now + grant.expiresIn, accessTokenLifetime: grant.expiresIn)
+            accessTokenExpiresAt: now + grant.expiresIn, accessTokenLifetime: grant.expiresIn,
+            pairingId: tag.joined(separator: "-"))
         try store.save(fresh)
         tokens = fresh
         lostReason = nil
@@ -204,7 +209,7 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
             let next = TokenSet(
                 clientId: current.clientId, refreshToken: grant.refreshToken ?? current.refreshToken,
                 accessToken: grant.accessToken, accessTokenExpiresAt: sentAt + grant.expiresIn,
-                accessTokenLifetime: grant.expiresIn)
+                accessTokenLifetime: grant.expiresIn, pairingId: current.pairingId)
             // The new refresh token is written before anything uses the new access token. If the write fails,
             // LWA may already have invalidated the old token: the new set is kept in memory (the only copy of
             // the pairing now), the old one is never sent again, and the write is retried on a timer.

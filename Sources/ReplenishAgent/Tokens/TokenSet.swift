@@ -9,6 +9,10 @@ struct TokenSet: Sendable, Codable, Equatable {
     var accessTokenExpiresAt: Double
     /// The lifetime LWA granted, in seconds (decides the refresh margin).
     var accessTokenLifetime: Double
+    /// A random tag of this pairing (made when the customer paired; absent in token files written before
+    /// tags existed). Outbox entries carry the tag they were pressed under, so a press made under an earlier
+    /// pairing (another owner, after a reset or a revocation) is never ordered on this one's account.
+    var pairingId: String? = nil
 
     /// The same tokens with an expiry the agent can compute with. A file whose expiry or lifetime is out of
     /// any sensible range (not finite, before 1970, past the year 5000, a lifetime under a second or over a

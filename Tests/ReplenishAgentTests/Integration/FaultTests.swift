@@ -72,7 +72,7 @@ import Testing
         harness.expectNoSecretsInAgentOutput()
     }
 
-    @Test func revokedRefreshTokenReopensPairingKeepsTheOutboxAndDoesNotHammerLWA() throws {
+    @Test func revokedRefreshTokenReopensPairingParksTheEarlierPressAndDoesNotHammerLWA() throws {
         let harness = Harness()
         let (emulator, config, _, pairingPort) = try harness.startPairedAgent()
         _ = try harness.emulator(emulator, .post, "/admin/revoke-refresh-tokens")
@@ -94,12 +94,21 @@ import Testing
         // A press now is refused with the reason; the earlier one is still queued.
         let refused = try harness.run("replenish-agent", ["press", "button", "--config", config])
         #expect(refused.status != 0 && refused.error.contains("not paired"))
-        // Pairing again delivers the kept press.
+        // Pairing again (perhaps another owner's account) parks the press made under the revoked pairing: shown,
+        // never sent. A new press orders on the new pairing.
         try harness.pair(emulator: emulator, pairingPort: pairingPort)
-        try harness.waitUntil("the kept order") {
-            (try harness.statusJSON(config: config)["pendingOrders"] as? Int) == 0
+        try harness.waitUntil("the earlier press parked") {
+            let status = try harness.statusJSON(config: config)
+            return status["pendingOrders"] as? Int == 0 && status["parkedOrders"] as? Int == 1
         }
-        #expect((try harness.stats(emulator)["ordersPlaced"] as? [String: Int])?["slot-1"] == 1)
+        #expect(
+            (try harness.slotStatus(config: config, "slot-1")["parkedReason"] as? String)?.contains("earlier pairing")
+                == true)
+        #expect((try harness.stats(emulator)["ordersPlaced"] as? [String: Int])?["slot-1"] == nil)
+        #expect(try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0)
+        try harness.waitUntil("the new press ordered") {
+            (try harness.stats(emulator)["ordersPlaced"] as? [String: Int])?["slot-1"] == 1
+        }
         harness.expectNoSecretsInAgentOutput()
     }
 
