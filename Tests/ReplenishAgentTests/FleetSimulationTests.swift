@@ -30,7 +30,8 @@ import Testing
         var refresh = RefreshSchedule.secondsUntilRefresh(
             now: 0, expiresAt: expiresAt, lifetime: lifetime, jitter: jitter)
         if refresh <= 0 {
-            refresh = seconds(DutySchedule.startupDelay(window: window, using: &random))
+            let tokenWindow = min(window, .milliseconds(Int64(lifetime * 100)))
+            refresh = seconds(DutySchedule.startupDelay(window: tokenWindow, using: &random))
         }
         if RefreshSchedule.isTooCloseToExpiry(now: duties, expiresAt: expiresAt, lifetime: lifetime) {
             refresh = min(refresh, duties)

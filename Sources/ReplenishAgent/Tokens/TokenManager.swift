@@ -332,7 +332,9 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
                 now: wallTime(), expiresAt: current.accessTokenExpiresAt, lifetime: current.accessTokenLifetime,
                 jitter: jitter) <= 0
         {
-            await waker.wait(timeout: DutySchedule.startupDelay(using: &random), clock: clock)
+            // Short-lived tokens cannot wait long: at most a tenth of the lifetime.
+            let window = min(DutySchedule.startupWindow, .milliseconds(Int64(current.accessTokenLifetime * 100)))
+            await waker.wait(timeout: DutySchedule.startupDelay(window: window, using: &random), clock: clock)
         }
         while !Task.isCancelled {
             guard let current = tokens else {

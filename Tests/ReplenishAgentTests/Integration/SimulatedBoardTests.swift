@@ -109,10 +109,10 @@ import Testing
 
         // The agent starts again while the tank is still low: the sensor counts it low, and orders nothing.
         _ = try harness.startAgent(config: config)
-        try harness.waitUntil("the control socket") {
-            FileManager.default.fileExists(atPath: harness.directory + "/state/control.sock")
+        // The killed agent left its socket file behind: retry until the new agent answers on it.
+        try harness.waitUntil("the restarted agent's control socket") {
+            try harness.run("replenish-agent", ["level", "tank", "low", "--config", config]).status == 0
         }
-        #expect(try harness.run("replenish-agent", ["level", "tank", "low", "--config", config]).status == 0)
         try harness.waitUntil("the sensor's low seen again") {
             harness.agentLogs.contains("level sensor low again before a refill was seen")
         }
