@@ -107,6 +107,11 @@ actor OrderService<C: Clock> where C.Duration == Duration {
                 await publish(.retrying(slot: slot, network: error.code == .network))
                 return
             }
+            // One line per request that leaves the device, written before it is sent (the transport resends
+            // nothing on its own, so the server sees exactly the attempts logged here).
+            logger.info(
+                "sending replenish",
+                metadata: ["order.slot": "\(slot)", "order.attempt": "\((outbox.entry(for: slot)?.attempts ?? 0) + 1)"])
             let result: Result<HTTPResponse, AgentError>
             do { result = .success(try await drs.replenish(slot: slot, token: token)) } catch {
                 result = .failure(error)
