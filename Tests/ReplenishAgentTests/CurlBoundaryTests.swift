@@ -1,3 +1,4 @@
+import CCurl
 import Foundation
 import Testing
 
@@ -79,6 +80,17 @@ import Testing
             #expect(curl.code == CurlError.couldNotConnect)
             #expect(curl.operation == "POST http://127.0.0.1:\(port)/x")
             #expect(!curl.text.isEmpty)
+        }
+    }
+
+    @Test func onlyHTTPAndHTTPSAreSpoken() throws {
+        for url in ["file:///etc/passwd", "ftp://127.0.0.1:1/x", "gopher://127.0.0.1:1/x"] {
+            do {
+                _ = try CurlEasy(options: .init()).perform(HTTPRequest(method: .get, url: url))
+                Issue.record("\(url) was fetched")
+            } catch {
+                #expect(error.curl?.code == Int(CURLE_UNSUPPORTED_PROTOCOL.rawValue), "\(url): \(error)")
+            }
         }
     }
 

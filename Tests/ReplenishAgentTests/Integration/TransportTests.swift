@@ -124,6 +124,10 @@ import Testing
                 "a token expired \(String(format: "%.2f", next.at - previous.expiresAt)) s before its successor")
         }
         #expect((issues.last?.expiresAt ?? 0) > done, "the newest token had expired when the order was done")
+        let margins = zip(issues, issues.dropFirst()).map { $0.0.expiresAt - $0.1.at }
+        print(
+            "lanes: \(issues.count) access tokens, each replaced at least "
+                + "\(String(format: "%.2f", margins.min() ?? 0)) s before it expired")
         // The slow call really spanned refreshes.
         #expect(issues.filter { $0.at > pressed && $0.at < done }.count >= 1, "no refresh during the slow call")
         #expect(done - pressed >= 14)
