@@ -35,7 +35,8 @@ final class CurlEasy {
 
     init(options: Options) throws(AgentError) {
         guard Self.globalInit == CURLE_OK, let handle = curl_easy_init() else {
-            let error = CurlError(operation: "initialise libcurl", code: Self.globalInit)
+            let code = Self.globalInit == CURLE_OK ? CURLE_FAILED_INIT : Self.globalInit
+            let error = CurlError(operation: "initialise libcurl", code: code)
             throw AgentError(.network, "libcurl could not be initialised", cause: error)
         }
         self.handle = handle
