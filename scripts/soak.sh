@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The soak test on its own: N presses (default 1000) across 3 slots, 30 % seeded faults, random SIGKILLs.
-# Prints "presses, orders placed, lost, duplicated, wasted calls". Usage: scripts/soak.sh [PRESSES] [SEED]
+# Prints "presses, orders placed, lost, duplicated, hidden resends, wasted calls". Hidden resends are replenish
+# requests the emulator received for which the agent logged no attempt. Usage: scripts/soak.sh [PRESSES] [SEED]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh

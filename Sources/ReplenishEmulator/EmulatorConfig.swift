@@ -16,4 +16,10 @@ struct EmulatorConfig: Sendable {
     var oldRefreshTokenPolicy: OldRefreshTokenPolicy = .untilUsed
     /// Send `expires_in` as a JSON string, as one Amazon page shows.
     var expiresInAsString = false
+    /// Close every connection right after its answer is written, although the answer does not say
+    /// `Connection: close`: a kept-alive connection dies between calls, as behind a load balancer.
+    var closeAfterAnswer = false
+    /// Drop (close unanswered, work not done) every non-admin request that is not the first on its connection:
+    /// the server closed the idle kept-alive connection just as the client reused it.
+    var dropReusedConnections = false
 }

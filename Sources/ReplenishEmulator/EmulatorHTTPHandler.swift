@@ -20,14 +20,22 @@ final class EmulatorHTTPHandler: ChannelInboundHandler {
     private static let hugeChunkCount = EmulatorState.hugeBodySize / (1 << 16)
 
     private let service: EmulatorService
+    /// This connection's number (`EmulatorService.connectionAccepted`).
+    private let connection: Int
+    /// Close after every answer, keep-alive or not (`serve --close-after-answer`).
+    private let closeAfterAnswer: Bool
+    /// Requests begun on this connection so far.
+    private var requestsOnConnection = 0
     private var head: HTTPRequestHead?
     private var body: [UInt8] = []
     private var bodyTooLarge = false
     /// Set once the handler has left the pipeline: a delayed answer then has nowhere to go.
     private var removed = false
 
-    init(service: EmulatorService) {
+    init(service: EmulatorService, connection: Int) {
         self.service = service
+        self.connection = connection
+        self.closeAfterAnswer = service.closeAfterAnswer
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -38,6 +46,7 @@ final class EmulatorHTTPHandler: ChannelInboundHandler {
         switch unwrapInboundIn(data) {
         case .head(let requestHead):
             head = requestHead
+            requestsOnConnection += 1
             body = []
             bodyTooLarge = false
             if requestHead.headers["expect"].contains(where: { $0.lowercased() == "100-continue" }) {
@@ -56,7 +65,8 @@ final class EmulatorHTTPHandler: ChannelInboundHandler {
             head = nil
             let request = EmulatorRequest(
                 method: requestHead.method.rawValue, target: requestHead.uri,
-                headers: requestHead.headers.map { (name: $0.name, value: $0.value) }, body: body)
+                headers: requestHead.headers.map { (name: $0.name, value: $0.value) }, body: body,
+                connection: connection, requestOnConnection: requestsOnConnection)
             body = []
             if bodyTooLarge {
                 write(service.refuseTooLarge(request), hugeBody: false, for: requestHead, context: context)
@@ -111,7 +121,7 @@ final class EmulatorHTTPHandler: ChannelInboundHandler {
         }
         let done = context.eventLoop.makePromise(of: Void.self)
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: done)
-        if !keepAlive {
+        if !keepAlive || closeAfterAnswer {
             let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
             done.futureResult.whenComplete { _ in bound.value.close(promise: nil) }
         }

@@ -9,8 +9,15 @@ struct EmulatorRequest: Sendable {
     /// Header fields in the order received, names as sent.
     var headers: [(name: String, value: String)]
     var body: [UInt8]
+    /// The connection it came on (numbered from 1 in the order accepted; 0 when driven without a server).
+    var connection = 0
+    /// Its place on that connection: 1 for the first request, 2 for the next one on the kept-alive connection…
+    var requestOnConnection = 0
 
-    init(method: String, target: String, headers: [(name: String, value: String)], body: [UInt8]) {
+    init(
+        method: String, target: String, headers: [(name: String, value: String)], body: [UInt8],
+        connection: Int = 0, requestOnConnection: Int = 0
+    ) {
         self.method = method.uppercased()
         if let mark = target.firstIndex(of: "?") {
             self.path = String(target[..<mark])
@@ -21,6 +28,8 @@ struct EmulatorRequest: Sendable {
         }
         self.headers = headers
         self.body = body
+        self.connection = connection
+        self.requestOnConnection = requestOnConnection
     }
 
     /// All values of the header `name` (compared case-insensitively), trimmed of surrounding blanks.

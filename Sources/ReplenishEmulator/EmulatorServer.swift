@@ -20,14 +20,14 @@ struct EmulatorServer {
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { channel in
-                service.connectionAccepted()
+                let connection = service.connectionAccepted()
                 return channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     if let tls {
                         try sync.addHandler(NIOSSLServerHandler(context: tls))
                     }
                     try sync.configureHTTPServerPipeline(withErrorHandling: true)
-                    try sync.addHandler(EmulatorHTTPHandler(service: service))
+                    try sync.addHandler(EmulatorHTTPHandler(service: service, connection: connection))
                 }
             }
         return try bootstrap.bind(host: host, port: port).wait()

@@ -18,11 +18,20 @@ final class EmulatorService: Sendable {
         return state.dispatch(request, now: Date())
     }
 
-    /// Counts one accepted TCP connection (tests check that a client keeps its connection alive).
-    func connectionAccepted() {
+    /// Counts one accepted TCP connection (tests check that a client keeps its connection alive) and returns
+    /// its number (from 1).
+    func connectionAccepted() -> Int {
         lock.lock()
         defer { lock.unlock() }
         state.stats.connectionsAccepted += 1
+        return state.stats.connectionsAccepted
+    }
+
+    /// Whether connections are closed right after each answer (`serve --close-after-answer`).
+    var closeAfterAnswer: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return state.config.closeAfterAnswer
     }
 
     /// The normal handling of a request whose injected delay has run out.

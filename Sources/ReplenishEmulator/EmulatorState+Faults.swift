@@ -20,6 +20,14 @@ extension EmulatorState {
     /// Decides and carries out what happens to a request: a queued or random fault, or the normal answer.
     mutating func dispatch(_ request: EmulatorRequest, now: Date) -> EmulatorDisposition {
         noteArrival(request)
+        if config.dropReusedConnections, request.requestOnConnection > 1,
+            !request.path.lowercased().hasPrefix("/admin/")
+        {
+            // The server closed the kept-alive connection just as the client reused it.
+            stats.faultsInjected[.drop, default: 0] += 1
+            faulted(request, fault: .drop, status: nil, answerDropped: true, now: now)
+            return .drop
+        }
         guard let fault = faults.take(forPath: request.path) else {
             return .answer(perform(request, fault: nil, answerDropped: false, now: now))
         }
@@ -65,6 +73,11 @@ extension EmulatorState {
     /// Counts what is counted for every request on arrival, whatever happens to it.
     mutating func noteArrival(_ request: EmulatorRequest) {
         if request.path.lowercased() == "/auth/o2/token" { stats.tokenRequests += 1 }
+        stats.requests += 1
+        if request.connection > 0 {
+            stats.requestsByConnection[request.connection] = max(
+                stats.requestsByConnection[request.connection] ?? 0, request.requestOnConnection)
+        }
     }
 
     /// Does the real work of a request and logs it when it is a replenish call.
@@ -83,7 +96,7 @@ extension EmulatorState {
         guard ReplenishEventLog.isReplenish(request) else { return }
         recordReplenishHeaders(request)
         events.append(
-            slot: ReplenishEventLog.slot(of: request), outcome: .faulted, status: status, fault: fault.kind,
+            request, outcome: .faulted, status: status, fault: fault.kind,
             answerDropped: answerDropped, orderId: nil, detailCode: nil, at: now)
     }
 
@@ -101,7 +114,7 @@ extension EmulatorState {
             outcome = detailCode == "ORDER_INPROGRESS" ? .inProgress : .placed
         }
         events.append(
-            slot: ReplenishEventLog.slot(of: request), outcome: outcome, status: response.status, fault: fault,
+            request, outcome: outcome, status: response.status, fault: fault,
             answerDropped: answerDropped, orderId: orderId, detailCode: detailCode, at: now)
     }
 

@@ -162,7 +162,7 @@ extension EmulatorState {
         devices[device.key] = device
         let refreshToken = "Atzr|" + RandomText.tokenBody(120)
         refreshTokens[refreshToken] = RefreshTokenRecord(deviceKey: device.key, clientId: device.clientId)
-        return tokenAnswer(device: device, refreshToken: refreshToken, now: now)
+        return tokenAnswer(device: device, refreshToken: refreshToken, grantType: "authorization_code", now: now)
     }
 
     private mutating func refresh(_ params: [String: String], now: Date) -> EmulatorResponse {
@@ -197,14 +197,17 @@ extension EmulatorState {
             }
             refreshTokens[answerToken] = successor
         }
-        return tokenAnswer(device: device, refreshToken: answerToken, now: now)
+        return tokenAnswer(device: device, refreshToken: answerToken, grantType: "refresh_token", now: now)
     }
 
     /// Issues a new access token for `device` and answers with it and `refreshToken`.
-    private mutating func tokenAnswer(device: DeviceIdentity, refreshToken: String, now: Date) -> EmulatorResponse {
+    private mutating func tokenAnswer(
+        device: DeviceIdentity, refreshToken: String, grantType: String, now: Date
+    ) -> EmulatorResponse {
         let accessToken = "Atza|" + RandomText.tokenBody(120)
-        accessTokens[accessToken] = AccessTokenRecord(
-            deviceKey: device.key, expiresAt: now.addingTimeInterval(config.accessTokenLifetime))
+        let expiresAt = now.addingTimeInterval(config.accessTokenLifetime)
+        accessTokens[accessToken] = AccessTokenRecord(deviceKey: device.key, expiresAt: expiresAt)
+        stats.noteTokenIssue(.init(grantType: grantType, at: now, expiresAt: expiresAt))
         let lifetime = Int(config.accessTokenLifetime.rounded())
         let expiresIn: JSONValue = config.expiresInAsString ? .string(String(lifetime)) : .number(Double(lifetime))
         return .json(

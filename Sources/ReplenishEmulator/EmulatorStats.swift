@@ -1,3 +1,5 @@
+import Foundation
+
 /// What the emulator counted, served as JSON by `GET /admin/stats` for tests.
 struct EmulatorStats: Sendable {
     /// One refused request.
@@ -8,8 +10,17 @@ struct EmulatorStats: Sendable {
         var reason: String
     }
 
+    /// One access token handed out by a grant.
+    struct TokenIssue: Sendable {
+        var grantType: String
+        var at: Date
+        var expiresAt: Date
+    }
+
     /// The newest rejections kept; older ones are dropped.
     static let rejectionLimit = 200
+    /// The newest token issues kept.
+    static let tokenIssueLimit = 1000
 
     var ordersPlaced: [String: Int] = [:]
     var replenishCalls: [String: Int] = [:]
@@ -29,10 +40,32 @@ struct EmulatorStats: Sendable {
     var tokenRequests = 0
     /// TCP connections accepted (HTTP and HTTPS alike).
     var connectionsAccepted = 0
+    /// Requests read in full so far on each connection, by connection number (admin requests included).
+    var requestsByConnection: [Int: Int] = [:]
+    /// Every request read in full (admin requests included).
+    var requests = 0
+    /// Access tokens issued, oldest first (the newest `tokenIssueLimit`).
+    var tokenIssues: [TokenIssue] = []
     var rejected: [Rejection] = []
     var lastReplenishHeaders: [String: String] = [:]
     var lastDeviceStatus: JSONValue = .null
     var lastSlotStatus: [String: JSONValue] = [:]
+
+    mutating func noteTokenIssue(_ issue: TokenIssue) {
+        tokenIssues.append(issue)
+        if tokenIssues.count > Self.tokenIssueLimit {
+            tokenIssues.removeFirst(tokenIssues.count - Self.tokenIssueLimit)
+        }
+    }
+
+    /// How many connections carried 0, 1, 2… requests so far, keyed by that count.
+    var requestsPerConnection: [String: Int] {
+        var histogram: [String: Int] = [:]
+        for count in requestsByConnection.values { histogram[String(count), default: 0] += 1 }
+        let silent = connectionsAccepted - requestsByConnection.count
+        if silent > 0 { histogram["0"] = silent }
+        return histogram
+    }
 
     mutating func reject(_ rejection: Rejection) {
         rejected.append(rejection)
@@ -60,6 +93,15 @@ struct EmulatorStats: Sendable {
                 Fault.Kind.allCases.map { .init(key: $0.rawValue, value: .number(Double(faultsInjected[$0] ?? 0))) }),
             "tokenRequests": .number(Double(tokenRequests)),
             "connectionsAccepted": .number(Double(connectionsAccepted)),
+            "requests": .number(Double(requests)),
+            "requestsPerConnection": counts(requestsPerConnection),
+            "tokenIssues": .array(
+                tokenIssues.map {
+                    .obj([
+                        "grantType": .string($0.grantType), "at": .number($0.at.timeIntervalSince1970),
+                        "expiresAt": .number($0.expiresAt.timeIntervalSince1970),
+                    ])
+                }),
             "rejected": .array(
                 rejected.map {
                     .obj([

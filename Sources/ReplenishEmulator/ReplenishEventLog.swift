@@ -25,6 +25,9 @@ struct ReplenishEvent: Sendable {
     var orderId: String?
     var detailCode: String?
     var at: Date
+    /// The connection the request came on and its place on it (see `EmulatorRequest`).
+    var connection: Int
+    var requestOnConnection: Int
 
     var json: JSONValue {
         .obj([
@@ -32,7 +35,8 @@ struct ReplenishEvent: Sendable {
             "status": status.map { .number(Double($0)) } ?? .null,
             "fault": fault.map { .string($0.rawValue) } ?? .null, "answerDropped": .bool(answerDropped),
             "orderId": orderId.map { .string($0) } ?? .null, "detailCode": detailCode.map { .string($0) } ?? .null,
-            "at": .number(at.timeIntervalSince1970),
+            "at": .number(at.timeIntervalSince1970), "connection": .number(Double(connection)),
+            "requestOnConnection": .number(Double(requestOnConnection)),
         ])
     }
 }
@@ -60,14 +64,15 @@ struct ReplenishEventLog: Sendable {
     }
 
     mutating func append(
-        slot: String, outcome: ReplenishEvent.Outcome, status: Int?, fault: Fault.Kind?, answerDropped: Bool,
-        orderId: String?, detailCode: String?, at: Date
+        _ request: EmulatorRequest, outcome: ReplenishEvent.Outcome, status: Int?, fault: Fault.Kind?,
+        answerDropped: Bool, orderId: String?, detailCode: String?, at: Date
     ) {
         lastSeq += 1
         entries.append(
             ReplenishEvent(
-                seq: lastSeq, slot: slot, outcome: outcome, status: status, fault: fault,
-                answerDropped: answerDropped, orderId: orderId, detailCode: detailCode, at: at))
+                seq: lastSeq, slot: Self.slot(of: request), outcome: outcome, status: status, fault: fault,
+                answerDropped: answerDropped, orderId: orderId, detailCode: detailCode, at: at,
+                connection: request.connection, requestOnConnection: request.requestOnConnection))
         if entries.count - start > Self.limit { start += 1 }
         if start >= Self.limit / 10 {
             entries.removeFirst(start)

@@ -41,6 +41,12 @@ struct ServeCommand: ParsableCommand {
     @Flag(help: "Send expires_in as a JSON string.")
     var expiresInAsString = false
 
+    @Flag(help: "Close each connection right after answering (without saying Connection: close).")
+    var closeAfterAnswer = false
+
+    @Flag(help: "Drop, unanswered and undone, every request that is not the first on its connection.")
+    var dropReusedConnections = false
+
     var slotList: [String] {
         slots.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
     }
@@ -67,6 +73,8 @@ struct ServeCommand: ParsableCommand {
         config.rotateRefreshTokens = rotateRefreshTokens
         config.oldRefreshTokenPolicy = oldRefreshTokenPolicy
         config.expiresInAsString = expiresInAsString
+        config.closeAfterAnswer = closeAfterAnswer
+        config.dropReusedConnections = dropReusedConnections
 
         var tls: NIOSSLContext?
         if let tlsCert, let tlsKey {

@@ -9,7 +9,7 @@ import Synchronization
 /// - a button press: `GPIOBackend` → `InputPipeline` (debounce) → `PressHandler` → `OrderService.accept`
 ///   (durable outbox) → `OrderService.run` → `DRSClient.replenish`;
 /// - token refresh: `TokenManager.run`; pairing: `PairingCoordinator` behind `LocalHTTPServer`;
-/// - C is called only in `CurlEasy`, `GpiodBackend` and `PKCE`.
+/// - C is called only in `Curl/` (libcurl), `GpiodBackend` and `PKCE`.
 struct Agent {
     typealias Clock = ContinuousClock
 
@@ -22,9 +22,11 @@ struct Agent {
         try StateDirectory.prepare(config.stateDirectory)
         let clock = ContinuousClock()
         let wallTime: @Sendable () -> Double = { POSIX.wallTime() }
-        let http = try CurlHTTPClient(options: .init(caFile: config.caFile))
-        let lwa = LWAClient(http: http, tokenURL: config.lwa.tokenURL, clientSecret: config.lwa.clientSecret)
-        let drs = DRSClient(http: http, baseURL: config.drsBaseURL)
+        // Two lanes (own handle, own thread each): no DRS call, however slow, delays a due token refresh.
+        let lwaLane = try CurlHTTPClient(options: .init(caFile: config.caFile))
+        let drsLane = try CurlHTTPClient(options: .init(caFile: config.caFile))
+        let lwa = LWAClient(http: lwaLane, tokenURL: config.lwa.tokenURL, clientSecret: config.lwa.clientSecret)
+        let drs = DRSClient(http: drsLane, baseURL: config.drsBaseURL)
         let logger = logger
         let tokens = try Self.makeTokenManager(
             config: config, lwa: lwa, clock: clock, wallTime: wallTime, logger: logger)

@@ -1,7 +1,5 @@
-import CCurl
-
 /// A URL the agent is allowed to call: `https://` anywhere, `http://` only on a loopback host (tests and the
-/// emulator). Parsed by libcurl's own URL parser, the same one that will send the request.
+/// emulator). Parsed by libcurl's own URL parser (`CurlURL`), the same one that will send the request.
 struct EndpointURL: Sendable, Equatable, CustomStringConvertible {
     let text: String
     let scheme: String
@@ -10,20 +8,14 @@ struct EndpointURL: Sendable, Equatable, CustomStringConvertible {
     var description: String { text }
 
     init(_ text: String) throws(AgentError) {
-        guard let handle = curl_url() else { throw AgentError(.configuration, "cannot allocate a URL parser") }
-        defer { curl_url_cleanup(handle) }
-        guard curl_url_set(handle, CURLUPART_URL, text, 0) == CURLUE_OK else {
+        let parsed: CurlURL
+        do { parsed = try CurlURL(parsing: text) } catch {
+            throw AgentError(.configuration, "not a valid URL", cause: error)
+        }
+        guard let scheme = parsed.scheme?.lowercased(), let host = parsed.host?.lowercased() else {
             throw AgentError(.configuration, "not a valid URL")
         }
-        func part(_ which: CURLUPart) -> String? {
-            var pointer: UnsafeMutablePointer<CChar>?
-            guard curl_url_get(handle, which, &pointer, 0) == CURLUE_OK, let pointer else { return nil }
-            defer { curl_free(pointer) }
-            return String(cString: pointer)
-        }
-        guard let scheme = part(CURLUPART_SCHEME)?.lowercased(), let host = part(CURLUPART_HOST)?.lowercased()
-        else { throw AgentError(.configuration, "not a valid URL") }
-        if part(CURLUPART_USER) != nil || part(CURLUPART_QUERY) != nil || part(CURLUPART_FRAGMENT) != nil {
+        if parsed.user != nil || parsed.query != nil || parsed.fragment != nil {
             throw AgentError(.configuration, "must not carry credentials, a query or a fragment")
         }
         switch scheme {

@@ -168,8 +168,10 @@ actor OrderService<C: Clock> where C.Duration == Duration {
             marked.markSending(slot: slot, at: wallTime())
             guard saveOrRetryLater(marked) else { return }
             let attemptNumber = (outbox.entry(for: slot)?.attempts ?? 0) + 1
+            // One line per request that leaves the device, written before it is sent (the transport resends
+            // nothing on its own, so the server sees exactly the attempts logged here).
             logger.info(
-                "replenish attempt", metadata: ["order.slot": "\(slot)", "order.attempt": "\(attemptNumber)"])
+                "sending replenish", metadata: ["order.slot": "\(slot)", "order.attempt": "\(attemptNumber)"])
             let result: Result<HTTPResponse, AgentError>
             do { result = .success(try await drs.replenish(slot: slot, token: token)) } catch {
                 result = .failure(error)

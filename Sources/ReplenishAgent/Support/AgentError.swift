@@ -41,11 +41,15 @@ public struct AgentError: Error, CustomStringConvertible, Sendable {
     /// When the failure says how long to wait before trying again (LWA's or DRS's `Retry-After`, or the
     /// token manager's own backoff deadline), that wait; callers never retry sooner.
     public var retryAfter: Duration?
+    /// The typed failure underneath, when a C library reported one (a `CurlError` from libcurl), for callers
+    /// and tests that need its code rather than the message. Never holds a secret either.
+    public var cause: (any Error & Sendable)?
 
-    public init(_ code: Code, _ message: String, retryAfter: Duration? = nil) {
+    public init(_ code: Code, _ message: String, retryAfter: Duration? = nil, cause: (any Error & Sendable)? = nil) {
         self.code = code
         self.message = message
         self.retryAfter = retryAfter
+        self.cause = cause
     }
 
     public var description: String { message }

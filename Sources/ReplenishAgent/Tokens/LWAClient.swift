@@ -71,12 +71,16 @@ struct LWAClient: Sendable {
             guard let success = try? JSONDecoder().decode(Success.self, from: Data(response.body)) else {
                 throw AgentError(.server, "LWA answered 200 with a body the agent cannot read")
             }
-            let limit = 2048
-            guard !success.accessToken.isEmpty, success.accessToken.utf8.count <= limit,
-                (success.refreshToken?.utf8.count ?? 0) <= limit, success.expiresIn >= 1,
-                success.expiresIn <= 366 * 86400
+            // A token goes into an `Authorization` header and into tokens.json: a CR, LF or any other control
+            // character would inject a header, so a token outside the alphabet is refused before it is kept.
+            guard Self.isTokenText(success.accessToken),
+                success.refreshToken.map({ $0.isEmpty || Self.isTokenText($0) }) ?? true
             else {
-                throw AgentError(.server, "LWA answered 200 with an out-of-range token or lifetime")
+                throw AgentError(
+                    .server, "LWA answered 200 with a token that is empty, over 2048 bytes or not printable ASCII")
+            }
+            guard success.expiresIn >= 1, success.expiresIn <= 366 * 86400 else {
+                throw AgentError(.server, "LWA answered 200 with an out-of-range token lifetime")
             }
             return TokenGrant(
                 accessToken: Secret(success.accessToken),
@@ -98,6 +102,13 @@ struct LWAClient: Sendable {
         default:
             throw AgentError(.accessDenied, "LWA refused: \(safeCode)")
         }
+    }
+
+    /// The token alphabet (PROTOCOL.md section 2): 1 to 2048 bytes of printable ASCII without spaces
+    /// (`!` to `~`), so that a token can never end a header line or start another.
+    static func isTokenText(_ token: String) -> Bool {
+        let bytes = token.utf8
+        return !bytes.isEmpty && bytes.count <= 2048 && bytes.allSatisfy { (0x21...0x7E).contains($0) }
     }
 
     /// An error code from a server goes into a log line: keep it short and printable.

@@ -126,7 +126,7 @@ import Testing
             _ = try CurlEasy(options: .init()).perform(HTTPRequest(method: .get, url: url))
         } catch {
             #expect(error.code == .network)
-            #expect(error.message.contains("curl 60"))
+            #expect(error.curl?.code == CurlError.peerFailedVerification)  // 60
         }
     }
 

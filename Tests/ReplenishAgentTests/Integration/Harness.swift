@@ -35,10 +35,13 @@ final class Harness: @unchecked Sendable {
 
     /// Starts a long-running process with its output going to `log` files in the harness directory.
     @discardableResult
-    func start(_ binary: String, _ arguments: [String], log: String) throws -> Process {
+    func start(
+        _ binary: String, _ arguments: [String], log: String, environment: [String: String]? = nil
+    ) throws -> Process {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: Self.binDirectory + "/" + binary)
         process.arguments = arguments
+        if let environment { process.environment = environment }
         FileManager.default.createFile(atPath: directory + "/" + log, contents: nil)
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: directory + "/" + log))
         process.standardOutput = handle
@@ -181,20 +184,31 @@ final class Harness: @unchecked Sendable {
 
     private var incarnation = 0
 
-    /// Starts (or restarts) the agent with its own log file.
-    func startAgent(config: String) throws -> Process {
+    /// Starts (or restarts) the agent with its own log file (and `environment` instead of the test's own).
+    func startAgent(config: String, environment: [String: String]? = nil) throws -> Process {
         incarnation += 1
-        return try start("replenish-agent", ["run", "--config", config], log: "agent-\(incarnation).log")
+        return try start(
+            "replenish-agent", ["run", "--config", config], log: "agent-\(incarnation).log", environment: environment)
+    }
+
+    /// The replenish requests the agent logged (`sending replenish`, one line before each leaves the device)
+    /// for `slot`, over every incarnation's log.
+    func loggedReplenishAttempts(slot: String) -> Int {
+        agentLogs.split(separator: "\n").filter { line in
+            line.contains("sending replenish") && line.split(separator: " ").contains { $0 == "order.slot=\(slot)" }
+        }.count
     }
 
     /// An emulator, a config and a running agent, paired through the companion flow, its first duties done.
-    func startPairedAgent(emulatorArguments: [String] = [], slots: [String] = ["slot-1"]) throws
+    func startPairedAgent(
+        emulatorArguments: [String] = [], slots: [String] = ["slot-1"], agentEnvironment: [String: String]? = nil
+    ) throws
         -> (emulator: String, config: String, agent: Process, pairingPort: Int)
     {
         let emulator = try startEmulator(emulatorArguments + ["--slots", slots.joined(separator: ",")])
         let pairingPort = try Harness.freePort()
         let config = try writeConfig(emulator: emulator, pairingPort: pairingPort, slots: slots)
-        let agent = try startAgent(config: config)
+        let agent = try startAgent(config: config, environment: agentEnvironment)
         try pair(emulator: emulator, pairingPort: pairingPort)
         try waitUntil("the first duties") {
             let slotsStatus = try statusJSON(config: config)["slots"] as? [String: [String: Any]]

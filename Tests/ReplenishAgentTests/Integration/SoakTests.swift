@@ -106,9 +106,23 @@ import Testing
         }
         let placedOrders = events.filter { $0["outcome"] as? String == "placed" }.count
         let wasted = events.count - accepted
+        // Hidden resends: replenish requests the server received for which the agent logged no attempt (libcurl
+        // resending on its own would show here), counted per slot over every incarnation's log. A kill between
+        // the log line and the send could only hide one, never make one up. Besides, no replenish may travel on
+        // a reused connection (that is what lets libcurl resend).
+        var hiddenResends = 0
+        var loggedAttempts = 0
+        for slot in slots {
+            let logged = harness.loggedReplenishAttempts(slot: slot)
+            loggedAttempts += logged
+            hiddenResends += max(0, events.filter { $0["slot"] as? String == slot }.count - logged)
+        }
+        let onReusedConnections = events.filter { ($0["requestOnConnection"] as? Int ?? 0) != 1 }.count
         let figures =
             "presses \(started), orders placed \(placedOrders), lost \(lost), duplicated \(duplicated), "
-            + "wasted calls \(wasted) (replenish calls \(events.count); resends after a dropped answer \(excusedDropped), "
+            + "hidden resends \(hiddenResends), "
+            + "wasted calls \(wasted) (replenish calls \(events.count), attempts the agent logged \(loggedAttempts), "
+            + "on a reused connection \(onReusedConnections); resends after a dropped answer \(excusedDropped), "
             + "after a kill between answer and write \(excusedKillWindow); SIGKILLs \(killTimes.count); "
             + "presses refused while the agent restarted \(refusedPresses); seed \(Self.seed))"
         print("soak: \(figures)")
@@ -117,6 +131,9 @@ import Testing
         #expect(started == Self.presses, "the soak did not finish in time: \(figures)")
         #expect(lost == 0, "\(figures)")
         #expect(duplicated == 0, "\(figures)")
+        #expect(hiddenResends == 0, "\(figures)")
+        #expect(onReusedConnections == 0, "\(figures)")
+        #expect(loggedAttempts >= events.count, "\(figures)")
         #expect(placedOrders == started, "\(figures)")
         harness.expectNoSecretsInAgentOutput()
     }

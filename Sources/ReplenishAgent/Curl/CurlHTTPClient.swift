@@ -1,8 +1,10 @@
 import NIOPosix
 
-/// The device's HTTP client: one libcurl easy handle (so one kept-alive connection per host) driven by one
-/// dedicated thread, so a request never blocks Swift's cooperative thread pool. Requests run one at a time,
-/// in the order they were sent; the agent's traffic is a handful of small calls, so one lane is enough.
+/// One lane of the device's HTTP traffic: one libcurl easy handle driven by one dedicated thread, so a
+/// request never blocks Swift's cooperative thread pool. Requests of a lane run one at a time, in the order
+/// they were sent; the agent has two lanes (`Agent.run`), one for LWA and one for DRS, so that a slow DRS
+/// call (up to its 30 s timeout) never holds back a due token refresh. GETs of a lane may share a kept-alive
+/// connection; every other request gets a connection of its own (see `CurlEasy`).
 final class CurlHTTPClient: HTTPClient, @unchecked Sendable {
     // @unchecked: `easy` is touched only on `worker`'s single thread.
     private let worker: NIOThreadPool
