@@ -19,7 +19,9 @@ struct Agent {
     static func controlSocketPath(stateDirectory: String) -> String { POSIX.join(stateDirectory, "control.sock") }
 
     func run() async throws {
-        try StateDirectory.prepare(config.stateDirectory)
+        // Before any state is read: one agent per state directory, held until `run` returns.
+        let stateDirectory = try StateDirectory.open(config.stateDirectory) { logger.warning("\($0)") }
+        defer { withExtendedLifetime(stateDirectory) {} }
         let clock = ContinuousClock()
         let wallTime: @Sendable () -> Double = { POSIX.wallTime() }
         let http = try CurlHTTPClient(options: .init(caFile: config.caFile))

@@ -15,6 +15,45 @@ struct FileTokenStore: TokenStore {
 
     init(stateDirectory: String) { path = POSIX.join(stateDirectory, "tokens.json") }
 
+    /// The token file is small; anything larger is not one.
+    static let readLimit = 1 << 20
+
+    /// The tokens, nil when there is no token file. A file that cannot be used (see `StateFile`: not a regular
+    /// file, another owner, too large, a format version this build cannot read, corrupt, or without a refresh
+    /// token) is moved aside, kept for inspection, and reported by the error: the device is then unpaired.
+    func load() throws(AgentError) -> TokenSet? {
+        let reason: String
+        switch try Self.read(path) {
+        case .missing: return nil
+        case .read(let tokens): return tokens
+        case .unusable(let why): reason = why
+        }
+        let aside = try StateFile.moveAside(path)
+        throw AgentError(.storage, "\(path) \(reason); it was moved to \(aside); the device must be paired again")
+    }
+
+    /// Reads the token file without the side effects of `load` (no moving aside): for `status`.
+    static func read(_ path: String) throws(AgentError) -> StateFile.Reading<TokenSet> {
+        switch try StateFile.read(TokenSet.self, from: path, limit: readLimit) {
+        case .missing: return .missing
+        case .unusable(let reason): return .unusable(reason: reason)
+        case .read(let tokens):
+            guard !tokens.refreshToken.value.isEmpty else { return .unusable(reason: "holds no refresh token") }
+            return .read(tokens.withSaneExpiry)
+        }
+    }
+
+    func save(_ tokens: TokenSet) throws(AgentError) { try StateFile.save(tokens, to: path) }
+
+    func wipe() throws(AgentError)
+}
+
+/// `tokens.json` under the state directory, mode 0600, replaced atomically.
+struct FileTokenStore: TokenStore {
+    let path: String
+
+    init(stateDirectory: String) { path = POSIX.join(stateDirectory, "tokens.json") }
+
     func load() throws(AgentError) -> TokenSet? {
         guard let bytes = try POSIX.readFile(path) else { return nil }
         do {
