@@ -128,7 +128,8 @@ import Testing
         var reports: [String] = []
         let lock = try StateDirectory.open(state) { reports.append($0) }
         #expect(try names(state) == [".tmp-12", "lock", "notes.tmp-abc", "status.json.tmp-", "tokens.json"])
-        #expect(reports.contains("state directory: removed \(state)/tokens.json.tmp-4242, left by an interrupted write"))
+        #expect(
+            reports.contains("state directory: removed \(state)/tokens.json.tmp-4242, left by an interrupted write"))
         #expect(reports.contains("state directory: removed \(state)/outbox.json.tmp-1, left by an interrupted write"))
         #expect(reports.contains("state directory: \(state)/tokens.json had mode 640; set to 600"))
         #expect(reports.count == 3)

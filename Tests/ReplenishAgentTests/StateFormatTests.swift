@@ -29,7 +29,8 @@ import Testing
     /// Bumping a format version without adding the fixture it writes fails here.
     @Test func thereIsAFixtureForEveryReadableVersion() throws {
         for (name, current) in [
-            ("tokens", TokenSet.formatVersion), ("outbox", Outbox.formatVersion), ("status", StatusRecord.formatVersion),
+            ("tokens", TokenSet.formatVersion), ("outbox", Outbox.formatVersion),
+            ("status", StatusRecord.formatVersion),
         ] {
             for version in 1...current + 2 {
                 #expect(

@@ -33,7 +33,8 @@ struct CheckConfigCommand: AsyncParsableCommand {
         do { lines += try StateDirectory.problems(config.stateDirectory) } catch {
             lines.append("stateDirectory: \(error.message)")
         }
-        lines += secretFileProblems(configPath, config: config, agentUID: agentUID(stateDirectory: config.stateDirectory))
+        lines += secretFileProblems(
+            configPath, config: config, agentUID: agentUID(stateDirectory: config.stateDirectory))
         return lines
     }
 

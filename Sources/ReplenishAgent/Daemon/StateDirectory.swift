@@ -61,7 +61,8 @@ enum StateDirectory {
             close(fd)
             if error == EWOULDBLOCK {
                 throw AgentError(
-                    .storage, "another replenish-agent (pid \(holder.map(String.init) ?? "unknown")) is running on \(path)")
+                    .storage,
+                    "another replenish-agent (pid \(holder.map(String.init) ?? "unknown")) is running on \(path)")
             }
             throw POSIX.storageError("flock", file, error)
         }
@@ -167,7 +168,8 @@ enum StateDirectory {
                 continue
             }
             if fileInfo.st_uid != uid {
-                problems.append("stateDirectory: \(file) is owned by uid \(fileInfo.st_uid), not the agent's uid \(uid)")
+                problems.append(
+                    "stateDirectory: \(file) is owned by uid \(fileInfo.st_uid), not the agent's uid \(uid)")
             }
             if fileInfo.st_mode & 0o077 != 0 {
                 problems.append("stateDirectory: \(file) has mode \(octal(fileInfo.st_mode & 0o777)); it must be 600")

@@ -54,7 +54,8 @@ import Testing
         #expect(mkdir(state + "/status.json", 0o700) == 0)
         // A token file elsewhere, linked in: never followed.
         let elsewhere = harness.directory + "/elsewhere.json"
-        try #"{"version":1,"clientId":"c","refreshToken":"Atzr|fixture-refresh","accessToken":"Atza|fixture-access","accessTokenExpiresAt":1800000000,"accessTokenLifetime":3600}"#
+        try
+            #"{"version":1,"clientId":"c","refreshToken":"Atzr|fixture-refresh","accessToken":"Atza|fixture-access","accessTokenExpiresAt":1800000000,"accessTokenLifetime":3600}"#
             .write(toFile: elsewhere, atomically: false, encoding: .utf8)
         #expect(symlink(elsewhere, state + "/tokens.json") == 0)
         try "{\"version\":1,\"torn".write(toFile: state + "/outbox.json.tmp-99999", atomically: false, encoding: .utf8)
