@@ -192,7 +192,7 @@ import Testing
         // Checked from a root shell: the agent's uid is the state directory's owner.
         #expect(chown(state, 4242, 4242) == 0)
         #expect(try StateDirectory.problems(state) == [])
-        #expect(CheckConfigCommand.agentUID(stateDirectory: state) == 4242)
+        #expect(StateDirectory.agentUID(state) == 4242)
     }
 
     @Test func checkConfigRefusesAClientSecretOthersCanRead() throws {

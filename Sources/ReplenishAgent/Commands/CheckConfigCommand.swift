@@ -34,15 +34,8 @@ struct CheckConfigCommand: AsyncParsableCommand {
             lines.append("stateDirectory: \(error.message)")
         }
         lines += secretFileProblems(
-            configPath, config: config, agentUID: agentUID(stateDirectory: config.stateDirectory))
+            configPath, config: config, agentUID: StateDirectory.agentUID(config.stateDirectory))
         return lines
-    }
-
-    /// The agent's uid as `check-config` can know it: its own, or, when a root shell runs it, the owner of the
-    /// state directory (systemd creates that for the agent's user); root when there is no state directory yet.
-    static func agentUID(stateDirectory: String) -> uid_t {
-        if geteuid() != 0 { return geteuid() }
-        return (try? POSIX.status(stateDirectory))??.st_uid ?? 0
     }
 
     /// A config that holds the client secret must not be readable by others, and must be owned by root or the

@@ -97,7 +97,7 @@ struct StatusCommand: AsyncParsableCommand {
     private static func readState<T: StateFormat>(_ type: T.Type, _ path: String, _ problems: inout [String]) throws
         -> T?
     {
-        switch try StateFile.read(type, from: path) {
+        switch try StateFile.read(type, from: path, owner: StateDirectory.agentUID(POSIX.parentDirectory(of: path))) {
         case .missing: return nil
         case .read(let value): return value
         case .unusable(let reason):
@@ -134,10 +134,14 @@ extension FileTokenStore {
     /// Reads the token file without the side effects of `load` (no moving aside): for `status`.
     static func peek(stateDirectory: String) throws(AgentError) -> TokenSet? {
         let store = FileTokenStore(stateDirectory: stateDirectory)
-        switch try read(store.path) {
+        switch try read(store.path, owner: StateDirectory.agentUID(stateDirectory)) {
         case .missing: return nil
         case .read(let tokens): return tokens
         case .unusable(let reason): throw AgentError(.storage, "\(store.path) \(reason)")
         }
     }
 }
+
+#if canImport(Glibc)
+    import Glibc
+#endif

@@ -145,13 +145,21 @@ enum StateDirectory {
         try POSIX.syncDirectory(path)
     }
 
+    /// The agent's uid as a command that does not run as the agent can know it: its own, or, when a root shell
+    /// runs it, the owner of the state directory (systemd creates that for the agent's user); root when there is
+    /// no state directory yet.
+    static func agentUID(_ path: String) -> uid_t {
+        if geteuid() != 0 { return geteuid() }
+        return (try? POSIX.status(path))??.st_uid ?? 0
+    }
+
     /// Every problem of the directory and its files, one line each naming the file; empty when all is well or
     /// when the directory does not exist yet (`run` will create it). The agent's uid is `agentUID`, by default
     /// this process's (when checked as root, the state directory's owner: a root shell checking an agent that
     /// runs as its own user).
     static func problems(_ path: String, agentUID: uid_t? = nil) throws(AgentError) -> [String] {
         guard let info = try POSIX.status(path) else { return [] }
-        let uid = agentUID ?? (geteuid() == 0 ? info.st_uid : geteuid())
+        let uid = agentUID ?? self.agentUID(path)
         var problems = try directoryProblems(path, agentUID: uid)
         guard (info.st_mode & S_IFMT) == S_IFDIR else { return problems }
         for name in try entries(path) where !isMovedAside(name) {

@@ -38,11 +38,12 @@ enum StateFile {
         }
     }
 
-    /// Reads and decodes the file at `path` without side effects (for `status`, and for `load`).
-    static func read<T: StateFormat>(_ type: T.Type, from path: String, limit: Int = readLimit) throws(AgentError)
-        -> Reading<T>
-    {
-        switch try readBytes(path, limit: limit) {
+    /// Reads and decodes the file at `path` without side effects (for `status`, and for `load`). `owner` is the
+    /// agent's uid: this process's in the daemon; `status` run from a root shell passes the state directory's.
+    static func read<T: StateFormat>(
+        _ type: T.Type, from path: String, limit: Int = readLimit, owner: uid_t = geteuid()
+    ) throws(AgentError) -> Reading<T> {
+        switch try readBytes(path, limit: limit, owner: owner) {
         case .missing: return .missing
         case .unusable(let reason): return .unusable(reason: reason)
         case .read(let bytes):
@@ -96,7 +97,9 @@ enum StateFile {
     /// The bytes of a state file, or why it cannot be used: a symbolic link, not a regular file, owned by another
     /// uid, over `limit` bytes, or not openable for its permissions. Other failures (no descriptors left, an I/O
     /// error) are thrown: they say nothing about the file, so it is not moved aside for them.
-    static func readBytes(_ path: String, limit: Int) throws(AgentError) -> Reading<[UInt8]> {
+    static func readBytes(_ path: String, limit: Int, owner: uid_t = geteuid()) throws(AgentError)
+        -> Reading<[UInt8]>
+    {
         // O_NOFOLLOW: a symbolic link fails with ELOOP instead of being followed out of the state directory.
         // O_NONBLOCK: opening a FIFO for reading returns at once instead of waiting for a writer.
         let fd = POSIX.retryingEINTR { open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY) }
@@ -116,8 +119,8 @@ enum StateFile {
         if (info.st_mode & S_IFMT) != S_IFREG {
             return .unusable(reason: "is not a regular file (a \(POSIX.fileKind(info.st_mode)))")
         }
-        if info.st_uid != geteuid() {
-            return .unusable(reason: "is owned by uid \(info.st_uid), not the agent's uid \(geteuid())")
+        if info.st_uid != owner {
+            return .unusable(reason: "is owned by uid \(info.st_uid), not the agent's uid \(owner)")
         }
         if Int(info.st_size) > limit { return .unusable(reason: "is larger than \(limit) bytes (\(info.st_size))") }
         var bytes: [UInt8] = []

@@ -33,8 +33,8 @@ struct FileTokenStore: TokenStore {
     }
 
     /// Reads the token file without the side effects of `load` (no moving aside): for `status`.
-    static func read(_ path: String) throws(AgentError) -> StateFile.Reading<TokenSet> {
-        switch try StateFile.read(TokenSet.self, from: path, limit: readLimit) {
+    static func read(_ path: String, owner: uid_t = geteuid()) throws(AgentError) -> StateFile.Reading<TokenSet> {
+        switch try StateFile.read(TokenSet.self, from: path, limit: readLimit, owner: owner) {
         case .missing: return .missing
         case .unusable(let reason): return .unusable(reason: reason)
         case .read(let tokens):
@@ -82,3 +82,7 @@ struct FileTokenStore: TokenStore {
 
     func wipe() throws(AgentError) { try POSIX.removeFile(path) }
 }
+
+#if canImport(Glibc)
+    import Glibc
+#endif
