@@ -20,7 +20,7 @@ struct Agent {
 
     func run() async throws {
         // Before any state is read: one agent per state directory, held until `run` returns.
-        let stateDirectory = try StateDirectory.open(config.stateDirectory) { logger.warning("\($0)") }
+        let stateDirectory = try StateDirectory.open(config.stateDirectory) { [logger] in logger.warning("\($0)") }
         defer { withExtendedLifetime(stateDirectory) {} }
         let clock = ContinuousClock()
         let wallTime: @Sendable () -> Double = { POSIX.wallTime() }

@@ -54,6 +54,9 @@ enum StateFile {
         }
     }
 
+    /// The one field every state file has, read before the rest.
+    private struct VersionProbe: Decodable { var version: Int? }
+
     /// Why a file's bytes are not a state of type `T`.
     struct FormatProblem: Error {
         var reason: String
@@ -61,9 +64,8 @@ enum StateFile {
 
     /// Applies `StateFormat`'s rule to the bytes of a file.
     static func decode<T: StateFormat>(_ type: T.Type, from bytes: [UInt8]) -> Result<T, FormatProblem> {
-        struct Probe: Decodable { var version: Int? }
         let data = Data(bytes)
-        guard let probe = try? JSONDecoder().decode(Probe.self, from: data) else {
+        guard let probe = try? JSONDecoder().decode(VersionProbe.self, from: data) else {
             return .failure(FormatProblem(reason: "is not a JSON object with a format version"))
         }
         guard let version = probe.version else { return .failure(FormatProblem(reason: "has no format version")) }
