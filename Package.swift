@@ -47,7 +47,8 @@ let package = Package(
             ],
             exclude: ["README.md"]
         ),
-        .testTarget(name: "ReplenishAgentTests", dependencies: ["ReplenishAgent"]),
+        // Fixtures (state files of every format version) are read by path, relative to the test sources.
+        .testTarget(name: "ReplenishAgentTests", dependencies: ["ReplenishAgent"], exclude: ["Fixtures"]),
     ],
     swiftLanguageModes: [.v6]
 )

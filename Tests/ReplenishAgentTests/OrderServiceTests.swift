@@ -42,11 +42,25 @@ import Testing
             random: .seeded(state: 3), logger: .init(label: "test"))
     }
 
-    /// Moves the manual clock forward a second at a time, letting every service run between steps.
-    func pass(seconds: Int) async {
-        for _ in 0..<seconds {
-            clock.advance(by: .seconds(1))
-            for _ in 0..<60 { await Task.yield() }
+    /// Moves the manual clock forward a second at a time; after each step waits (bounded, 5 s of real time at
+    /// most, polling) until `sleepers` tasks are asleep on the clock again, so every service has finished what
+    /// the step made due (file writes included) before time moves on.
+    func pass(seconds: Int, sleepers: Int = 1, step: Int = 1) async {
+        for _ in 0..<(seconds / step) {
+            clock.advance(by: .seconds(step))
+            await quiesce(sleepers: sleepers)
+        }
+    }
+
+    func quiesce(sleepers: Int) async {
+        let deadline = ContinuousClock.now.advanced(by: .seconds(5))
+        var stable = 0
+        while ContinuousClock.now < deadline {
+            // Several polls in a row at the count: a service that woke may not have gone back to sleep yet.
+            stable = clock.sleeperCount >= sleepers ? stable + 1 : 0
+            if stable >= 20 { return }
+            await Task.yield()
+            if stable == 0 { try? await Task.sleep(for: .milliseconds(1)) }
         }
     }
 
@@ -61,7 +75,8 @@ import Testing
         let quietRunner = Task { await quiet.run() }
         // One caller asks at the start, as the pending presses will below: both schedules start at 0 s.
         _ = try? await quiet.accessToken()
-        await pass(seconds: 3600)
+        await quiesce(sleepers: 1)
+        await pass(seconds: 3600, sleepers: 1, step: 5)
         quietRunner.cancel()
         let scheduled = alone.requests.count
 
@@ -81,7 +96,9 @@ import Testing
         let runners = [
             Task { await tokens.run() }, Task { await orders.run() }, Task { await duties.run() },
         ]
-        await pass(seconds: 3600)
+        // The token manager, the order service and the duties each sleep on the clock between their tries.
+        await quiesce(sleepers: 3)
+        await pass(seconds: 3600, sleepers: 3, step: 5)
         for runner in runners { runner.cancel() }
         #expect(clockAtStart.duration(to: clock.now) == .seconds(3600))
         #expect(scheduled >= 8 && scheduled <= 25, "\(scheduled) refreshes in an hour of LWA 503s")
@@ -130,7 +147,7 @@ import Testing
         #expect(await settle({ drs.requests.count == 1 && clock.sleeperCount > 0 }))
         #expect(try outboxOnDisk(directory)?.entry(for: "slot-1")?.unansweredSince == epoch)
         await pass(seconds: 2)
-        #expect(drs.requests.count == 2)
+        #expect(await settle({ drs.requests.count == 2 && clock.sleeperCount > 0 }))
         #expect(try outboxOnDisk(directory)?.entry(for: "slot-1")?.unansweredSince == nil)
         #expect(try outboxOnDisk(directory)?.entry(for: "slot-1")?.attempts == 2)
     }
@@ -155,8 +172,13 @@ import Testing
         // A press now cannot be made durable, so it is refused (never acknowledged and then lost).
         await #expect(throws: AgentError.self) { try await orders.accept(slot: "slot-1") }
         try FileManager.default.removeItem(atPath: obstacle)
-        await pass(seconds: 10)
-        #expect(try outboxOnDisk(directory)?.entries.isEmpty == true)
+        // The write is retried within the first backoff step (2.5-5 s).
+        var written = false
+        for _ in 0..<10 where !written {
+            clock.advance(by: .seconds(1))
+            written = await settle({ (try? outboxOnDisk(directory)?.entries.isEmpty) == true }, attempts: 500)
+        }
+        #expect(written)
         #expect(drs.requestCount == 1)
     }
 

@@ -94,14 +94,16 @@ struct StatusCommand: AsyncParsableCommand {
             lastDeviceStatusAt: record.lastDeviceStatusAt.map(ISO8601.format), slots: slots, problems: problems)
     }
 
-    private static func readState<T: Decodable>(_ type: T.Type, _ path: String, _ problems: inout [String]) throws -> T?
+    private static func readState<T: StateFormat>(_ type: T.Type, _ path: String, _ problems: inout [String]) throws
+        -> T?
     {
-        guard let bytes = try POSIX.readFile(path, limit: 4 << 20) else { return nil }
-        guard let value = try? JSONDecoder().decode(T.self, from: Data(bytes)) else {
-            problems.append("\(path) is unreadable (the agent will move it aside at its next start)")
+        switch try StateFile.read(type, from: path, owner: StateDirectory.agentUID(POSIX.parentDirectory(of: path))) {
+        case .missing: return nil
+        case .read(let value): return value
+        case .unusable(let reason):
+            problems.append("\(path) \(reason) (the agent will move it aside at its next start)")
             return nil
         }
-        return value
     }
 
     func run() async throws {
@@ -132,10 +134,14 @@ extension FileTokenStore {
     /// Reads the token file without the side effects of `load` (no moving aside): for `status`.
     static func peek(stateDirectory: String) throws(AgentError) -> TokenSet? {
         let store = FileTokenStore(stateDirectory: stateDirectory)
-        guard let bytes = try POSIX.readFile(store.path) else { return nil }
-        guard let tokens = try? JSONDecoder().decode(TokenSet.self, from: Data(bytes)) else {
-            throw AgentError(.storage, "\(store.path) is unreadable")
+        switch try read(store.path, owner: StateDirectory.agentUID(stateDirectory)) {
+        case .missing: return nil
+        case .read(let tokens): return tokens
+        case .unusable(let reason): throw AgentError(.storage, "\(store.path) \(reason)")
         }
-        return tokens.withSaneExpiry
     }
 }
+
+#if canImport(Glibc)
+    import Glibc
+#endif

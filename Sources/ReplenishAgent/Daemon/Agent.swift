@@ -19,7 +19,9 @@ struct Agent {
     static func controlSocketPath(stateDirectory: String) -> String { POSIX.join(stateDirectory, "control.sock") }
 
     func run() async throws {
-        try StateDirectory.prepare(config.stateDirectory)
+        // Before any state is read: one agent per state directory, held until `run` returns.
+        let stateDirectory = try StateDirectory.open(config.stateDirectory) { [logger] in logger.warning("\($0)") }
+        defer { withExtendedLifetime(stateDirectory) {} }
         let clock = ContinuousClock()
         let wallTime: @Sendable () -> Double = { POSIX.wallTime() }
         // Two lanes (own handle, own thread each): no DRS call, however slow, delays a due token refresh.

@@ -2,10 +2,27 @@
     import Glibc
 #endif
 
-/// The state directory holds the tokens, the outbox and the control socket: mode 0700, owned by the agent's
-/// user, every file in it 0600. `run` creates it when missing and refuses a directory others can read.
+/// The state directory holds the tokens, the outbox, the status and the control socket: mode 0700, owned by the
+/// agent's user, every file in it 0600. `run` opens it with `open(_:report:)`: created when missing, refused when
+/// others can reach it, locked for one agent, swept of what a killed agent left.
 enum StateDirectory {
-    /// Creates the directory (0700) when missing; then checks it.
+    /// The state files, each read by its own loader through `StateFile`.
+    static let stateFileNames = ["tokens.json", "outbox.json", "status.json"]
+    /// The lock file `run` holds (`flock`) for its whole life; it records the holder's pid.
+    static let lockFileName = "lock"
+
+    /// Prepares the directory for `run`, before any state is read: creates and checks it (`prepare`), takes the
+    /// lock (a second agent on the same directory stops here with the holder's pid), then sweeps it (`sweep`).
+    /// The lock lasts as long as the returned value.
+    static func open(_ path: String, report: (String) -> Void) throws(AgentError) -> StateDirectoryLock {
+        try prepare(path)
+        let lock = try self.lock(path)
+        try sweep(path, report: report)
+        return lock
+    }
+
+    /// Creates the directory (0700) when missing; then checks the directory itself (mode and owner). These
+    /// problems stop the agent: with them, the tokens are not private.
     static func prepare(_ path: String) throws(AgentError) {
         if try POSIX.status(path) == nil {
             let parent = POSIX.parentDirectory(of: path)
@@ -17,7 +34,7 @@ enum StateDirectory {
             // mkdir's mode is filtered by the umask; set exactly 0700.
             if chmod(path, 0o700) != 0 { throw POSIX.storageError("chmod", path) }
         }
-        let problems = try problems(path)
+        let problems = try directoryProblems(path, agentUID: geteuid())
         if let first = problems.first { throw AgentError(.storage, first) }
     }
 
@@ -27,32 +44,141 @@ enum StateDirectory {
         if mkdir(path, 0o755) != 0 && errno != EEXIST { throw POSIX.storageError("mkdir", path) }
     }
 
-    /// Every permission problem of the directory and its files, one line each; empty when all is well or
-    /// when the directory does not exist yet (`run` will create it).
-    static func problems(_ path: String) throws(AgentError) -> [String] {
-        guard let info = try POSIX.status(path) else { return [] }
-        var problems: [String] = []
-        guard (info.st_mode & S_IFMT) == S_IFDIR else { return ["stateDirectory: \(path) is not a directory"] }
-        if info.st_mode & 0o077 != 0 {
-            problems.append(
-                "stateDirectory: \(path) has mode \(octal(info.st_mode & 0o777)); group and others must have no access (chmod 700)"
-            )
+    /// Takes the state directory's lock without waiting: `flock` on `<path>/lock`, opened `O_CLOEXEC` so no
+    /// child inherits it. The kernel drops the lock when the process ends, however it ends, so a killed agent
+    /// never leaves a stale lock. A lock file that is not a regular file is moved aside once and made anew.
+    static func lock(_ path: String) throws(AgentError) -> StateDirectoryLock {
+        let file = POSIX.join(path, lockFileName)
+        var fd = try openLockFile(file)
+        if fd < 0 {
+            let aside = try StateFile.moveAside(file)
+            fd = try openLockFile(file)
+            if fd < 0 { throw AgentError(.storage, "\(file) cannot be made a regular file (the old one is \(aside))") }
         }
-        if info.st_uid != geteuid() {
-            problems.append("stateDirectory: \(path) is owned by uid \(info.st_uid), not the agent's uid \(geteuid())")
-        }
-        guard let directory = opendir(path) else { return problems }
-        defer { closedir(directory) }
-        while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) {
-                String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
+        if POSIX.retryingEINTR({ flock(fd, LOCK_EX | LOCK_NB) }) != 0 {
+            let error = errno
+            let holder = readPID(fd)
+            close(fd)
+            if error == EWOULDBLOCK {
+                throw AgentError(
+                    .storage,
+                    "another replenish-agent (pid \(holder.map(String.init) ?? "unknown")) is running on \(path)")
             }
-            if name == "." || name == ".." { continue }
+            throw POSIX.storageError("flock", file, error)
+        }
+        // The pid is only for the message above: the lock itself is the flock, not the file's content.
+        let pid = Array("\(getpid())\n".utf8)
+        let truncated = POSIX.retryingEINTR { ftruncate(fd, 0) } == 0
+        let written = pid.withUnsafeBytes { buffer in
+            POSIX.retryingEINTR { pwrite(fd, buffer.baseAddress, buffer.count, 0) }
+        }
+        if !truncated || written != pid.count {
+            let error = errno
+            close(fd)
+            throw POSIX.storageError("write", file, error)
+        }
+        return StateDirectoryLock(path: file, descriptor: fd)
+    }
+
+    /// Opens (creating, 0600) the lock file; -1 when the name is taken by something that is not a regular file.
+    private static func openLockFile(_ file: String) throws(AgentError) -> Int32 {
+        let fd = POSIX.retryingEINTR { Glibc.open(file, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0o600) }
+        if fd < 0 {
+            let error = errno
+            if [ELOOP, EISDIR, ENXIO, ENODEV].contains(error) { return -1 }
+            throw POSIX.storageError("open", file, error)
+        }
+        var info = stat()
+        if fstat(fd, &info) != 0 {
+            let error = errno
+            close(fd)
+            throw POSIX.storageError("fstat", file, error)
+        }
+        if (info.st_mode & S_IFMT) != S_IFREG {
+            close(fd)
+            return -1
+        }
+        return fd
+    }
+
+    private static func readPID(_ fd: Int32) -> Int? {
+        var buffer = [UInt8](repeating: 0, count: 32)
+        let count = buffer.withUnsafeMutableBytes { raw in
+            POSIX.retryingEINTR { pread(fd, raw.baseAddress, raw.count, 0) }
+        }
+        guard count > 0 else { return nil }
+        let text = String(decoding: buffer[0..<count], as: UTF8.self)
+        return Int(text.split(separator: "\n").first ?? "")
+    }
+
+    /// What a killed agent or a careless hand may have left, dealt with under the lock before any state is read:
+    /// temp files of an interrupted write (`NAME.tmp-<pid>`) are removed; a regular file of the agent's own with
+    /// a lax mode is set to 0600; anything else odd (another owner, not a regular file) is reported and left,
+    /// except the state files themselves, whose loaders move a bad one aside with the reason. Nothing here stops
+    /// the agent: a restart could not fix it either.
+    static func sweep(_ path: String, report: (String) -> Void) throws(AgentError) {
+        for name in try entries(path) {
             let file = POSIX.join(path, name)
-            guard let fileInfo = try? POSIX.status(file) else { continue }
+            guard let info = try POSIX.linkStatus(file) else { continue }
+            let kind = info.st_mode & S_IFMT
+            if isTempFile(name) {
+                if unlink(file) == 0 {
+                    report("state directory: removed \(file), left by an interrupted write")
+                } else {
+                    report("state directory: cannot remove \(file): \(POSIX.describe(errno))")
+                }
+                continue
+            }
+            // Sockets are bound anew at each start; a moved-aside copy was reported when it was moved.
+            if kind == S_IFSOCK || isMovedAside(name) || stateFileNames.contains(name) && kind != S_IFREG { continue }
+            if kind != S_IFREG {
+                report("state directory: \(file) is a \(POSIX.fileKind(info.st_mode)), not a regular file")
+            } else if info.st_uid != geteuid() {
+                if !stateFileNames.contains(name) {
+                    report("state directory: \(file) is owned by uid \(info.st_uid), not the agent's uid \(geteuid())")
+                }
+            } else if info.st_mode & 0o077 != 0 {
+                if chmod(file, 0o600) != 0 { throw POSIX.storageError("chmod", file) }
+                report("state directory: \(file) had mode \(octal(info.st_mode & 0o777)); set to 600")
+            }
+        }
+        try POSIX.syncDirectory(path)
+    }
+
+    /// The agent's uid as a command that does not run as the agent can know it: its own, or, when a root shell
+    /// runs it, the owner of the state directory (systemd creates that for the agent's user); root when there is
+    /// no state directory yet.
+    static func agentUID(_ path: String) -> uid_t {
+        if geteuid() != 0 { return geteuid() }
+        return (try? POSIX.status(path))??.st_uid ?? 0
+    }
+
+    /// Every problem of the directory and its files, one line each naming the file; empty when all is well or
+    /// when the directory does not exist yet (`run` will create it). The agent's uid is `agentUID`, by default
+    /// this process's (when checked as root, the state directory's owner: a root shell checking an agent that
+    /// runs as its own user).
+    static func problems(_ path: String, agentUID: uid_t? = nil) throws(AgentError) -> [String] {
+        guard let info = try POSIX.status(path) else { return [] }
+        let uid = agentUID ?? self.agentUID(path)
+        var problems = try directoryProblems(path, agentUID: uid)
+        guard (info.st_mode & S_IFMT) == S_IFDIR else { return problems }
+        for name in try entries(path) where !isMovedAside(name) {
+            let file = POSIX.join(path, name)
+            guard let fileInfo = try POSIX.linkStatus(file) else { continue }
+            let kind = fileInfo.st_mode & S_IFMT
             // A socket (the simulated board's control socket) is removed and bound anew at every start, so a
             // stale one's mode says nothing; files hold the secrets.
-            if (fileInfo.st_mode & S_IFMT) == S_IFSOCK { continue }
+            if kind == S_IFSOCK { continue }
+            if kind != S_IFREG {
+                problems.append(
+                    "stateDirectory: \(file) is a \(POSIX.fileKind(fileInfo.st_mode)), not a regular file (run moves a bad state file aside)"
+                )
+                continue
+            }
+            if fileInfo.st_uid != uid {
+                problems.append(
+                    "stateDirectory: \(file) is owned by uid \(fileInfo.st_uid), not the agent's uid \(uid)")
+            }
             if fileInfo.st_mode & 0o077 != 0 {
                 problems.append("stateDirectory: \(file) has mode \(octal(fileInfo.st_mode & 0o777)); it must be 600")
             }
@@ -60,5 +186,62 @@ enum StateDirectory {
         return problems
     }
 
+    /// The problems of the directory itself: not a directory, group or others have access, another owner.
+    static func directoryProblems(_ path: String, agentUID: uid_t) throws(AgentError) -> [String] {
+        guard let info = try POSIX.status(path) else { return [] }
+        guard (info.st_mode & S_IFMT) == S_IFDIR else { return ["stateDirectory: \(path) is not a directory"] }
+        var problems: [String] = []
+        if info.st_mode & 0o077 != 0 {
+            problems.append(
+                "stateDirectory: \(path) has mode \(octal(info.st_mode & 0o777)); group and others must have no access (chmod 700)"
+            )
+        }
+        if info.st_uid != agentUID {
+            problems.append("stateDirectory: \(path) is owned by uid \(info.st_uid), not the agent's uid \(agentUID)")
+        }
+        return problems
+    }
+
+    /// The names in the directory, without `.` and `..`.
+    static func entries(_ path: String) throws(AgentError) -> [String] {
+        guard let directory = opendir(path) else { throw POSIX.storageError("opendir", path) }
+        defer { closedir(directory) }
+        var names: [String] = []
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) {
+                String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names.sorted()
+    }
+
+    /// `NAME.tmp-<pid>`, as `POSIX.writeFileAtomically` names its temp files.
+    static func isTempFile(_ name: String) -> Bool {
+        guard let range = name.ranges(of: ".tmp-").last else { return false }
+        let pid = name[range.upperBound...]
+        return range.lowerBound != name.startIndex && !pid.isEmpty && pid.allSatisfy(\.isASCIIDigit)
+    }
+
+    /// `NAME.corrupt-<time>[-N]`, as `StateFile.moveAside` names what it moves.
+    static func isMovedAside(_ name: String) -> Bool { name.contains(".corrupt-") }
+
     private static func octal(_ mode: mode_t) -> String { String(mode, radix: 8) }
+}
+
+/// The held lock of a state directory (see `StateDirectory.lock`); released when this value goes.
+final class StateDirectoryLock: Sendable {
+    let path: String
+    private let descriptor: Int32
+
+    init(path: String, descriptor: Int32) {
+        self.path = path
+        self.descriptor = descriptor
+    }
+
+    deinit { close(descriptor) }
+}
+
+extension Character {
+    fileprivate var isASCIIDigit: Bool { isASCII && isNumber }
 }

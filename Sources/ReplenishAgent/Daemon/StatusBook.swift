@@ -1,6 +1,11 @@
 /// What the device remembers for `status` beyond tokens and the outbox: per-slot last results and
 /// subscription, and when the duties last ran. Kept in `status.json`, replaced atomically.
-struct StatusRecord: Codable, Sendable, Equatable {
+///
+/// Format (see `StateFormat` for the rule): version 1, every field optional. The first builds wrote a
+/// `lastError` field that later ones dropped; it is ignored like any field this build does not know.
+struct StatusRecord: Codable, Sendable, Equatable, StateFormat {
+    static let formatVersion = 1
+
     struct Slot: Codable, Sendable, Equatable {
         var subscribed: Bool?
         var lastResult: String?
@@ -11,7 +16,7 @@ struct StatusRecord: Codable, Sendable, Equatable {
         var sensorOrderedWhileLow: Bool?
     }
 
-    var version = 1
+    var version = StatusRecord.formatVersion
     var slots: [String: Slot] = [:]
     var lastDeviceStatusAt: Double?
     var lastSubscriptionCheckAt: Double?

@@ -32,6 +32,28 @@ enum POSIX {
         throw storageError("stat", path)
     }
 
+    /// `lstat` (a symbolic link is described, not followed), or nil when the path does not exist.
+    static func linkStatus(_ path: String) throws(AgentError) -> stat? {
+        var info = stat()
+        if lstat(path, &info) == 0 { return info }
+        if errno == ENOENT { return nil }
+        throw storageError("lstat", path)
+    }
+
+    /// What a `st_mode` names, in words for a log line.
+    static func fileKind(_ mode: mode_t) -> String {
+        switch mode & S_IFMT {
+        case S_IFREG: "regular file"
+        case S_IFDIR: "directory"
+        case S_IFLNK: "symbolic link"
+        case S_IFIFO: "FIFO"
+        case S_IFSOCK: "socket"
+        case S_IFCHR: "character device"
+        case S_IFBLK: "block device"
+        default: "file of type \(String(mode & S_IFMT, radix: 8))"
+        }
+    }
+
     /// Reads a whole file, or nil when it does not exist. Refuses files over `limit` bytes.
     static func readFile(_ path: String, limit: Int = 1 << 20) throws(AgentError) -> [UInt8]? {
         let fd = retryingEINTR { open(path, O_RDONLY | O_CLOEXEC) }

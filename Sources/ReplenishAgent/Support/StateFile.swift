@@ -1,36 +1,163 @@
 import FoundationEssentials
 
-/// Reading and writing the agent's JSON state files (outbox, status) under the state directory: atomic
-/// replacement on write; a corrupt file is moved aside with a timestamp and reported, never deleted.
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Reading and writing the agent's JSON state files (tokens, outbox, status) under the state directory.
+///
+/// Nothing in a state file is trusted: it is opened without following a symbolic link and without blocking
+/// (a FIFO never hangs the agent), and read only when `fstat` of that descriptor shows a regular file owned by
+/// the agent's uid and within the size limit; its `version` follows `StateFormat`'s rule. A file that fails any
+/// of these is moved aside (`NAME.corrupt-<time>`) with the reason, never deleted and never a reason not to
+/// start. Writes replace the file atomically (`POSIX.writeFileAtomically`).
 enum StateFile {
-    /// Decodes the file at `path`, nil when missing. A corrupt file is moved aside and `onCorrupt` told.
-    static func load<T: Decodable>(_ type: T.Type, from path: String, onCorrupt: (String) -> Void) throws(AgentError)
-        -> T?
-    {
-        guard let bytes = try POSIX.readFile(path, limit: 4 << 20) else { return nil }
-        if let value = try? JSONDecoder().decode(T.self, from: Data(bytes)) { return value }
-        let aside = try moveAside(path)
-        onCorrupt("\(path) was corrupt and was moved to \(aside)")
-        return nil
+    /// No state file the agent writes comes near this (an outbox holds a few slots).
+    static let readLimit = 4 << 20
+
+    /// What reading a state file found.
+    enum Reading<Value> {
+        case missing
+        case read(Value)
+        /// The file cannot be used; `reason` completes the sentence "<path> …" and holds no content of the file.
+        case unusable(reason: String)
     }
 
-    static func save<T: Encodable>(_ value: T, to path: String) throws(AgentError) {
+    /// Decodes the file at `path`, nil when missing. A file that cannot be used is moved aside and `onCorrupt`
+    /// told why and where it went.
+    static func load<T: StateFormat>(
+        _ type: T.Type, from path: String, limit: Int = readLimit, onCorrupt: (String) -> Void
+    ) throws(AgentError) -> T? {
+        switch try read(type, from: path, limit: limit) {
+        case .missing: return nil
+        case .read(let value): return value
+        case .unusable(let reason):
+            let aside = try moveAside(path)
+            onCorrupt("state file \(path) \(reason); it was moved to \(aside)")
+            return nil
+        }
+    }
+
+    /// Reads and decodes the file at `path` without side effects (for `status`, and for `load`). `owner` is the
+    /// agent's uid: this process's in the daemon; `status` run from a root shell passes the state directory's.
+    static func read<T: StateFormat>(
+        _ type: T.Type, from path: String, limit: Int = readLimit, owner: uid_t = geteuid()
+    ) throws(AgentError) -> Reading<T> {
+        switch try readBytes(path, limit: limit, owner: owner) {
+        case .missing: return .missing
+        case .unusable(let reason): return .unusable(reason: reason)
+        case .read(let bytes):
+            switch decode(type, from: bytes) {
+            case .success(let value): return .read(value)
+            case .failure(let problem): return .unusable(reason: problem.reason)
+            }
+        }
+    }
+
+    /// The one field every state file has, read before the rest.
+    private struct VersionProbe: Decodable { var version: Int? }
+
+    /// Why a file's bytes are not a state of type `T`.
+    struct FormatProblem: Error {
+        var reason: String
+    }
+
+    /// Applies `StateFormat`'s rule to the bytes of a file.
+    static func decode<T: StateFormat>(_ type: T.Type, from bytes: [UInt8]) -> Result<T, FormatProblem> {
+        let data = Data(bytes)
+        guard let probe = try? JSONDecoder().decode(VersionProbe.self, from: data) else {
+            return .failure(FormatProblem(reason: "is not a JSON object with a format version"))
+        }
+        guard let version = probe.version else { return .failure(FormatProblem(reason: "has no format version")) }
+        let readable = T.readableVersions
+        guard readable.contains(version) else {
+            return .failure(
+                FormatProblem(
+                    reason:
+                        "has format version \(version), which this build cannot read (it reads \(readable.lowerBound) to \(readable.upperBound))"
+                ))
+        }
+        // The decoder's own message is not passed on: it may quote a value, and a value may be a token.
+        guard var value = try? JSONDecoder().decode(T.self, from: data) else {
+            return .failure(FormatProblem(reason: "cannot be read as a version \(version) file"))
+        }
+        value.version = T.formatVersion
+        return .success(value)
+    }
+
+    /// Writes `value` in this build's format version, atomically.
+    static func save<T: StateFormat>(_ value: T, to path: String) throws(AgentError) {
+        var current = value
+        current.version = T.formatVersion
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         let bytes: [UInt8]
-        do { bytes = Array(try encoder.encode(value)) } catch { throw AgentError(.storage, "cannot encode \(path)") }
+        do { bytes = Array(try encoder.encode(current)) } catch { throw AgentError(.storage, "cannot encode \(path)") }
         try POSIX.writeFileAtomically(path, bytes)
     }
 
-    /// Renames `path` to `path.corrupt-<epoch seconds>` and returns the new name.
+    /// The bytes of a state file, or why it cannot be used: a symbolic link, not a regular file, owned by another
+    /// uid, over `limit` bytes, or not openable for its permissions. Other failures (no descriptors left, an I/O
+    /// error) are thrown: they say nothing about the file, so it is not moved aside for them.
+    static func readBytes(_ path: String, limit: Int, owner: uid_t = geteuid()) throws(AgentError)
+        -> Reading<[UInt8]>
+    {
+        // O_NOFOLLOW: a symbolic link fails with ELOOP instead of being followed out of the state directory.
+        // O_NONBLOCK: opening a FIFO for reading returns at once instead of waiting for a writer.
+        let fd = POSIX.retryingEINTR { open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY) }
+        if fd < 0 {
+            let error = errno
+            switch error {
+            case ENOENT: return .missing
+            case ELOOP: return .unusable(reason: "is a symbolic link, not a regular file")
+            case ENXIO, ENODEV: return .unusable(reason: "is not a regular file (a socket or a device)")
+            case EACCES, EPERM: return .unusable(reason: "cannot be opened: \(POSIX.describe(error))")
+            default: throw POSIX.storageError("open", path, error)
+            }
+        }
+        defer { close(fd) }
+        var info = stat()
+        if fstat(fd, &info) != 0 { throw POSIX.storageError("fstat", path) }
+        if (info.st_mode & S_IFMT) != S_IFREG {
+            return .unusable(reason: "is not a regular file (a \(POSIX.fileKind(info.st_mode)))")
+        }
+        if info.st_uid != owner {
+            return .unusable(reason: "is owned by uid \(info.st_uid), not the agent's uid \(owner)")
+        }
+        if Int(info.st_size) > limit { return .unusable(reason: "is larger than \(limit) bytes (\(info.st_size))") }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(Int(info.st_size))
+        var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { buffer in
+                POSIX.retryingEINTR { Glibc.read(fd, buffer.baseAddress, buffer.count) }
+            }
+            if count < 0 { throw POSIX.storageError("read", path) }
+            if count == 0 { return .read(bytes) }
+            bytes.append(contentsOf: chunk[0..<count])
+            // The file grew while being read.
+            if bytes.count > limit { return .unusable(reason: "is larger than \(limit) bytes") }
+        }
+    }
+
+    /// Renames `path` to `path.corrupt-<epoch seconds>` (with a `-N` suffix when that name is taken) and returns
+    /// the new name. A regular file of the agent's own gets mode 0600 (it may hold tokens); anything else is
+    /// left as it is, inside the 0700 state directory.
     static func moveAside(_ path: String) throws(AgentError) -> String {
-        let aside = "\(path).corrupt-\(Int(POSIX.wallTime()))"
+        let base = "\(path).corrupt-\(Int(POSIX.wallTime()))"
+        var aside = base
+        var suffix = 1
+        while try POSIX.linkStatus(aside) != nil {
+            suffix += 1
+            aside = "\(base)-\(suffix)"
+        }
+        if let info = try POSIX.linkStatus(path), (info.st_mode & S_IFMT) == S_IFREG, info.st_uid == geteuid(),
+            info.st_mode & 0o077 != 0, chmod(path, 0o600) != 0
+        {
+            throw POSIX.storageError("chmod", path)
+        }
         if rename(path, aside) != 0 { throw POSIX.storageError("rename", path) }
         try POSIX.syncDirectory(POSIX.parentDirectory(of: path))
         return aside
     }
 }
-
-#if canImport(Glibc)
-    import Glibc
-#endif

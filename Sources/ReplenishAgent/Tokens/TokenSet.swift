@@ -1,7 +1,11 @@
 /// What pairing leaves on the device: the long-lived refresh token and the client id it belongs to, and the
 /// current access token with its absolute (wall-clock) expiry, so a restart knows whether it is still good.
-struct TokenSet: Sendable, Codable, Equatable {
-    var version = 1
+///
+/// `tokens.json`'s format (see `StateFormat` for the rule): version 1 is these fields.
+struct TokenSet: Sendable, Codable, Equatable, StateFormat {
+    static let formatVersion = 1
+
+    var version = TokenSet.formatVersion
     var clientId: String
     var refreshToken: Secret
     var accessToken: Secret

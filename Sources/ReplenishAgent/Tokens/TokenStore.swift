@@ -1,5 +1,9 @@
 import FoundationEssentials
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// Durable storage of the device's tokens. The refresh token is the device's pairing: losing it means the
 /// customer must pair again, so writes replace the file atomically and never delete before writing.
 protocol TokenStore: Sendable {
@@ -15,31 +19,36 @@ struct FileTokenStore: TokenStore {
 
     init(stateDirectory: String) { path = POSIX.join(stateDirectory, "tokens.json") }
 
+    /// The token file is small; anything larger is not one.
+    static let readLimit = 1 << 20
+
+    /// The tokens, nil when there is no token file. A file that cannot be used (see `StateFile`: not a regular
+    /// file, another owner, too large, a format version this build cannot read, corrupt, or without a refresh
+    /// token) is moved aside, kept for inspection, and reported by the error: the device is then unpaired.
     func load() throws(AgentError) -> TokenSet? {
-        guard let bytes = try POSIX.readFile(path) else { return nil }
-        do {
-            let tokens = try JSONDecoder().decode(TokenSet.self, from: Data(bytes))
-            guard tokens.version == 1, !tokens.refreshToken.value.isEmpty else {
-                throw AgentError(.storage, "unsupported token file version")
-            }
-            return tokens.withSaneExpiry
-        } catch {
-            // A torn or corrupt file is kept for inspection, never silently deleted.
-            let aside = try StateFile.moveAside(path)
-            throw AgentError(
-                .storage, "\(path) was unreadable and was moved to \(aside); the device must be paired again")
+        let reason: String
+        switch try Self.read(path) {
+        case .missing: return nil
+        case .read(let tokens): return tokens
+        case .unusable(let why): reason = why
+        }
+        let aside = try StateFile.moveAside(path)
+        throw AgentError(.storage, "\(path) \(reason); it was moved to \(aside); the device must be paired again")
+    }
+
+    /// Reads the token file without the side effects of `load` (no moving aside): for `status`, whose `owner`
+    /// is the agent's uid as `StateDirectory.agentUID` knows it.
+    static func read(_ path: String, owner: uid_t = geteuid()) throws(AgentError) -> StateFile.Reading<TokenSet> {
+        switch try StateFile.read(TokenSet.self, from: path, limit: readLimit, owner: owner) {
+        case .missing: return .missing
+        case .unusable(let reason): return .unusable(reason: reason)
+        case .read(let tokens):
+            guard !tokens.refreshToken.value.isEmpty else { return .unusable(reason: "holds no refresh token") }
+            return .read(tokens.withSaneExpiry)
         }
     }
 
-    func save(_ tokens: TokenSet) throws(AgentError) {
-        let bytes: [UInt8]
-        do {
-            bytes = Array(try JSONEncoder().encode(tokens))
-        } catch {
-            throw AgentError(.storage, "cannot encode tokens")
-        }
-        try POSIX.writeFileAtomically(path, bytes)
-    }
+    func save(_ tokens: TokenSet) throws(AgentError) { try StateFile.save(tokens, to: path) }
 
     func wipe() throws(AgentError) { try POSIX.removeFile(path) }
 }

@@ -1,0 +1,89 @@
+import Foundation
+import Testing
+
+@testable import ReplenishAgent
+
+/// One agent per state directory, and a start that survives bad state files, against the real binary.
+@Suite(.serialized) struct SingleAgentTests {
+    func pairingServed(_ port: Int) -> Bool {
+        (try? CurlEasy(options: .init()).perform(
+            HTTPRequest(method: .get, url: "http://127.0.0.1:\(port)/provision/deviceInfo")))?.status == 200
+    }
+
+    @Test func aSecondRunOnTheSameStateDirectoryExitsAtOnceWithTheReason() throws {
+        let harness = Harness()
+        let emulator = try harness.startEmulator()
+        let pairingPort = try Harness.freePort()
+        let config = try harness.writeConfig(emulator: emulator, pairingPort: pairingPort)
+        let state = harness.directory + "/state"
+        let first = try harness.startAgent(config: config)
+        // Serving pairing means the first agent holds the lock and has read its state.
+        try harness.waitUntil("the first agent's pairing endpoints") { pairingServed(pairingPort) }
+
+        let started = Date()
+        let second = try harness.run("replenish-agent", ["run", "--config", config], timeout: 30)
+        let seconds = Date().timeIntervalSince(started)
+        #expect(second.status == 1)
+        #expect(
+            second.error.contains("another replenish-agent (pid \(first.processIdentifier)) is running on \(state)"),
+            "\(second.error)")
+        #expect(seconds < 10, "the second agent took \(seconds) s to give up")
+        #expect(first.isRunning)
+        #expect(pairingServed(pairingPort))
+        // Commands that only read do not take the lock.
+        let status = try harness.run("replenish-agent", ["status", "--json", "--config", config])
+        #expect(status.status == 0 && status.output.contains(#""paired":false"#))
+
+        // A killed agent's lock goes with it: the next one starts.
+        try harness.kill9(first)
+        let third = try harness.startAgent(config: config)
+        try harness.waitUntil("the restarted agent's pairing endpoints") { pairingServed(pairingPort) }
+        #expect(third.isRunning)
+        #expect(try String(contentsOfFile: state + "/lock", encoding: .utf8) == "\(third.processIdentifier)\n")
+        harness.expectNoSecretsInAgentOutput()
+    }
+
+    @Test func badStateFilesAreMovedAsideAndTheAgentStarts() throws {
+        let harness = Harness()
+        let emulator = try harness.startEmulator(["--slots", "slot-1"])
+        let pairingPort = try Harness.freePort()
+        let config = try harness.writeConfig(emulator: emulator, pairingPort: pairingPort)
+        let state = harness.directory + "/state"
+        #expect(mkdir(state, 0o700) == 0)
+        #expect(mkfifo(state + "/outbox.json", 0o600) == 0)
+        #expect(mkdir(state + "/status.json", 0o700) == 0)
+        // A token file elsewhere, linked in: never followed.
+        let elsewhere = harness.directory + "/elsewhere.json"
+        try
+            #"{"version":1,"clientId":"c","refreshToken":"Atzr|fixture-refresh","accessToken":"Atza|fixture-access","accessTokenExpiresAt":1800000000,"accessTokenLifetime":3600}"#
+            .write(toFile: elsewhere, atomically: false, encoding: .utf8)
+        #expect(symlink(elsewhere, state + "/tokens.json") == 0)
+        try "{\"version\":1,\"torn".write(toFile: state + "/outbox.json.tmp-99999", atomically: false, encoding: .utf8)
+
+        let agent = try harness.startAgent(config: config)
+        try harness.waitUntil("the pairing endpoints") { pairingServed(pairingPort) }
+        #expect(agent.isRunning)
+        let names = try FileManager.default.contentsOfDirectory(atPath: state)
+        for file in StateDirectory.stateFileNames {
+            #expect(names.contains { $0.hasPrefix(file + ".corrupt-") }, "\(file): \(names)")
+        }
+        #expect(!names.contains("outbox.json.tmp-99999"))
+        let logs = harness.agentLogs
+        #expect(logs.contains("\(state)/outbox.json is not a regular file (a FIFO)"))
+        #expect(logs.contains("\(state)/status.json is not a regular file (a directory)"))
+        #expect(logs.contains("\(state)/tokens.json is a symbolic link, not a regular file"))
+        #expect(logs.contains("removed \(state)/outbox.json.tmp-99999, left by an interrupted write"))
+
+        // It works: paired through the companion flow, a press ordered.
+        try harness.pair(emulator: emulator, pairingPort: pairingPort)
+        try harness.waitUntil("the first duties") {
+            try harness.slotStatus(config: config, "slot-1")["subscribed"] as? Bool == true
+        }
+        #expect(try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0)
+        try harness.waitUntil("the order") {
+            (try harness.slotStatus(config: config, "slot-1")["lastResult"] as? String) == "TEST_ORDER_PLACED"
+        }
+        #expect(agent.isRunning)
+        harness.expectNoSecretsInAgentOutput()
+    }
+}
