@@ -47,7 +47,9 @@ let package = Package(
             ],
             exclude: ["README.md"]
         ),
-        .testTarget(name: "ReplenishAgentTests", dependencies: ["ReplenishAgent"]),
+        .testTarget(
+            name: "ReplenishAgentTests",
+            dependencies: ["ReplenishAgent", .product(name: "NIOHTTP1", package: "swift-nio")]),
     ],
     swiftLanguageModes: [.v6]
 )

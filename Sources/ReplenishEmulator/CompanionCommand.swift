@@ -49,7 +49,13 @@ struct CompanionCommand: ParsableCommand {
         let deviceBase = device.hasSuffix("/") ? String(device.dropLast()) : device
         let lwaBase = lwa.hasSuffix("/") ? String(lwa.dropLast()) : lwa
 
-        let infoAnswer = try client.send(.GET, deviceBase + "/provision/deviceInfo")
+        // A device rate-limits deviceInfo per address (429 with Retry-After): wait as told, a few times.
+        var infoAnswer = try client.send(.GET, deviceBase + "/provision/deviceInfo")
+        for _ in 0..<5 where infoAnswer.status == 429 {
+            let wait = min(max(Int(infoAnswer.header("retry-after") ?? "") ?? 1, 1), 30)
+            Thread.sleep(forTimeInterval: Double(wait))
+            infoAnswer = try client.send(.GET, deviceBase + "/provision/deviceInfo")
+        }
         guard infoAnswer.status == 200 else {
             throw CompanionFailure(description: "deviceInfo answered \(infoAnswer.status): \(infoAnswer.bodyText)")
         }
