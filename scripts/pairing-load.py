@@ -47,8 +47,13 @@ def rss_kib(pid):
 class Tally:
     def __init__(self):
         self.counts = {kind: {} for kind in KINDS}
+        # When the good companion paired: the agent closes the port then, cutting what is in flight.
+        self.window_closed_at = None
 
     def add(self, kind, outcome):
+        cut = ("reset" in outcome or "closed without" in outcome or "no answer" in outcome)
+        if cut and self.window_closed_at is not None and time.monotonic() >= self.window_closed_at - 0.5:
+            outcome = "cut when the window closed (paired)"
         bucket = self.counts[kind]
         bucket[outcome] = bucket.get(outcome, 0) + 1
 
@@ -186,7 +191,9 @@ async def companion(args):
         out, err = await asyncio.wait_for(process.communicate(), 60)
     except asyncio.TimeoutError:
         process.kill()
-        return {"paired": False, "seconds": round(time.monotonic() - started, 2), "output": "timed out after 60 s"}
+        out, err = await process.communicate()
+        text = (out + err).decode(errors="replace").strip()
+        return {"paired": False, "seconds": round(time.monotonic() - started, 2), "output": f"timed out after 60 s: {text}"}
     return {
         "paired": process.returncode == 0,
         "seconds": round(time.monotonic() - started, 2),
@@ -204,7 +211,9 @@ async def main():
     parser.add_argument("--clients", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--rss-slack-kib", type=int, default=8192)
+    parser.add_argument("--kinds", default=",".join(KINDS), help="which kinds of bad client (comma-separated)")
     args = parser.parse_args()
+    kinds = [kind for kind in args.kinds.split(",") if kind in KINDS]
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     wanted = min(hard, max(soft, args.clients * 2 + 256))
@@ -223,11 +232,13 @@ async def main():
 
     sampler = asyncio.create_task(sample())
     clients = [
-        asyncio.create_task(bad_client(i, KINDS[i % len(KINDS)], args, tally, run_end)) for i in range(args.clients)
+        asyncio.create_task(bad_client(i, kinds[i % len(kinds)], args, tally, run_end)) for i in range(args.clients)
     ]
     await asyncio.sleep(max(0, flood_end - time.monotonic()))
     rss_before_pairing = rss_kib(args.agent_pid)
     good = await companion(args)
+    if good["paired"]:
+        tally.window_closed_at = time.monotonic()
     await asyncio.gather(*clients, return_exceptions=True)
     await sampler
 
@@ -240,11 +251,12 @@ async def main():
         "beforePairingKiB": rss_before_pairing, "endKiB": rss_kib(args.agent_pid), "flat": flat,
     }
     print(f"pairing-load: {args.clients} bad clients for {args.seconds:g} s against {args.host}:{args.port}")
-    for kind in KINDS:
+    for index, kind in enumerate(kinds):
         counts = tally.counts[kind]
         total = sum(counts.values())
         detail = ", ".join(f"{outcome}: {count}" for outcome, count in sorted(counts.items(), key=lambda x: -x[1]))
-        print(f"  {kind:<11} {args.clients // len(KINDS) + (1 if KINDS.index(kind) < args.clients % len(KINDS) else 0):>4} clients, {total:>6} attempts: {detail}")
+        clients = args.clients // len(kinds) + (1 if index < args.clients % len(kinds) else 0)
+        print(f"  {kind:<11} {clients:>4} clients, {total:>6} attempts: {detail}")
     print(f"  good companion: {'paired' if good['paired'] else 'FAILED'} in {good['seconds']} s ({good['output']})")
     print(
         f"  agent RSS: start {rss['startKiB']} KiB, at 1/4 {rss['quarterKiB']} KiB, peak under load "

@@ -84,10 +84,13 @@ enum LocalHTTPServer {
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-        var decoderLimits = NIOHTTPDecoderLimitConfiguration()
-        decoderLimits.maxHeaderListSize = limits.maximumHeaderBytes
-        decoderLimits.maxHeaderFieldSize = limits.maximumHeaderBytes
-        decoderLimits.maxHeaderFieldCount = limits.maximumHeaderCount
+        let decoderLimits = {
+            var configuration = NIOHTTPDecoderLimitConfiguration()
+            configuration.maxHeaderListSize = limits.maximumHeaderBytes
+            configuration.maxHeaderFieldSize = limits.maximumHeaderBytes
+            configuration.maxHeaderFieldCount = limits.maximumHeaderCount
+            return configuration
+        }()
         let initializer: @Sendable (any Channel) -> EventLoopFuture<Accepted> = { channel in
             channel.eventLoop.makeCompletedFuture {
                 let tracker = ConnectionTracker()
@@ -98,7 +101,8 @@ enum LocalHTTPServer {
                     withDecoderLimitConfiguration: decoderLimits)
                 try sync.addHandler(ParseErrorAnswer())
                 try sync.addHandler(RequestDeadline(deadline: limits.requestDeadline, tracker: tracker))
-                return Accepted(channel: try NIOAsyncChannel(wrappingChannelSynchronously: channel), tracker: tracker)
+                let wrapper: any AsyncWrapping.Type = ClosingOnDeinit.self
+                return Accepted(channel: try wrapper.wrap(channel), tracker: tracker)
             }
         }
         let server: NIOAsyncChannel<Accepted, Never>
@@ -112,29 +116,45 @@ enum LocalHTTPServer {
         }
         onBound(server.channel.localAddress?.port)
         let book = ConnectionBook(limits: limits)
-        try await withThrowingDiscardingTaskGroup { group in
-            try await server.executeThenClose { connections in
-                for try await accepted in connections {
-                    let channel = accepted.channel.channel
-                    let peer = channel.remoteAddress?.ipAddress
-                    guard let admitted = book.admit(peer: peer ?? "local", tracker: accepted.tracker, channel: channel)
-                    else {
-                        // Closed here in the accept loop rather than in a task of its own, so a flood of
-                        // connections cannot pile up tasks.
-                        try? await accepted.channel.executeThenClose { _, _ in }
-                        continue
-                    }
-                    let (id, victim) = admitted
-                    victim?.triggerUserOutboundEvent(LingeringClose.CloseNow(), promise: nil)
-                    group.addTask {
-                        defer { book.remove(id) }
-                        try? await serveConnection(
-                            accepted.channel, peer: peer, limits: limits, afterResponse: afterResponse,
-                            handler: handler)
+        // Every accepted connection must be taken out of the stream and closed through its async wrapper
+        // (one dropped unconsumed would trap), so the accept loop is not cancelled: cancelling closes the
+        // listening socket and every open connection, and the loop drains what is left and ends.
+        let acceptor = Task {
+            try await withThrowingDiscardingTaskGroup { group in
+                try await server.executeThenClose { connections in
+                    for try await accepted in connections {
+                        let channel = accepted.channel.channel
+                        let peer = channel.remoteAddress?.ipAddress
+                        guard
+                            let admitted = book.admit(
+                                peer: peer ?? "local", tracker: accepted.tracker, channel: channel)
+                        else {
+                            // Closed here in the accept loop rather than in a task of its own, so a flood of
+                            // connections cannot pile up tasks.
+                            try? await accepted.channel.executeThenClose { _, _ in }
+                            continue
+                        }
+                        let (id, victim) = admitted
+                        victim?.triggerUserOutboundEvent(LingeringClose.CloseNow(), promise: nil)
+                        group.addTask {
+                            defer { book.remove(id) }
+                            try? await serveConnection(
+                                accepted.channel, peer: peer, limits: limits, afterResponse: afterResponse,
+                                handler: handler)
+                        }
                     }
                 }
             }
         }
+        try await withTaskCancellationHandler {
+            try await acceptor.value
+        } onCancel: {
+            server.channel.close(promise: nil)
+            for channel in book.closeAll() {
+                channel.triggerUserOutboundEvent(LingeringClose.CloseNow(), promise: nil)
+            }
+        }
+        try Task.checkCancellation()
     }
 
     /// What the server knows of one connection, shared between its event loop and the accept loop.
@@ -153,13 +173,22 @@ enum LocalHTTPServer {
         }
 
         private let limits: Limits
-        private let state = Mutex<(next: Int, open: [Entry])>((0, []))
+        private let state = Mutex<(next: Int, open: [Entry], closing: Bool)>((0, [], false))
 
         init(limits: Limits) { self.limits = limits }
+
+        /// The server stops: every open connection (to be closed), and no more admitted.
+        func closeAll() -> [any Channel] {
+            state.withLock { state in
+                state.closing = true
+                return state.open.map(\.channel)
+            }
+        }
 
         /// The new connection's id and the connection it evicts, or nil when it is refused.
         func admit(peer: String, tracker: ConnectionTracker, channel: any Channel) -> (Int, (any Channel)?)? {
             state.withLock { state in
+                if state.closing { return nil }
                 let decision = ConnectionAdmission.decide(
                     peer: peer,
                     open: state.open.map {
@@ -244,6 +273,21 @@ enum LocalHTTPServer {
                 }
             }
         }
+    }
+}
+
+/// Wraps an accepted connection so that it closes itself if it is dropped unconsumed: a connection that
+/// arrives while the server closes can be dropped by SwiftNIO between the initializer and the accept loop,
+/// and the non-deprecated wrapper traps on that ("Deinited NIOAsyncWriter without calling finish()").
+/// The deprecated initializer is reached through this protocol so that its warning stays here.
+private protocol AsyncWrapping {
+    static func wrap(_ channel: any Channel) throws -> NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>
+}
+
+private enum ClosingOnDeinit: AsyncWrapping {
+    @available(*, deprecated, message: "SwiftNIO deprecates closing on deinit; the server needs it for dropped connections")
+    static func wrap(_ channel: any Channel) throws -> NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart> {
+        try NIOAsyncChannel(synchronouslyWrapping: channel)
     }
 }
 
@@ -345,13 +389,17 @@ private final class ParseErrorAnswer: ChannelDuplexHandler {
     typealias OutboundOut = HTTPServerResponsePart
 
     private var responseStarted = false
+    /// An error answer went out: the connection says nothing more (a late answer of the request handler
+    /// would be a second response).
+    private var answeredError = false
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         guard let parserError = error as? HTTPParserError else {
             context.fireErrorCaught(error)
             return
         }
-        if !responseStarted {
+        // A connection that closed in the middle of a request (the parser's EOF error) gets no answer.
+        if !responseStarted && !answeredError && context.channel.isActive {
             let tooLarge = parserError == .headerOverflow
             let answer = ServerResponse.error(
                 tooLarge ? 431 : 400, "INVALID_PARAM",
@@ -366,13 +414,17 @@ private final class ParseErrorAnswer: ChannelDuplexHandler {
             context.write(wrapOutboundOut(.head(head)), promise: nil)
             context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: answer.body)))), promise: nil)
             context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
-            responseStarted = true
+            answeredError = true
         }
         // The decoder closes the channel next (lingering, as armed above).
         context.close(promise: nil)
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        guard !answeredError else {
+            promise?.fail(ChannelError.ioOnClosedChannel)
+            return
+        }
         switch unwrapOutboundIn(data) {
         case .head: responseStarted = true
         case .end: responseStarted = false

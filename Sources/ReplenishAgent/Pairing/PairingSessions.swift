@@ -5,8 +5,8 @@
 /// the newest session is always valid and a script on another machine calling `deviceInfo` in a loop cannot
 /// replace the session of the phone that is pairing. A peer may start a session at most once per
 /// `spacing` and `perMinute` times a minute (429 with the time to wait beyond). At most `maximumPeers`
-/// sessions are kept: a new peer replaces the oldest session only once that one is `protectedAge` old
-/// (enough to sign in to Amazon in the app), else it waits.
+/// sessions are kept (the oldest goes first): only an attacker with that many addresses could push the
+/// phone's session out.
 struct PairingSessions<Instant: InstantProtocol, Value: Sendable>: Sendable where Instant.Duration == Duration {
     struct Session: Sendable {
         let id: String
@@ -18,10 +18,10 @@ struct PairingSessions<Instant: InstantProtocol, Value: Sendable>: Sendable wher
     struct Limits: Sendable {
         var spacing: Duration = .seconds(2)
         var perMinute = 10
-        var maximumPeers = 16
-        var protectedAge: Duration = .seconds(120)
-        /// Peers whose recent starts are remembered (for `perMinute`); beyond, new peers wait.
-        var maximumTrackedPeers = 256
+        var maximumPeers = 256
+        /// Peers whose starts of the last minute are remembered (for `perMinute`); beyond, the peer that
+        /// started least recently is forgotten.
+        var maximumTrackedPeers = 1024
     }
 
     let limits: Limits
@@ -43,17 +43,16 @@ struct PairingSessions<Instant: InstantProtocol, Value: Sendable>: Sendable wher
         if recent.count >= limits.perMinute, let first = recent.first {
             wait = max(wait, .seconds(60) - first.duration(to: now))
         }
-        if recent.isEmpty && starts.count >= limits.maximumTrackedPeers { wait = max(wait, .seconds(1)) }
-        if sessions.count >= limits.maximumPeers, !sessions.contains(where: { $0.peer == peer }),
-            let oldest = sessions.first
-        {
-            wait = max(wait, limits.protectedAge - oldest.createdAt.duration(to: now))
-        }
         return wait > .zero ? wait : nil
     }
 
     /// Starts `peer`'s session (call only after `mayStart` said yes), replacing its previous one.
     mutating func start(id: String, peer: String, value: Value, at now: Instant) {
+        if starts[peer] == nil, starts.count >= limits.maximumTrackedPeers,
+            let stalest = starts.min(by: { ($0.value.last ?? now) < ($1.value.last ?? now) })?.key
+        {
+            starts[stalest] = nil
+        }
         starts[peer, default: []].append(now)
         sessions.removeAll { $0.peer == peer }
         if sessions.count >= limits.maximumPeers { sessions.removeFirst() }

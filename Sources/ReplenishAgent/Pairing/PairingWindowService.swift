@@ -50,8 +50,8 @@ actor PairingWindowService<C: Clock> where C.Duration == Duration {
         await publish()
     }
 
-    /// Closes the window if its time is up; returns how long it stays open (nil: closed).
-    private func check() async -> Duration? {
+    /// Closes the window if its time is up; returns when it closes (nil: closed).
+    private func check() async -> C.Instant? {
         let now = clock.now
         let wasOpen = window.isOpen(at: now) || window.closesAt != nil
         window.expire(at: now)
@@ -59,7 +59,7 @@ actor PairingWindowService<C: Clock> where C.Duration == Duration {
             logger.notice("pairing window closed: time is up; a long press on the button opens it again")
         }
         await publish()
-        return window.closesAt.map { now.duration(to: $0) }
+        return window.closesAt
     }
 
     private func publish() async {
@@ -73,7 +73,7 @@ actor PairingWindowService<C: Clock> where C.Duration == Duration {
     /// the pairing answer (204) is out, so the port closes only after the app has it.
     func run(serve: @escaping @Sendable (_ answered: Waker) async throws -> Void) async throws {
         while !Task.isCancelled {
-            guard var remaining = await check() else {
+            guard var closesAt = await check() else {
                 await waker.wait(timeout: nil, clock: clock)
                 continue
             }
@@ -81,9 +81,9 @@ actor PairingWindowService<C: Clock> where C.Duration == Duration {
             let server = Task { try await serve(answered) }
             await withTaskCancellationHandler {
                 while !Task.isCancelled {
-                    await waker.wait(timeout: remaining, clock: clock)
-                    guard let left = await check() else { break }
-                    remaining = left
+                    await waker.wait(until: closesAt, clock: clock)
+                    guard let next = await check() else { break }
+                    closesAt = next
                 }
                 if !Task.isCancelled && window.paired {
                     await answered.wait(timeout: .seconds(5), clock: clock)
