@@ -164,6 +164,8 @@ async def one_attempt(kind, host, port, source, deadline):
             data, ended = await read_answer(reader, 12)
             return status_of(data) if data else f"no answer ({ended})"
     except (ConnectionResetError, BrokenPipeError):
+        if os.environ.get("LOAD_DEBUG"):
+            import traceback; traceback.print_exc()
         return "reset"
     except asyncio.TimeoutError:
         return "timeout"

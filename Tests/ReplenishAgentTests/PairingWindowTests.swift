@@ -244,24 +244,34 @@ import Testing
 
     // MARK: connections
 
-    @Test func aFullServerEvictsTheOldestSlowConnectionOfTheBusiestPeer() {
+    @Test func aFullServerEvictsSlowThenClosingThenFreshConnectionsOfTheBusiestPeer() {
         typealias C = ConnectionAdmission.Connection
         func decide(_ peer: String, _ open: [C]) -> ConnectionAdmission.Decision {
             ConnectionAdmission.decide(peer: peer, open: open, maximum: 4, maximumPerPeer: 2)
         }
         #expect(decide("a", []) == .admit)
-        // A peer at its own cap makes room among its own: the oldest not being answered.
-        let own = [C(id: 1, peer: "a", answering: true), C(id: 2, peer: "a", answering: false)]
+        // A peer at its own cap makes room among its own.
+        let own = [C(id: 1, peer: "a", state: .answering), C(id: 2, peer: "a", state: .fresh)]
         #expect(decide("a", own) == .admitEvicting(2))
         #expect(decide("b", own) == .admit)
-        #expect(decide("a", own.map { C(id: $0.id, peer: $0.peer, answering: true) }) == .refuse)
-        // Full: the busiest peer gives way, oldest first.
-        let full = [
-            C(id: 1, peer: "good", answering: false), C(id: 2, peer: "bad", answering: false),
-            C(id: 3, peer: "bad", answering: false), C(id: 4, peer: "other", answering: false),
+        #expect(decide("a", own.map { C(id: $0.id, peer: $0.peer, state: .answering) }) == .refuse)
+        // Full: the busiest peer gives way; slow before closing before fresh, oldest first within each.
+        var full = [
+            C(id: 1, peer: "good", state: .fresh), C(id: 2, peer: "bad", state: .fresh),
+            C(id: 3, peer: "bad", state: .lingering), C(id: 4, peer: "bad", state: .slow),
         ]
+        #expect(decide("new", full) == .admitEvicting(4))
+        full[3].state = .answering
+        #expect(decide("new", full) == .admitEvicting(3))
+        full[2].state = .answering
         #expect(decide("new", full) == .admitEvicting(2))
-        let answering = full.map { C(id: $0.id, peer: $0.peer, answering: true) }
-        #expect(decide("new", answering) == .refuse)
+        full[1].state = .answering
+        #expect(decide("new", full) == .refuse, "the good peer holds fewer: it is not the one to give way")
+        // Peers holding one each: anyone's slow connection goes before a fresh one.
+        let spread = [
+            C(id: 1, peer: "a", state: .fresh), C(id: 2, peer: "b", state: .lingering),
+            C(id: 3, peer: "c", state: .slow), C(id: 4, peer: "d", state: .slow),
+        ]
+        #expect(decide("e", spread) == .admitEvicting(3))
     }
 }

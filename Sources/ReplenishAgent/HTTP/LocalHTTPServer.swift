@@ -62,8 +62,13 @@ enum LocalHTTPServer {
         var requestDeadline: TimeAmount = .seconds(10)
         var maximumConnections = 64
         var maximumConnectionsPerPeer = 8
-        /// How long, and how much, a lingering close reads and discards before it closes.
-        var lingerTime: TimeAmount = .seconds(5)
+        /// A new connection is not evicted before slower ones until it has owed its request this long.
+        var freshGrace: TimeAmount = .seconds(1)
+        /// How long, and how much, a lingering close reads and discards before it closes (nginx:
+        /// `lingering_time` 30 s, `lingering_timeout` 5 s): at most `lingerTime` in all, and at most
+        /// `lingerIdle` without a byte.
+        var lingerTime: TimeAmount = .seconds(30)
+        var lingerIdle: TimeAmount = .seconds(5)
         var lingerBytes = 16 << 20
     }
 
@@ -95,7 +100,9 @@ enum LocalHTTPServer {
             channel.eventLoop.makeCompletedFuture {
                 let tracker = ConnectionTracker()
                 let sync = channel.pipeline.syncOperations
-                try sync.addHandler(LingeringClose(time: limits.lingerTime, bytes: limits.lingerBytes))
+                try sync.addHandler(
+                    LingeringClose(
+                        time: limits.lingerTime, idle: limits.lingerIdle, bytes: limits.lingerBytes, tracker: tracker))
                 try sync.configureHTTPServerPipeline(
                     withErrorHandling: false, withEncoderConfiguration: .init(),
                     withDecoderLimitConfiguration: decoderLimits)
@@ -161,6 +168,19 @@ enum LocalHTTPServer {
     final class ConnectionTracker: Sendable {
         /// A complete request is being answered: the connection is busy, not slow.
         let answering = Atomic(false)
+        /// Answered with an error and closing (lingering close).
+        let lingering = Atomic(false)
+        /// Since when (`NIODeadline` nanoseconds) the connection owes a request: its start, or the end of
+        /// its last answer.
+        let waitingSince = Atomic(NIODeadline.now().uptimeNanoseconds)
+
+        /// What `ConnectionAdmission` needs to know.
+        func state(now: UInt64, grace: UInt64) -> ConnectionAdmission.State {
+            if answering.load(ordering: .relaxed) { return .answering }
+            if lingering.load(ordering: .relaxed) { return .lingering }
+            let since = waitingSince.load(ordering: .relaxed)
+            return now >= since && now - since >= grace ? .slow : .fresh
+        }
     }
 
     /// The open connections and which one makes room for a new one (`ConnectionAdmission`).
@@ -189,11 +209,13 @@ enum LocalHTTPServer {
         func admit(peer: String, tracker: ConnectionTracker, channel: any Channel) -> (Int, (any Channel)?)? {
             state.withLock { state in
                 if state.closing { return nil }
+                let now = NIODeadline.now().uptimeNanoseconds
+                let grace = UInt64(limits.freshGrace.nanoseconds)
                 let decision = ConnectionAdmission.decide(
                     peer: peer,
                     open: state.open.map {
                         ConnectionAdmission.Connection(
-                            id: $0.id, peer: $0.peer, answering: $0.tracker.answering.load(ordering: .relaxed))
+                            id: $0.id, peer: $0.peer, state: $0.tracker.state(now: now, grace: grace))
                     },
                     maximum: limits.maximumConnections, maximumPerPeer: limits.maximumConnectionsPerPeer)
                 var victim: (any Channel)?
@@ -293,10 +315,18 @@ private enum ClosingOnDeinit: AsyncWrapping {
 
 /// Which connection makes room for a new one. Pure.
 enum ConnectionAdmission {
+    /// Which connections give way first: slow ones (owing a request for longer than the grace), then
+    /// those closing after an error answer, then fresh ones; one being answered never.
+    enum State: Int, Comparable {
+        case slow, lingering, fresh, answering
+
+        static func < (lhs: State, rhs: State) -> Bool { lhs.rawValue < rhs.rawValue }
+    }
+
     struct Connection: Equatable {
         var id: Int
         var peer: String
-        var answering: Bool
+        var state: State
     }
 
     enum Decision: Equatable {
@@ -306,8 +336,9 @@ enum ConnectionAdmission {
     }
 
     /// `open` is in the order the connections were admitted. A peer at its own cap makes room among its own
-    /// connections; a full server evicts from the peer holding the most. The oldest connection that is not
-    /// being answered goes; when every candidate is being answered, the new connection is refused.
+    /// connections; a full server evicts from the peer holding the most. The oldest slow connection goes,
+    /// else the oldest closing one, else the oldest fresh one; when every candidate is being answered, the
+    /// new connection is refused.
     static func decide(peer: String, open: [Connection], maximum: Int, maximumPerPeer: Int) -> Decision {
         var perPeer: [String: Int] = [:]
         for connection in open { perPeer[connection.peer, default: 0] += 1 }
@@ -321,7 +352,10 @@ enum ConnectionAdmission {
         } else {
             return .admit
         }
-        guard let victim = candidates.first(where: { !$0.answering }) else { return .refuse }
+        // The first of the lowest state: the oldest of its kind.
+        guard let victim = candidates.filter({ $0.state != .answering }).min(by: { $0.state < $1.state }) else {
+            return .refuse
+        }
         return .admitEvicting(victim.id)
     }
 }
@@ -364,6 +398,7 @@ private final class RequestDeadline: ChannelDuplexHandler {
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         if case .end = unwrapOutboundIn(data) {
+            tracker.waitingSince.store(NIODeadline.now().uptimeNanoseconds, ordering: .relaxed)
             tracker.answering.store(false, ordering: .relaxed)
             arm(context: context)
         }
@@ -450,17 +485,23 @@ private final class LingeringClose: ChannelDuplexHandler {
     struct CloseNow: Sendable {}
 
     private let time: TimeAmount
+    private let idle: TimeAmount
     private let bytes: Int
+    private let tracker: LocalHTTPServer.ConnectionTracker
     // Touched only on the channel's event loop.
     private var armed = false
     private var lingering = false
     private var discarded = 0
+    private var lingerStarted = NIODeadline.now()
+    private var lastRead = NIODeadline.now()
     private var timer: Scheduled<Void>?
     private var closePromise: EventLoopPromise<Void>?
 
-    init(time: TimeAmount, bytes: Int) {
+    init(time: TimeAmount, idle: TimeAmount, bytes: Int, tracker: LocalHTTPServer.ConnectionTracker) {
         self.time = time
+        self.idle = idle
         self.bytes = bytes
+        self.tracker = tracker
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -469,6 +510,7 @@ private final class LingeringClose: ChannelDuplexHandler {
             return
         }
         discarded += unwrapInboundIn(data).readableBytes
+        lastRead = .now()
         if discarded > bytes { finish(context: context) }
     }
 
@@ -492,6 +534,7 @@ private final class LingeringClose: ChannelDuplexHandler {
         switch event {
         case is Arm:
             armed = true
+            tracker.lingering.store(true, ordering: .relaxed)
             promise?.succeed()
         case is CloseNow:
             promise?.succeed()
@@ -511,19 +554,29 @@ private final class LingeringClose: ChannelDuplexHandler {
         }
         guard !lingering else { return }
         lingering = true
-        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        timer = context.eventLoop.scheduleTask(in: time) {
-            let (handler, context) = loopBound.value
-            handler.finish(context: context)
-        }
+        lingerStarted = .now()
+        lastRead = lingerStarted
+        schedule(context: context)
         // An empty write completes after everything written before it: then the answer is out.
         let flushed = context.eventLoop.makePromise(of: Void.self)
         context.writeAndFlush(wrapOutboundOut(ByteBuffer()), promise: flushed)
-        flushed.futureResult.whenComplete { _ in
-            let (_, context) = loopBound.value
-            context.close(mode: .output, promise: nil)
-        }
+        let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        flushed.futureResult.whenComplete { _ in loopBound.value.close(mode: .output, promise: nil) }
         context.read()
+    }
+
+    /// Wakes at the end of the lingering time or of the idle time, whichever comes first.
+    private func schedule(context: ChannelHandlerContext) {
+        let end = min(lingerStarted + time, lastRead + idle)
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        timer = context.eventLoop.scheduleTask(deadline: end) {
+            let (handler, context) = loopBound.value
+            if NIODeadline.now() >= min(handler.lingerStarted + handler.time, handler.lastRead + handler.idle) {
+                handler.finish(context: context)
+            } else {
+                handler.schedule(context: context)
+            }
+        }
     }
 
     private func finish(context: ChannelHandlerContext) {

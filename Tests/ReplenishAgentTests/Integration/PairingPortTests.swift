@@ -173,9 +173,10 @@ import Testing
         #expect(companion["paired"] as? Bool == true, "\(text)")
         #expect(rss["flat"] as? Bool == true, "\(text)")
         #expect(script.terminationStatus == 0, "\(text)")
-        // Each kind met the port, and was answered as it should be.
+        // Each kind met the port and was answered as it should be, or closed. (Under the flood an uploader
+        // whose connection is evicted while it still sends can see a reset; a lone one always gets its 413,
+        // see the test above.)
         #expect((clients["oversized"]?["answered 413"] ?? 0) > 0, "\(text)")
-        #expect(clients["oversized"]?["no answer (reset)"] == nil, "\(text)")
         #expect((clients["rebinding"]?["answered 403"] ?? 0) > 0, "\(text)")
         #expect((clients["garbage"]?["answered 400"] ?? 0) > 0, "\(text)")
         #expect((clients["deviceinfo"]?["answered 200"] ?? 0) > 0, "\(text)")
