@@ -92,7 +92,9 @@ import Testing
 
     // MARK: the request guard
 
-    static let names: Set<String> = ["192.168.1.20", "fe80::1", "device", "device.local", "localhost", "127.0.0.1", "::1"]
+    static let names: Set<String> = [
+        "192.168.1.20", "fe80::1", "device", "device.local", "localhost", "127.0.0.1", "::1",
+    ]
 
     func refusal(_ headers: [(String, String)], method: HTTPMethod = .GET) -> Int? {
         PairingRequestGuard.refusal(
@@ -123,8 +125,10 @@ import Testing
         #expect(refusal([("Host", "device"), ("Origin", "null")]) == 403)
         #expect(refusal([("Host", "device")], method: .POST) == 415)
         #expect(refusal([("Host", "device"), ("Content-Type", "text/plain")], method: .POST) == 415)
-        #expect(refusal([("Host", "device"), ("Content-Type", "application/x-www-form-urlencoded")], method: .POST) == 415)
-        #expect(refusal([("Host", "device"), ("Content-Type", "Application/JSON; charset=utf-8")], method: .POST) == nil)
+        #expect(
+            refusal([("Host", "device"), ("Content-Type", "application/x-www-form-urlencoded")], method: .POST) == 415)
+        #expect(
+            refusal([("Host", "device"), ("Content-Type", "Application/JSON; charset=utf-8")], method: .POST) == nil)
         #expect(refusal([("Host", "device"), ("Content-Type", "application/json")], method: .POST) == nil)
     }
 

@@ -92,19 +92,21 @@ struct StatusCommand: AsyncParsableCommand {
         } else {
             tokenState = record.tokenState == "needs-pairing" ? "needs-pairing" : "unpaired"
         }
+        // The agent writes when an open window closes; a time already past (or a paired device) is closed.
+        let windowClosesAt = record.pairingWindowClosesAt.flatMap { tokens == nil && $0 > now ? $0 : nil }
+        let windowState = windowClosesAt == nil ? "pairing window closed (a long press opens it)" : "pairing mode"
         let pairingState =
             switch tokenState {
             case "needs-pairing":
-                "needs pairing again (\(record.tokenStateReason ?? "LWA refused the refresh token")); pairing mode"
-            case "unpaired": "pairing mode (not paired)"
+                "needs pairing again (\(record.tokenStateReason ?? "LWA refused the refresh token")); \(windowState)"
+            case "unpaired": "not paired; \(windowState)"
             default: "paired"
             }
-        // The agent writes when an open window closes; a time already past (or a paired device) is closed.
-        let windowClosesAt = record.pairingWindowClosesAt.flatMap { tokens == nil && $0 > now ? $0 : nil }
         return Report(
             serial: config.device.serial, phase: config.device.phase.rawValue, paired: tokens != nil,
             pairingState: pairingState,
-            pairingWindow: .init(open: windowClosesAt != nil, closesAt: windowClosesAt.map(ISO8601.format)), tokenState: tokenState,
+            pairingWindow: .init(open: windowClosesAt != nil, closesAt: windowClosesAt.map(ISO8601.format)),
+            tokenState: tokenState,
             tokenStateReason: tokens != nil || tokenState == "needs-pairing" ? record.tokenStateReason : nil,
             accessTokenExpiresAt: tokens.map { ISO8601.format($0.accessTokenExpiresAt) },
             accessTokenExpiresInSeconds: tokens.map { Int(($0.accessTokenExpiresAt - now).rounded()) },

@@ -75,11 +75,12 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
             } catch {
                 return .failure(error)
             }
-            return .success("pairing forgotten; the pairing window is open")
+            return .success("pairing forgotten; the device is in pairing mode (pairing window open)")
         case .openPairingWindow:
             await openPairingWindow()
             return .success(
-                "pairing window open for \(config.pairingWindowMinutes) minutes: pair the device with the companion app")
+                "pairing window open for \(config.pairingWindowMinutes) minutes: pair the device with the companion app"
+            )
         case .unmapped:
             return .failure(AgentError(.invalidInput, "input \(press.input) is not mapped to a slot"))
         }

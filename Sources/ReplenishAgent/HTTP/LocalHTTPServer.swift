@@ -307,7 +307,9 @@ private protocol AsyncWrapping {
 }
 
 private enum ClosingOnDeinit: AsyncWrapping {
-    @available(*, deprecated, message: "SwiftNIO deprecates closing on deinit; the server needs it for dropped connections")
+    @available(
+        *, deprecated, message: "SwiftNIO deprecates closing on deinit; the server needs it for dropped connections"
+    )
     static func wrap(_ channel: any Channel) throws -> NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart> {
         try NIOAsyncChannel(synchronouslyWrapping: channel)
     }
@@ -549,7 +551,9 @@ private final class LingeringClose: ChannelDuplexHandler {
             context.close(mode: mode, promise: promise)
             return
         }
-        if let closePromise, let promise { closePromise.futureResult.cascade(to: promise) } else if let promise {
+        if let closePromise, let promise {
+            closePromise.futureResult.cascade(to: promise)
+        } else if let promise {
             closePromise = promise
         }
         guard !lingering else { return }

@@ -72,7 +72,9 @@ enum PairingRequestGuard {
     /// (`getifaddrs`, loopback included), `localhost`, and its host name with and without `.local`.
     static func deviceNames(listenHost: String) -> Set<String> {
         var names: Set<String> = ["localhost", "127.0.0.1", "::1"]
-        if listenHost != "0.0.0.0" && listenHost != "::" && !listenHost.isEmpty { names.insert(listenHost.lowercased()) }
+        if listenHost != "0.0.0.0" && listenHost != "::" && !listenHost.isEmpty {
+            names.insert(listenHost.lowercased())
+        }
         var buffer = [CChar](repeating: 0, count: 256)
         if gethostname(&buffer, buffer.count - 1) == 0 {
             let name = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)

@@ -42,7 +42,9 @@ actor PairingWindowService<C: Clock> where C.Duration == Duration {
         if open {
             logger.notice(
                 "pairing window open",
-                metadata: ["pairing.window.event": "\(event)", "pairing.window.seconds": "\(Self.seconds(window.length))"])
+                metadata: [
+                    "pairing.window.event": "\(event)", "pairing.window.seconds": "\(Self.seconds(window.length))",
+                ])
         } else if wasOpen {
             logger.notice("pairing window closed", metadata: ["pairing.window.event": "\(event)"])
         }

@@ -42,7 +42,9 @@ final class RawConnection {
     func sendAll(_ bytes: [UInt8]) -> Bool {
         var offset = 0
         while offset < bytes.count {
-            let written = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            let written = bytes[offset...].withUnsafeBytes {
+                Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+            }
             if written <= 0 { return false }
             offset += written
         }
@@ -59,7 +61,9 @@ final class RawConnection {
             var buffer = [UInt8](repeating: 0, count: 4096)
             let count = read(fd, &buffer, buffer.count)
             if count <= 0 {
-                if count < 0 && errno == ECONNRESET { return ("reset after: " + String(decoding: received, as: UTF8.self), true) }
+                if count < 0 && errno == ECONNRESET {
+                    return ("reset after: " + String(decoding: received, as: UTF8.self), true)
+                }
                 return (String(decoding: received, as: UTF8.self), true)
             }
             received += buffer[0..<count]
