@@ -48,7 +48,10 @@ let package = Package(
             exclude: ["README.md"]
         ),
         // Fixtures (state files of every format version) are read by path, relative to the test sources.
-        .testTarget(name: "ReplenishAgentTests", dependencies: ["ReplenishAgent"], exclude: ["Fixtures"]),
+        .testTarget(
+            name: "ReplenishAgentTests",
+            dependencies: ["ReplenishAgent", .product(name: "NIOHTTP1", package: "swift-nio")],
+            exclude: ["Fixtures"]),
     ],
     swiftLanguageModes: [.v6]
 )

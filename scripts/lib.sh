@@ -50,7 +50,8 @@ start_agent() {
   "$bin/replenish-agent" run --config "$work/agent.json" 2>"$work/agent.log" &
   agent_pid=$!
   pids+=($agent_pid)
-  wait_for "the pairing endpoints" 30 curl -sf "http://127.0.0.1:$pairing_port/provision/deviceInfo"
+  # Any answer will do (404 for /): probing deviceInfo would start a rate-limited pairing session.
+  wait_for "the pairing endpoints" 30 curl -s -o /dev/null "http://127.0.0.1:$pairing_port/"
 }
 
 pair() {

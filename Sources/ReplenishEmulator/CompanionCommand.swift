@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import NIOHTTP1
 
 /// `replenish-emulator companion`: plays the companion phone app. It reads the device's pairing info, asks the
 /// emulated LWA for a code (the customer's consent), and hands code, client id and redirect URI to the device.
@@ -49,7 +50,30 @@ struct CompanionCommand: ParsableCommand {
         let deviceBase = device.hasSuffix("/") ? String(device.dropLast()) : device
         let lwaBase = lwa.hasSuffix("/") ? String(lwa.dropLast()) : lwa
 
-        let infoAnswer = try client.send(.GET, deviceBase + "/provision/deviceInfo")
+        // A device on a busy network may drop a connection before reading it (it makes room for new ones
+        // under load): a request to the device that got no answer is sent again, a few times, as an app
+        // would. A dropped request was never read, so sending it again cannot pair twice.
+        func toDevice(_ method: HTTPMethod, _ path: String, headers: [(String, String)] = [], body: [UInt8]? = nil)
+            throws -> OneShotHTTPClient.Exchange
+        {
+            var attempt = 1
+            while true {
+                do {
+                    return try client.send(method, deviceBase + path, headers: headers, body: body)
+                } catch let failure as OneShotHTTPClient.Failure where attempt < 4 {
+                    FileHandle.standardError.write(Data("companion: \(path): \(failure); trying again\n".utf8))
+                    attempt += 1
+                    Thread.sleep(forTimeInterval: 0.5)
+                }
+            }
+        }
+        // A device rate-limits deviceInfo per address (429 with Retry-After): wait as told, a few times.
+        var infoAnswer = try toDevice(.GET, "/provision/deviceInfo")
+        for _ in 0..<5 where infoAnswer.status == 429 {
+            let wait = min(max(Int(infoAnswer.header("retry-after") ?? "") ?? 1, 1), 30)
+            Thread.sleep(forTimeInterval: Double(wait))
+            infoAnswer = try toDevice(.GET, "/provision/deviceInfo")
+        }
         guard infoAnswer.status == 200 else {
             throw CompanionFailure(description: "deviceInfo answered \(infoAnswer.status): \(infoAnswer.bodyText)")
         }
@@ -93,8 +117,8 @@ struct CompanionCommand: ParsableCommand {
             "sessionId": .string(sessionId), "authCode": .string(code), "clientId": .string(clientId),
             "redirectUri": .string(redirectURI),
         ])
-        let answer = try client.send(
-            .POST, deviceBase + "/provision/companionInfo", headers: [("Content-Type", "application/json")],
+        let answer = try toDevice(
+            .POST, "/provision/companionInfo", headers: [("Content-Type", "application/json")],
             body: Array(companionInfo.serialized.utf8))
         guard answer.status == 204 else {
             throw CompanionFailure(description: "companionInfo answered \(answer.status): \(answer.bodyText)")

@@ -60,7 +60,9 @@ final class OneShotHTTPClient {
         if let query = url.query(percentEncoded: true) { target += "?" + query }
 
         var headers = HTTPHeaders()
-        headers.add(name: "Host", value: url.port.map { "\(host):\($0)" } ?? host)
+        // An IPv6 literal is bracketed in Host, as in the URL.
+        let hostHeader = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host
+        headers.add(name: "Host", value: url.port.map { "\(hostHeader):\($0)" } ?? hostHeader)
         headers.add(name: "User-Agent", value: "replenish-emulator-companion")
         headers.add(name: "Connection", value: "close")
         for (name, value) in extra { headers.add(name: name, value: value) }

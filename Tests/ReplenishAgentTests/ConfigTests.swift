@@ -52,6 +52,17 @@ import Testing
         #expect(loaded.caFile == nil && loaded.lwa.clientSecret == nil)
     }
 
+    @Test func pairingWindowMinutesDefaultsTo10AndIsChecked() throws {
+        #expect(try load(Self.validConfig()).0?.pairingWindowMinutes == 10)
+        var config = Self.validConfig()
+        config["pairing"] = ["listen": "0.0.0.0:8642", "windowMinutes": 1440]
+        #expect(try load(config).0?.pairingWindowMinutes == 1440)
+        for bad: Any in [0, 1441, 2.5, "10"] {
+            let found = try problems { $0["pairing"] = ["listen": "0.0.0.0:8642", "windowMinutes": bad] }
+            #expect(found == ["pairing.windowMinutes: must be a whole number from 1 to 1440"], "\(bad)")
+        }
+    }
+
     @Test func phasesDecideTheFlags() {
         #expect(AgentConfig.Phase.certification.isTestDevice == false)
         #expect(AgentConfig.Phase.certification.shouldIncludeNonLive == true)

@@ -90,7 +90,7 @@ import Testing
 
     @Test func longPressArmsAndASecondConfirmsRepairing() {
         var policy = PressPolicy<Instant>(confirmationWindow: .seconds(30))
-        #expect(policy.decide(.long, slot: "a", cooldown: .zero, paired: false, at: at(0)) == .alreadyPairing)
+        #expect(policy.decide(.long, slot: "a", cooldown: .zero, paired: false, at: at(0)) == .openPairingWindow)
         #expect(policy.decide(.long, slot: "a", cooldown: .zero, paired: true, at: at(0)) == .armRepairing)
         #expect(policy.isRepairingArmed(at: at(29_999)))
         #expect(policy.decide(.long, slot: "a", cooldown: .zero, paired: true, at: at(29_999)) == .confirmRepairing)
@@ -104,6 +104,9 @@ import Testing
 
     @Test func ledPatternPriorities() {
         var facts = LEDPattern.Facts()
+        // Unpaired: pairing mode only while the window is open; with it closed the customer must act.
+        #expect(LEDPattern.pattern(for: facts) == .needsAttention)
+        facts.pairingWindowOpen = true
         #expect(LEDPattern.pattern(for: facts) == .pairingMode)
         facts.paired = true
         #expect(LEDPattern.pattern(for: facts) == .off)

@@ -1,4 +1,5 @@
 import Foundation
+import NIOHTTP1
 import Synchronization
 import Testing
 
@@ -285,17 +286,29 @@ import Testing
 }
 
 @Suite struct PairingTests {
+    let clock = ManualClock()
+
     func coordinator(_ http: ScriptedHTTPClient, store: MemoryTokenStore = MemoryTokenStore()) throws
         -> PairingCoordinator<ManualClock>
     {
         let lwa = LWAClient(
             http: http, tokenURL: try EndpointURL("http://127.0.0.1:1/auth/o2/token"), clientSecret: nil)
         let tokens = try TokenManager(
-            store: store, lwa: lwa, clock: ManualClock(), wallTime: { 1000 },
+            store: store, lwa: lwa, clock: clock, wallTime: { 1000 },
             logger: .init(label: "test"))
         return PairingCoordinator(
-            device: .init(serial: "SN1", model: "M1", phase: .certification), lwa: lwa,
-            tokens: tokens, logger: .init(label: "test"))
+            device: .init(serial: "SN1", model: "M1", phase: .certification), clientId: "cid", lwa: lwa,
+            tokens: tokens, clock: clock, deviceNames: { ["192.168.1.20", "device", "device.local", "localhost"] },
+            logger: .init(label: "test"))
+    }
+
+    /// A request as the companion app sends it: Host naming the device, JSON body.
+    static func request(
+        _ method: HTTPMethod, _ path: String, body: String = "", peer: String = "192.168.1.7",
+        headers: [(String, String)] = [("Host", "192.168.1.20:8642"), ("Content-Type", "application/json")]
+    ) -> ServerRequest {
+        ServerRequest(
+            method: method, path: path, body: Array(body.utf8), headers: HTTPHeaders(headers), peer: peer)
     }
 
     struct Info: Decodable {
@@ -304,13 +317,13 @@ import Testing
     }
 
     func deviceInfo(_ pairing: PairingCoordinator<ManualClock>) async throws -> Info {
-        let response = await pairing.handle(ServerRequest(method: .GET, path: "/provision/deviceInfo", body: []))
+        let response = await pairing.handle(Self.request(.GET, "/provision/deviceInfo"))
         #expect(response.status == 200)
         return try JSONDecoder().decode(Info.self, from: Data(response.body))
     }
 
     func companion(_ pairing: PairingCoordinator<ManualClock>, _ body: String) async -> ServerResponse {
-        await pairing.handle(ServerRequest(method: .POST, path: "/provision/companionInfo", body: Array(body.utf8)))
+        await pairing.handle(Self.request(.POST, "/provision/companionInfo", body: body))
     }
 
     @Test func pairsWithTheNewestSessionsVerifier() async throws {
@@ -320,11 +333,12 @@ import Testing
         }
         let pairing = try coordinator(http, store: store)
         let old = try await deviceInfo(pairing)
+        clock.advance(by: .seconds(2))
         let info = try await deviceInfo(pairing)
         #expect(info.serial == "SN1" && info.deviceModel == "M1" && !info.isTestDevice && info.shouldIncludeNonLive)
         #expect(info.codeChallengeMethod == "S256" && info.codeChallenge != old.codeChallenge)
         let stale = await companion(
-            pairing, #"{"sessionId":"\#(old.sessionId)","authCode":"c","clientId":"i","redirectUri":"r"}"#)
+            pairing, #"{"sessionId":"\#(old.sessionId)","authCode":"c","clientId":"cid","redirectUri":"r"}"#)
         #expect(stale.status == 400 && String(decoding: stale.body, as: UTF8.self).contains("INCORRECT_SESSION_ID"))
         let ok = await companion(
             pairing,
@@ -337,7 +351,8 @@ import Testing
         #expect(PKCE(verifier: Secret(String(verifier))).challenge == info.codeChallenge)
         #expect(body.contains("grant_type=authorization_code") && body.contains("code=ANcode"))
         // Once paired, the endpoints are gone.
-        let after = await pairing.handle(ServerRequest(method: .GET, path: "/provision/deviceInfo", body: []))
+        clock.advance(by: .seconds(2))
+        let after = await pairing.handle(Self.request(.GET, "/provision/deviceInfo"))
         #expect(after.status == 404)
     }
 
@@ -366,7 +381,7 @@ import Testing
         let store = MemoryTokenStore()
         let pairing = try coordinator(http, store: store)
         let info = try await deviceInfo(pairing)
-        let body = #"{"sessionId":"\#(info.sessionId)","authCode":"c","clientId":"i","redirectUri":"r"}"#
+        let body = #"{"sessionId":"\#(info.sessionId)","authCode":"c","clientId":"cid","redirectUri":"r"}"#
         let refused = await companion(pairing, body)
         #expect(refused.status == 400)
         let text = String(decoding: refused.body, as: UTF8.self)
@@ -374,6 +389,7 @@ import Testing
         let unreachable = await companion(pairing, body)
         #expect(unreachable.status == 502 && String(decoding: unreachable.body, as: UTF8.self).contains("LWA_ERROR"))
         #expect(store.tokens == nil)
+        clock.advance(by: .seconds(2))
         #expect(try await deviceInfo(pairing).sessionId != info.sessionId)
     }
 }

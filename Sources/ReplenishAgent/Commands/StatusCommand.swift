@@ -33,10 +33,25 @@ struct StatusCommand: AsyncParsableCommand {
             enum CodingKeys: String, CodingKey { case subscribed, lastResult, lastResultAt, pending, parkedReason }
         }
 
+        /// Whether the pairing endpoints are served, and until when.
+        struct PairingWindow: Encodable, Equatable {
+            var open: Bool
+            var closesAt: String?
+
+            func encode(to encoder: any Encoder) throws {
+                var container = encoder.container(keyedBy: CodingKeys.self)
+                try container.encode(open, forKey: .open)
+                try container.encode(closesAt, forKey: .closesAt)
+            }
+
+            enum CodingKeys: String, CodingKey { case open, closesAt }
+        }
+
         var serial: String
         var phase: String
         var paired: Bool
         var pairingState: String
+        var pairingWindow: PairingWindow
         /// unpaired, fresh, refreshing, retry-wait or needs-pairing.
         var tokenState: String
         var tokenStateReason: String?
@@ -77,16 +92,21 @@ struct StatusCommand: AsyncParsableCommand {
         } else {
             tokenState = record.tokenState == "needs-pairing" ? "needs-pairing" : "unpaired"
         }
+        // The agent writes when an open window closes; a time already past (or a paired device) is closed.
+        let windowClosesAt = record.pairingWindowClosesAt.flatMap { tokens == nil && $0 > now ? $0 : nil }
+        let windowState = windowClosesAt == nil ? "pairing window closed (a long press opens it)" : "pairing mode"
         let pairingState =
             switch tokenState {
             case "needs-pairing":
-                "needs pairing again (\(record.tokenStateReason ?? "LWA refused the refresh token")); pairing mode"
-            case "unpaired": "pairing mode (not paired)"
+                "needs pairing again (\(record.tokenStateReason ?? "LWA refused the refresh token")); \(windowState)"
+            case "unpaired": "not paired; \(windowState)"
             default: "paired"
             }
         return Report(
             serial: config.device.serial, phase: config.device.phase.rawValue, paired: tokens != nil,
-            pairingState: pairingState, tokenState: tokenState,
+            pairingState: pairingState,
+            pairingWindow: .init(open: windowClosesAt != nil, closesAt: windowClosesAt.map(ISO8601.format)),
+            tokenState: tokenState,
             tokenStateReason: tokens != nil || tokenState == "needs-pairing" ? record.tokenStateReason : nil,
             accessTokenExpiresAt: tokens.map { ISO8601.format($0.accessTokenExpiresAt) },
             accessTokenExpiresInSeconds: tokens.map { Int(($0.accessTokenExpiresAt - now).rounded()) },
@@ -116,6 +136,11 @@ struct StatusCommand: AsyncParsableCommand {
             return
         }
         Output.line("device \(report.serial) (phase \(report.phase)): \(report.pairingState)")
+        if !report.paired {
+            Output.line(
+                report.pairingWindow.closesAt.map { "pairing window open until \($0)" }
+                    ?? "pairing window closed: a long press on the button opens it")
+        }
         if let expiresAt = report.accessTokenExpiresAt, let seconds = report.accessTokenExpiresInSeconds {
             Output.line("access token expires \(expiresAt) (\(seconds >= 0 ? "in \(seconds) s" : "expired"))")
         }

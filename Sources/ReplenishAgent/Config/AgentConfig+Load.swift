@@ -165,6 +165,7 @@ extension AgentConfig {
 
         // pairing
         var listen: Listen?
+        var windowMinutes = 10
         if var reader = ObjectReader(
             top.value("pairing", required: true, problems: &problems) ?? .object([:]),
             path: "pairing", problems: &problems)
@@ -173,6 +174,7 @@ extension AgentConfig {
                 listen = parseListen(text)
                 if listen == nil { problems.add("pairing.listen", "must be HOST:PORT with a port from 1 to 65535") }
             }
+            windowMinutes = reader.integer("windowMinutes", in: 1...1440, problems: &problems) ?? 10
             reader.reportUnknownKeys(problems: &problems)
         }
 
@@ -182,7 +184,8 @@ extension AgentConfig {
         else { return nil }
         return AgentConfig(
             device: device, lwa: lwa, drsBaseURL: drsBaseURL, caFile: caFile, stateDirectory: stateDirectory,
-            boardPath: boardPath, board: board, buttons: buttons, pairingListen: listen, path: path)
+            boardPath: boardPath, board: board, buttons: buttons, pairingListen: listen,
+            pairingWindowMinutes: windowMinutes, path: path)
     }
 
     private static func url(_ text: String?, at path: String, problems: inout Problems) -> EndpointURL? {

@@ -42,6 +42,8 @@ struct AgentConfig: Sendable {
     var board: BoardFile
     var buttons: [Button]
     var pairingListen: Listen
+    /// How long the pairing window stays open (`pairing.windowMinutes`, 1 to 1440, default 10).
+    var pairingWindowMinutes: Int = 10
     /// Where the config came from (for messages).
     var path: String
 

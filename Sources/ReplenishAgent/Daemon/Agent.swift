@@ -39,17 +39,22 @@ struct Agent {
         let duties = Duties(
             drs: drs, tokens: tokens, status: status, slots: config.slots, clock: clock,
             wallTime: wallTime, clockTrusted: { WallClock.isTrusted() }, logger: logger)
-        let pairing = PairingCoordinator(device: config.device, lwa: lwa, tokens: tokens, logger: logger)
-        let pairingWaker = Waker()
+        let listenHost = config.pairingListen.host
+        let pairing = PairingCoordinator(
+            device: config.device, clientId: config.lwa.clientId, lwa: lwa, tokens: tokens, clock: clock,
+            deviceNames: { PairingRequestGuard.deviceNames(listenHost: listenHost) }, logger: logger)
+        let pairingWindow = PairingWindowService(
+            length: .seconds(60 * config.pairingWindowMinutes), clock: clock, wallTime: wallTime, logger: logger)
         await tokens.onChange { state in
             await orders.poke()
-            pairingWaker.ring()
             try? await status.update { record in
                 record.tokenState = state.name
                 record.tokenStateReason = state.reason
             }
         }
         await tokens.onPaired { await duties.pairingChanged() }
+        await tokens.onPaired { await pairingWindow.handle(.paired) }
+        await tokens.onPairingLost { await pairingWindow.handle(.pairingLost) }
 
         let paired = await tokens.isPaired
         let backend: any GPIOBackend
@@ -60,10 +65,15 @@ struct Agent {
         let config = config
         let lights = Lights(backend: backend, output: config.board.outputs.first?.name, clock: clock, logger: logger)
         await Self.connect(lights, to: tokens, orders: orders, paired: paired)
+        await pairingWindow.onChange { window in
+            await lights.update { $0.pairingWindowOpen = window.open }
+            try? await status.update { $0.pairingWindowClosesAt = window.closesAt }
+        }
+        await pairingWindow.handle(.started(paired: paired))
         let presses = PressHandler(
             config: config, orders: orders, tokens: tokens, duties: duties, status: status, drs: drs,
-            lights: lights,
-            clock: clock, wallTime: wallTime, logger: logger)
+            lights: lights, clock: clock, wallTime: wallTime, logger: logger,
+            openPairingWindow: { await pairingWindow.handle(.longPress) })
         let inputs = InputPipeline(board: config.board, clock: clock, logger: logger) { press in
             await presses.handle(press)
         }
@@ -85,9 +95,8 @@ struct Agent {
                 await Waker().wait(timeout: nil, clock: clock)
             },
             LoopService(name: "pairing") {
-                try await Self.servePairingWhileUnpaired(
-                    config: config, pairing: pairing, tokens: tokens,
-                    waker: pairingWaker, group: group, logger: logger)
+                try await Self.servePairingInItsWindow(
+                    config: config, pairing: pairing, window: pairingWindow, group: group, logger: logger)
             },
             LoopService(name: "inputs") {
                 await inputs.run(edges: backend.edges)
@@ -195,45 +204,23 @@ struct Agent {
         }
     }
 
-    /// Serves the pairing endpoints whenever the device is not paired, and closes the port once it is.
-    static func servePairingWhileUnpaired(
-        config: AgentConfig, pairing: PairingCoordinator<Clock>,
-        tokens: TokenManager<Clock>, waker: Waker, group: any EventLoopGroup,
-        logger: Logger
+    /// Serves the pairing endpoints while the pairing window is open (`PairingWindowService`); outside it
+    /// the port is closed.
+    static func servePairingInItsWindow(
+        config: AgentConfig, pairing: PairingCoordinator<Clock>, window: PairingWindowService<Clock>,
+        group: any EventLoopGroup, logger: Logger
     ) async throws {
         let listen = config.pairingListen
-        while !Task.isCancelled {
-            if await tokens.isPaired {
-                await waker.wait(timeout: nil, clock: ContinuousClock())
-                continue
-            }
-            // Rung once the app has been told 204: the port closes only after that answer is out.
-            let answered = Waker()
-            let server = Task {
-                try await LocalHTTPServer.serve(
-                    at: .tcp(host: listen.host, port: listen.port), group: group,
-                    onBound: { port in
-                        logger.info(
-                            "pairing mode: serving the companion app",
-                            metadata: ["pairing.listen": "\(listen.host):\(port ?? listen.port)"])
-                    }, afterResponse: { response in if response.status == 204 { answered.ring() } },
-                    handler: { request in await pairing.handle(request) })
-            }
-            // Wait until paired (or shutdown), then close the port.
-            await withTaskCancellationHandler {
-                while await !tokens.isPaired && !Task.isCancelled {
-                    await waker.wait(timeout: .seconds(60), clock: ContinuousClock())
-                }
-                if !Task.isCancelled { await answered.wait(timeout: .seconds(5), clock: ContinuousClock()) }
-            } onCancel: {
-                server.cancel()
-            }
-            server.cancel()
-            do { try await server.value } catch is CancellationError {} catch {
-                logger.error("pairing server failed", metadata: ["error": "\(error)"])
-                if !Task.isCancelled { try await Task.sleep(for: .seconds(5)) }
-            }
-            if await tokens.isPaired { logger.info("paired: pairing endpoints closed") }
+        try await window.run { answered in
+            await pairing.windowOpened(port: listen.port)
+            try await LocalHTTPServer.serve(
+                at: .tcp(host: listen.host, port: listen.port), group: group,
+                onBound: { port in
+                    logger.info(
+                        "pairing mode: serving the companion app",
+                        metadata: ["pairing.listen": "\(listen.host):\(port ?? listen.port)"])
+                }, afterResponse: { response in if response.status == 204 { answered.ring() } },
+                handler: { request in await pairing.handle(request) })
         }
     }
 }

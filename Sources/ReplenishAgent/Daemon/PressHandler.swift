@@ -15,11 +15,15 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
     private let wallTime: @Sendable () -> Double
     private let logger: Logger
     private var policy = PressPolicy<C.Instant>()
+    /// Opens the pairing window (a long press on an unpaired device).
+    private let openPairingWindow: @Sendable () async -> Void
 
     init(
         config: AgentConfig, orders: OrderService<C>, tokens: TokenManager<C>, duties: Duties<C>, status: StatusBook,
-        drs: DRSClient, lights: Lights<C>, clock: C, wallTime: @escaping @Sendable () -> Double, logger: Logger
+        drs: DRSClient, lights: Lights<C>, clock: C, wallTime: @escaping @Sendable () -> Double, logger: Logger,
+        openPairingWindow: @escaping @Sendable () async -> Void = {}
     ) {
+        self.openPairingWindow = openPairingWindow
         self.config = config
         self.orders = orders
         self.tokens = tokens
@@ -98,9 +102,12 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
             } catch {
                 return .failure(error)
             }
-            return .success("pairing forgotten; the device is in pairing mode")
-        case .alreadyPairing:
-            return .success("the device is already in pairing mode")
+            return .success("pairing forgotten; the device is in pairing mode (pairing window open)")
+        case .openPairingWindow:
+            await openPairingWindow()
+            return .success(
+                "pairing window open for \(config.pairingWindowMinutes) minutes: pair the device with the companion app"
+            )
         case .unmapped:
             return .failure(AgentError(.invalidInput, "input \(press.input) is not mapped to a slot"))
         }

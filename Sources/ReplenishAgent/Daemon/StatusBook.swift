@@ -23,6 +23,8 @@ struct StatusRecord: Codable, Sendable, Equatable, StateFormat {
     /// The token lifecycle state (`TokenManager.State.name`) and its reason, as the daemon last saw them.
     var tokenState: String?
     var tokenStateReason: String?
+    /// When the open pairing window closes (wall-clock seconds); nil while it is closed.
+    var pairingWindowClosesAt: Double?
 }
 
 /// The daemon's single writer of `status.json`.

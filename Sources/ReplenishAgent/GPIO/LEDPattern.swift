@@ -3,13 +3,14 @@
 enum LEDPattern: String, Sendable, CaseIterable {
     /// Paired and idle.
     case off
-    /// Not paired: waiting for the companion app. Slow blink.
+    /// Not paired and the pairing window open: waiting for the companion app. Slow blink.
     case pairingMode
     /// A press is queued and being sent to DRS. Fast blink.
     case orderSent
     /// DRS accepted the order. Solid for a few seconds, then off.
     case orderPlaced
-    /// Something needs the customer or the maker: a token fault, a parked order. Double blink.
+    /// Something needs the customer or the maker: a token fault, a parked order, or not paired with the
+    /// pairing window closed (a long press opens it). Double blink.
     case needsAttention
     /// Orders are waiting because the network (or DRS) cannot be reached. Triple blink.
     case noNetwork
@@ -37,6 +38,8 @@ enum LEDPattern: String, Sendable, CaseIterable {
     /// What the device shows, most urgent first.
     struct Facts: Sendable, Equatable {
         var paired = false
+        /// The pairing endpoints are served (`PairingWindow`).
+        var pairingWindowOpen = false
         var tokenFault = false
         var repairingArmed = false
         var pendingOrders = 0
@@ -49,7 +52,7 @@ enum LEDPattern: String, Sendable, CaseIterable {
     static func pattern(for facts: Facts) -> LEDPattern {
         if facts.repairingArmed { return .confirmRepairing }
         if facts.acknowledging { return .acknowledge }
-        if !facts.paired { return .pairingMode }
+        if !facts.paired { return facts.pairingWindowOpen ? .pairingMode : .needsAttention }
         if facts.tokenFault || facts.parkedOrders > 0 { return .needsAttention }
         if facts.pendingOrders > 0 { return facts.lastAttemptFailedForNetwork ? .noNetwork : .orderSent }
         if facts.orderJustPlaced { return .orderPlaced }

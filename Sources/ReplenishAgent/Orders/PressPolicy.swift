@@ -4,7 +4,7 @@
 ///   from this device) is running: then it is only acknowledged on the LED, not re-ordered.
 /// - A long press on a paired device arms re-pairing for `confirmationWindow`; a second long press within
 ///   the window confirms it (the device deregisters and goes back to pairing mode); a short press cancels.
-///   On an unpaired device a long press changes nothing: it is already in pairing mode.
+///   On an unpaired device a long press (re)opens the pairing window (`PairingWindow`).
 /// - A level sensor going low orders for its slot (the sensor's own hysteresis stops flapping).
 struct PressPolicy<Instant: InstantProtocol>: Sendable where Instant.Duration == Duration {
     enum Decision: Equatable, Sendable {
@@ -16,7 +16,7 @@ struct PressPolicy<Instant: InstantProtocol>: Sendable where Instant.Duration ==
         case armRepairing
         case confirmRepairing
         case cancelRepairing
-        case alreadyPairing
+        case openPairingWindow
         case unmapped
     }
 
@@ -35,7 +35,7 @@ struct PressPolicy<Instant: InstantProtocol>: Sendable where Instant.Duration ==
         if !armed { repairingArmedUntil = nil }
         switch kind {
         case .long:
-            guard paired else { return .alreadyPairing }
+            guard paired else { return .openPairingWindow }
             if armed {
                 repairingArmedUntil = nil
                 return .confirmRepairing

@@ -2,38 +2,74 @@ import Logging
 import NIOHTTP1
 
 /// The device's side of pairing with the companion app (PROTOCOL.md section 5). Each `deviceInfo` starts a
-/// new session with a fresh PKCE pair (only the newest session is valid); `companionInfo` redeems the app's
-/// authorization code with that session's verifier and answers 204 only once the tokens are durable.
+/// new session with a fresh PKCE pair (the newest session is always valid; each peer address has one, see
+/// `PairingSessions` for the rate limits); `companionInfo` redeems the app's authorization code with that
+/// session's verifier and answers 204 only once the tokens are durable. Every request first passes
+/// `PairingRequestGuard` (Host, Origin, Content-Type).
 actor PairingCoordinator<C: Clock> where C.Duration == Duration {
-    private struct Session {
-        let id: String
-        let pkce: PKCE
-    }
-
     private let device: AgentConfig.Device
+    private let clientId: String
     private let lwa: LWAClient
     private let tokens: TokenManager<C>
+    private let clock: C
     private let logger: Logger
-    private var session: Session?
+    private var sessions: PairingSessions<C.Instant, PKCE>
     private var redeeming = false
+    /// The names a request's Host may give (`PairingRequestGuard.deviceNames`), re-read after a miss at
+    /// most every 5 s (an address from DHCP may come later than the agent).
+    private let readDeviceNames: @Sendable () -> Set<String>
+    private var deviceNames: Set<String>?
+    private var deviceNamesReadAt: C.Instant?
+    /// The bound port (a Host may name it, or no port).
+    var port: Int?
 
-    init(device: AgentConfig.Device, lwa: LWAClient, tokens: TokenManager<C>, logger: Logger) {
+    init(
+        device: AgentConfig.Device, clientId: String, lwa: LWAClient, tokens: TokenManager<C>, clock: C,
+        limits: PairingSessions<C.Instant, PKCE>.Limits = .init(),
+        deviceNames: @escaping @Sendable () -> Set<String>, logger: Logger
+    ) {
         self.device = device
+        self.clientId = clientId
         self.lwa = lwa
         self.tokens = tokens
+        self.clock = clock
+        self.sessions = PairingSessions(limits: limits)
+        self.readDeviceNames = deviceNames
         self.logger = logger
+    }
+
+    /// A new window: sessions of an earlier one are no longer valid.
+    func windowOpened(port: Int?) {
+        self.port = port
+        sessions.removeAll()
+        deviceNames = nil
     }
 
     /// Routes one request of the pairing server.
     func handle(_ request: ServerRequest) async -> ServerResponse {
+        if let refusal = PairingRequestGuard.refusal(request, deviceNames: names(), port: port) {
+            // A name that is not (yet) known may be an address that came after the last look.
+            let now = clock.now
+            guard refusal.status == 421, deviceNamesReadAt.map({ $0.duration(to: now) >= .seconds(5) }) ?? true,
+                PairingRequestGuard.refusal(request, deviceNames: names(reread: true), port: port) == nil
+            else { return refusal }
+        }
         if await tokens.isPaired { return .error(404, "NOT_FOUND", "the device is already paired") }
         switch (request.method, request.path) {
-        case (.GET, "/provision/deviceInfo"): return deviceInfo()
+        case (.GET, "/provision/deviceInfo"): return deviceInfo(peer: request.peer ?? "")
         case (.POST, "/provision/companionInfo"): return await companionInfo(request.body)
         case (_, "/provision/deviceInfo"), (_, "/provision/companionInfo"):
             return .error(405, "INVALID_PARAM", "method not allowed")
         default: return .error(404, "NOT_FOUND", "no such endpoint")
         }
+    }
+
+    private func names(reread: Bool = false) -> Set<String> {
+        if reread || deviceNames == nil {
+            deviceNames = readDeviceNames()
+            deviceNamesReadAt = clock.now
+        }
+        return deviceNames ?? []
     }
 
     private struct DeviceInfo: Encodable {
@@ -46,16 +82,25 @@ actor PairingCoordinator<C: Clock> where C.Duration == Duration {
         var sessionId: String
     }
 
-    func deviceInfo() -> ServerResponse {
-        let fresh = Session(id: PKCE.randomSessionID(), pkce: PKCE())
-        session = fresh
-        logger.info("pairing session started")
+    func deviceInfo(peer: String) -> ServerResponse {
+        let now = clock.now
+        if let wait = sessions.mayStart(peer: peer, at: now) {
+            let seconds = max(1, Int(PairingWindowService<C>.seconds(wait).rounded(.up)))
+            var answer = ServerResponse.error(
+                429, "TOO_MANY_REQUESTS", "too many pairing sessions from this address; retry in \(seconds) s")
+            answer.headers = [("Retry-After", "\(seconds)")]
+            return answer
+        }
+        let pkce = PKCE()
+        let id = PKCE.randomSessionID()
+        sessions.start(id: id, peer: peer, value: pkce, at: now)
+        logger.info("pairing session started", metadata: ["pairing.peer": "\(peer)"])
         return .json(
             200,
             DeviceInfo(
                 serial: device.serial, deviceModel: device.model, isTestDevice: device.phase.isTestDevice,
-                shouldIncludeNonLive: device.phase.shouldIncludeNonLive, codeChallenge: fresh.pkce.challenge,
-                codeChallengeMethod: fresh.pkce.method, sessionId: fresh.id))
+                shouldIncludeNonLive: device.phase.shouldIncludeNonLive, codeChallenge: pkce.challenge,
+                codeChallengeMethod: pkce.method, sessionId: id))
     }
 
     /// The fields the app sends; each checked for presence, type and length.
@@ -105,7 +150,10 @@ actor PairingCoordinator<C: Clock> where C.Duration == Duration {
         case .invalid(let reason): return .error(400, "INVALID_PARAM", reason)
         case .valid(let parsed): info = parsed
         }
-        guard let current = session, current.id == info.sessionId, !redeeming else {
+        guard info.clientId == clientId else {
+            return .error(400, "INVALID_PARAM", "clientId is not this device's LWA client id (lwa.clientId)")
+        }
+        guard let current = sessions.session(id: info.sessionId), !redeeming else {
             return .error(400, "INCORRECT_SESSION_ID", "unknown or superseded session; fetch deviceInfo again")
         }
         redeeming = true
@@ -113,7 +161,7 @@ actor PairingCoordinator<C: Clock> where C.Duration == Duration {
         do {
             let grant = try await lwa.redeem(
                 code: info.authCode, redirectURI: info.redirectUri, clientId: info.clientId,
-                verifier: current.pkce.verifier)
+                verifier: current.value.verifier)
             try await tokens.install(grant, clientId: info.clientId)
         } catch {
             logger.warning("pairing failed", metadata: ["error.code": "\(error.code)", "error": "\(error.message)"])
@@ -123,7 +171,7 @@ actor PairingCoordinator<C: Clock> where C.Duration == Duration {
             default: return .error(400, "LWA_ERROR", error.message)
             }
         }
-        if session?.id == current.id { session = nil }
+        sessions.removeAll()
         return .noContent
     }
 }

@@ -38,6 +38,16 @@ final class Waker: Sendable {
         }
     }
 
+    /// Returns when rung, when `deadline` has come on `clock`, or when the task is cancelled.
+    func wait<C: Clock>(until deadline: C.Instant, clock: C) async where C.Duration == Duration {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.waitForRing() }
+            group.addTask { try? await clock.sleep(until: deadline, tolerance: nil) }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+
     private func waitForRing() async {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in

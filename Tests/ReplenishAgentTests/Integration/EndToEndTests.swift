@@ -165,11 +165,7 @@ import Testing
         // Without tls.caFile the agent does not trust the emulator: redeeming the code fails (502), unpaired.
         let untrusting = try harness.startAgent(
             config: try harness.writeConfig(emulator: emulator, pairingPort: pairingPort))
-        try harness.waitUntil("the pairing endpoints") {
-            (try? CurlEasy(options: .init()).perform(
-                HTTPRequest(
-                    method: .get, url: "http://127.0.0.1:\(pairingPort)/provision/deviceInfo")))?.status == 200
-        }
+        try harness.waitUntil("the pairing endpoints") { Harness.pairingPortAnswers(pairingPort) }
         let refused = try harness.run(
             "replenish-emulator",
             [

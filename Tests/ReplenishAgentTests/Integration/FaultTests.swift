@@ -84,10 +84,7 @@ import Testing
         let status = try harness.statusJSON(config: config)
         #expect(status["paired"] as? Bool == false)
         #expect(status["pendingOrders"] as? Int == 1)
-        try harness.waitUntil("the pairing endpoints again") {
-            (try? CurlEasy(options: .init()).perform(
-                HTTPRequest(method: .get, url: "http://127.0.0.1:\(pairingPort)/provision/deviceInfo")))?.status == 200
-        }
+        try harness.waitUntil("the pairing endpoints again") { Harness.pairingPortAnswers(pairingPort) }
         let requestsBefore = try harness.stats(emulator)["tokenRequests"] as? Int ?? 0
         Thread.sleep(forTimeInterval: 5)
         #expect((try harness.stats(emulator)["tokenRequests"] as? Int ?? 0) - requestsBefore <= 1)

@@ -138,19 +138,20 @@ final class Harness: @unchecked Sendable {
     /// Writes an agent config for the simulated board against `emulator`; returns its path.
     func writeConfig(
         emulator: String, pairingPort: Int, slots: [String] = ["slot-1"], caFile: String? = nil,
-        cooldownSeconds: Int = 0, tankSlot: String? = nil, board: String? = nil
+        cooldownSeconds: Int = 0, tankSlot: String? = nil, board: String? = nil, pairingWindowMinutes: Int? = nil
     ) throws -> String {
         var buttons = zip(["button", "button2", "button3"], slots).map {
             #"{"input":"\#($0.0)","slot":"\#($0.1)","cooldownSeconds":\#(cooldownSeconds)}"#
         }
         if let tankSlot { buttons.append(#"{"input":"tank","slot":"\#(tankSlot)"}"#) }
         let tls = caFile.map { #""tls":{"caFile":"\#($0)"},"# } ?? ""
+        let window = pairingWindowMinutes.map { #","windowMinutes":\#($0)"# } ?? ""
         let text = """
             {"device":{"serial":"TEST0001","model":"model-1","phase":"test"},
              "lwa":{"clientId":"amzn1.application-oa2-client.emulator","tokenURL":"\(emulator)/auth/o2/token"},
              "drs":{"baseURL":"\(emulator)"},\(tls)
              "stateDirectory":"\(directory)/state","board":"\(board ?? packageRoot() + "/board/simulated.json")",
-             "buttons":[\(buttons.joined(separator: ","))],"pairing":{"listen":"127.0.0.1:\(pairingPort)"}}
+             "buttons":[\(buttons.joined(separator: ","))],"pairing":{"listen":"127.0.0.1:\(pairingPort)"\(window)}}
             """
         let path = directory + "/agent.json"
         try text.write(toFile: path, atomically: true, encoding: .utf8)
@@ -220,11 +221,7 @@ final class Harness: @unchecked Sendable {
     /// Pairs the running agent as the companion app would.
     @discardableResult
     func pair(emulator: String, pairingPort: Int, caFile: String? = nil) throws -> Finished {
-        try waitUntil("the pairing endpoints") {
-            (try? CurlEasy(options: .init()).perform(
-                HTTPRequest(
-                    method: .get, url: "http://127.0.0.1:\(pairingPort)/provision/deviceInfo")))?.status == 200
-        }
+        try waitUntil("the pairing endpoints") { Self.pairingPortAnswers(pairingPort) }
         let companion = try run(
             "replenish-emulator",
             ["companion", "--device", "http://127.0.0.1:\(pairingPort)", "--lwa", emulator]
@@ -233,6 +230,13 @@ final class Harness: @unchecked Sendable {
             throw AgentError(.server, "companion failed (\(companion.status)): \(companion.error)")
         }
         return companion
+    }
+
+    /// Whether the pairing port is open (its window too): any path but the endpoints answers 404, without
+    /// starting a pairing session (deviceInfo is rate-limited per address).
+    static func pairingPortAnswers(_ port: Int) -> Bool {
+        (try? CurlEasy(options: .init()).perform(HTTPRequest(method: .get, url: "http://127.0.0.1:\(port)/")))?
+            .status == 404
     }
 
     /// Kills with SIGKILL and waits until the process is gone.

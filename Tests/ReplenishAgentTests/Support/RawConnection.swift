@@ -6,8 +6,20 @@ import Foundation
 final class RawConnection {
     let fd: Int32
 
-    init(port: Int) throws {
+    /// Connects to `127.0.0.1:port`, from `source` (another loopback address plays another machine).
+    init(port: Int, source: String? = nil) throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        if let source {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            local.sin_addr.s_addr = inet_addr(source)
+            let bound = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            guard bound == 0 else { throw AgentError(.network, "bind \(source): \(errno)") }
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
@@ -24,6 +36,21 @@ final class RawConnection {
 
     func send(_ text: String) { _ = text.withCString { write(fd, $0, strlen($0)) } }
 
+    /// Writes all of `bytes` (blocking), as a client that uploads without reading; false when the peer
+    /// closed or reset first.
+    @discardableResult
+    func sendAll(_ bytes: [UInt8]) -> Bool {
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes[offset...].withUnsafeBytes {
+                Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+            }
+            if written <= 0 { return false }
+            offset += written
+        }
+        return true
+    }
+
     /// What arrives within `seconds`, up to the peer closing: nil when nothing came and it stayed open.
     func receive(within seconds: Double) -> (text: String, closed: Bool)? {
         var received: [UInt8] = []
@@ -33,7 +60,12 @@ final class RawConnection {
             guard poll(&descriptor, 1, 50) > 0 else { continue }
             var buffer = [UInt8](repeating: 0, count: 4096)
             let count = read(fd, &buffer, buffer.count)
-            if count <= 0 { return (String(decoding: received, as: UTF8.self), true) }
+            if count <= 0 {
+                if count < 0 && errno == ECONNRESET {
+                    return ("reset after: " + String(decoding: received, as: UTF8.self), true)
+                }
+                return (String(decoding: received, as: UTF8.self), true)
+            }
             received += buffer[0..<count]
             if String(decoding: received, as: UTF8.self).contains("\r\n\r\n") {
                 return (String(decoding: received, as: UTF8.self), false)

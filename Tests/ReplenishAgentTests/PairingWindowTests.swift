@@ -1,0 +1,281 @@
+import Foundation
+import NIOHTTP1
+import Synchronization
+import Testing
+
+@testable import ReplenishAgent
+
+/// The pairing window, the request guard, the session rate limits, the client id check and the
+/// connection admission: pure decisions on a manual clock, the coordinator with in-memory doubles.
+@Suite struct PairingWindowTests {
+    typealias Window = PairingWindow<ManualClock.Instant>
+    let clock = ManualClock()
+
+    func at(_ seconds: Int) -> ManualClock.Instant { ManualClock.Instant(offset: .seconds(seconds)) }
+    func apply(_ window: inout Window, _ event: Window.Event, _ now: ManualClock.Instant) -> Bool {
+        window.handle(event, at: now)
+    }
+    func expire(_ window: inout Window, _ now: ManualClock.Instant) -> Bool { window.expire(at: now) }
+
+    @Test func opensAtAnUnpairedStartForItsLengthAndClosesWhenPaired() {
+        var window = Window(length: .seconds(600))
+        #expect(apply(&window, .started(paired: false), at(0)))
+        #expect(window.isOpen(at: at(599)))
+        #expect(!window.isOpen(at: at(600)))
+        #expect(!expire(&window, at(600)) && window.closesAt == nil)
+        // A long press on the unpaired device opens it again, for the whole length from the press.
+        #expect(apply(&window, .longPress, at(1000)))
+        #expect(window.closesAt == at(1600))
+        #expect(apply(&window, .longPress, at(1300)) && window.closesAt == at(1900))
+        // Paired: closed at once.
+        #expect(!apply(&window, .paired, at(1301)))
+        #expect(!window.isOpen(at: at(1302)))
+    }
+
+    @Test func aPairedDeviceNeverOpensItExceptWhenThePairingIsLost() {
+        var window = Window(length: .seconds(600))
+        #expect(!apply(&window, .started(paired: true), at(0)))
+        // The long press of a paired device is the re-pairing confirmation, not this.
+        #expect(!apply(&window, .longPress, at(10)))
+        // invalid_grant, or re-pairing confirmed: open.
+        #expect(apply(&window, .pairingLost, at(20)))
+        #expect(window.closesAt == at(620))
+        #expect(!expire(&window, at(620)))
+        // Unpaired now: a long press opens it again.
+        #expect(apply(&window, .longPress, at(700)))
+    }
+
+    @Test func theServiceServesOnlyWhileOpenAndTellsObservers() async throws {
+        let service = PairingWindowService(
+            length: .seconds(600), clock: clock, wallTime: { 1_800_000_000 }, logger: .init(label: "test"))
+        let seen = Mutex<[PairingWindowService<ManualClock>.State]>([])
+        await service.onChange { state in seen.withLock { $0.append(state) } }
+        let serving = Mutex(0)
+        let starts = Mutex(0)
+        let answeredWaker = Mutex<Waker?>(nil)
+        let runner = Task {
+            try await service.run { answered in
+                answeredWaker.withLock { $0 = answered }
+                starts.withLock { $0 += 1 }
+                serving.withLock { $0 += 1 }
+                defer { serving.withLock { $0 -= 1 } }
+                try await Task.sleep(for: .seconds(3600))
+            }
+        }
+        // Closed (never started): nothing served.
+        #expect(await settle({ clock.sleeperCount == 0 && serving.withLock { $0 } == 0 }, attempts: 200_000))
+        await service.handle(.started(paired: false))
+        #expect(await settle({ serving.withLock { $0 } == 1 }, attempts: 200_000))
+        // (A "closed" may come first, when the loop looked before the start.)
+        #expect(seen.withLock { $0.last } == .init(open: true, closesAt: 1_800_000_600))
+        #expect(seen.withLock { $0.filter(\.open).count } == 1)
+        #expect(await settle({ clock.sleeperCount == 1 }, attempts: 200_000))
+        clock.advance(by: .seconds(599))
+        for _ in 0..<200 { await Task.yield() }
+        #expect(serving.withLock { $0 } == 1)
+        clock.advance(by: .seconds(1))
+        #expect(await settle({ serving.withLock { $0 } == 0 }, attempts: 200_000))
+        #expect(seen.withLock { $0.last } == .init(open: false, closesAt: nil))
+        #expect(await service.state == .init(open: false, closesAt: nil))
+        // A long press opens it again; pairing closes it once the 204 is out.
+        await service.handle(.longPress)
+        #expect(await settle({ serving.withLock { $0 } == 1 && starts.withLock { $0 } == 2 }, attempts: 200_000))
+        await service.handle(.paired)
+        for _ in 0..<200 { await Task.yield() }
+        #expect(serving.withLock { $0 } == 1, "the port stays open until the app has its answer")
+        answeredWaker.withLock { $0 }?.ring()
+        #expect(await settle({ serving.withLock { $0 } == 0 }, attempts: 200_000))
+        #expect(await !service.isOpen)
+        runner.cancel()
+        _ = await runner.result
+    }
+
+    // MARK: the request guard
+
+    static let names: Set<String> = [
+        "192.168.1.20", "fe80::1", "device", "device.local", "localhost", "127.0.0.1", "::1",
+    ]
+
+    func refusal(_ headers: [(String, String)], method: HTTPMethod = .GET) -> Int? {
+        PairingRequestGuard.refusal(
+            ServerRequest(method: method, path: "/provision/deviceInfo", body: [], headers: HTTPHeaders(headers)),
+            deviceNames: Self.names, port: 8642)?.status
+    }
+
+    @Test(arguments: [
+        "192.168.1.20", "192.168.1.20:8642", "device", "DEVICE.local:8642", "device.local.", "[fe80::1]",
+        "[fe80::1]:8642", "localhost:8642", "127.0.0.1", "[::1]:8642",
+    ])
+    func hostsNamingTheDeviceAreServed(host: String) {
+        #expect(refusal([("Host", host)]) == nil)
+    }
+
+    @Test(arguments: [
+        "evil.example", "evil.example:8642", "192.168.1.21", "192.168.1.20:80", "device.evil.example", "",
+        "[fe80::1", "fe80::1", "192.168.1.20:8642:1", "192.168.1.20:x",
+    ])
+    func hostsNamingSomethingElseAre421(host: String) {
+        #expect(refusal([("Host", host)]) == 421)
+    }
+
+    @Test func noHostOrTwoHostsOrAnOriginOrAFormPostAreRefused() {
+        #expect(refusal([]) == 421)
+        #expect(refusal([("Host", "device"), ("Host", "evil.example")]) == 421)
+        #expect(refusal([("Host", "device"), ("Origin", "http://device")]) == 403)
+        #expect(refusal([("Host", "device"), ("Origin", "null")]) == 403)
+        #expect(refusal([("Host", "device")], method: .POST) == 415)
+        #expect(refusal([("Host", "device"), ("Content-Type", "text/plain")], method: .POST) == 415)
+        #expect(
+            refusal([("Host", "device"), ("Content-Type", "application/x-www-form-urlencoded")], method: .POST) == 415)
+        #expect(
+            refusal([("Host", "device"), ("Content-Type", "Application/JSON; charset=utf-8")], method: .POST) == nil)
+        #expect(refusal([("Host", "device"), ("Content-Type", "application/json")], method: .POST) == nil)
+    }
+
+    @Test func theMachinesOwnNamesAreKnown() {
+        let names = PairingRequestGuard.deviceNames(listenHost: "0.0.0.0")
+        #expect(names.contains("127.0.0.1") && names.contains("localhost") && !names.contains("0.0.0.0"))
+        var buffer = [CChar](repeating: 0, count: 256)
+        gethostname(&buffer, 255)
+        let host = String(cString: buffer).lowercased()
+        #expect(names.contains(host) && names.contains(host.split(separator: ".")[0] + ".local"))
+        #expect(PairingRequestGuard.deviceNames(listenHost: "10.9.8.7").contains("10.9.8.7"))
+    }
+
+    // MARK: sessions and their rate limits
+
+    @Test func aPeerStartsAtMostOneSessionPer2SecondsAnd10AMinute() {
+        var sessions = PairingSessions<ManualClock.Instant, Int>()
+        var started = 0
+        var refusedWaits: [Duration] = []
+        // A script asking every 100 ms for 5 minutes.
+        for tick in 0..<3000 {
+            let now = ManualClock.Instant(offset: .milliseconds(100 * tick))
+            if let wait = sessions.mayStart(peer: "script", at: now) {
+                refusedWaits.append(wait)
+            } else {
+                sessions.start(id: "s\(tick)", peer: "script", value: tick, at: now)
+                started += 1
+            }
+        }
+        #expect(started == 50, "10 a minute for 5 minutes")
+        #expect(refusedWaits.allSatisfy { $0 > .zero && $0 <= .seconds(60) })
+        #expect(sessions.sessions.count == 1)
+    }
+
+    @Test func aScriptOnAnotherMachineCannotReplaceThePhonesSession() {
+        var sessions = PairingSessions<ManualClock.Instant, Int>()
+        #expect(sessions.mayStart(peer: "phone", at: at(0)) == nil)
+        sessions.start(id: "phone-1", peer: "phone", value: 1, at: at(0))
+        for second in 1..<600 where sessions.mayStart(peer: "script", at: at(second)) == nil {
+            sessions.start(id: "script-\(second)", peer: "script", value: 0, at: at(second))
+        }
+        #expect(sessions.session(id: "phone-1")?.value == 1)
+        // The newest session is always valid.
+        #expect(sessions.session(id: sessions.sessions.last!.id) != nil)
+        // The phone's own new deviceInfo replaces its old session.
+        sessions.start(id: "phone-2", peer: "phone", value: 2, at: at(700))
+        #expect(sessions.session(id: "phone-1") == nil && sessions.session(id: "phone-2")?.value == 2)
+    }
+
+    @Test func theOldestSessionGoesOnlyWhenAsManyOtherAddressesAsitKeepsAskedSince() {
+        var sessions = PairingSessions<ManualClock.Instant, Int>(limits: .init(maximumPeers: 4))
+        sessions.start(id: "phone", peer: "phone", value: 0, at: at(0))
+        // Three other addresses in a loop for ten minutes: the phone's session stays.
+        for second in 1..<600 {
+            for script in 1...3 where sessions.mayStart(peer: "s\(script)", at: at(second)) == nil {
+                sessions.start(id: "s\(script)-\(second)", peer: "s\(script)", value: script, at: at(second))
+            }
+        }
+        #expect(sessions.session(id: "phone") != nil && sessions.sessions.count == 4)
+        // A fourth pushes the oldest out.
+        sessions.start(id: "s4", peer: "s4", value: 4, at: at(700))
+        #expect(sessions.session(id: "phone") == nil && sessions.sessions.count == 4)
+    }
+
+    // MARK: the coordinator
+
+    func coordinator(_ http: ScriptedHTTPClient) throws -> PairingCoordinator<ManualClock> {
+        let lwa = LWAClient(
+            http: http, tokenURL: try EndpointURL("http://127.0.0.1:1/auth/o2/token"), clientSecret: nil)
+        let tokens = try TokenManager(
+            store: MemoryTokenStore(), lwa: lwa, clock: clock, wallTime: { 1000 }, logger: .init(label: "test"))
+        return PairingCoordinator(
+            device: .init(serial: "SN1", model: "M1", phase: .test), clientId: "amzn1.application-oa2-client.mine",
+            lwa: lwa, tokens: tokens, clock: clock, deviceNames: { Self.names }, logger: .init(label: "test"))
+    }
+
+    @Test func anotherClientIdIsInvalidParamAndLWAIsNotCalled() async throws {
+        let http = ScriptedHTTPClient { _ in
+            json(200, #"{"access_token":"Atza|a","refresh_token":"Atzr|r","expires_in":3600}"#)
+        }
+        let pairing = try coordinator(http)
+        let info = await pairing.handle(PairingTests.request(.GET, "/provision/deviceInfo"))
+        let sessionId = try #require(
+            (try JSONSerialization.jsonObject(with: Data(info.body)) as? [String: Any])?["sessionId"] as? String)
+        func companion(clientId: String) async -> ServerResponse {
+            await pairing.handle(
+                PairingTests.request(
+                    .POST, "/provision/companionInfo",
+                    body: #"{"sessionId":"\#(sessionId)","authCode":"c","clientId":"\#(clientId)","redirectUri":"r"}"#))
+        }
+        let wrong = await companion(clientId: "amzn1.application-oa2-client.someone-else")
+        #expect(wrong.status == 400 && String(decoding: wrong.body, as: UTF8.self).contains("INVALID_PARAM"))
+        #expect(http.requests.isEmpty)
+        let right = await companion(clientId: "amzn1.application-oa2-client.mine")
+        #expect(right.status == 204 && http.requests.count == 1)
+    }
+
+    @Test func guardedRequestsNeverReachTheEndpointsAndDeviceInfoIsRateLimited() async throws {
+        let http = ScriptedHTTPClient { (_) throws(AgentError) -> HTTPResponse in
+            throw AgentError(.network, "must not be called")
+        }
+        let pairing = try coordinator(http)
+        let rebound = await pairing.handle(
+            PairingTests.request(.GET, "/provision/deviceInfo", headers: [("Host", "attacker.example:8642")]))
+        #expect(rebound.status == 421 && String(decoding: rebound.body, as: UTF8.self).contains("INVALID_PARAM"))
+        let first = await pairing.handle(PairingTests.request(.GET, "/provision/deviceInfo"))
+        #expect(first.status == 200)
+        let second = await pairing.handle(PairingTests.request(.GET, "/provision/deviceInfo"))
+        #expect(second.status == 429 && second.headers.contains { $0 == ("Retry-After", "2") })
+        // Another peer is not held back by the first one's limit.
+        let other = await pairing.handle(PairingTests.request(.GET, "/provision/deviceInfo", peer: "192.168.1.8"))
+        #expect(other.status == 200)
+        clock.advance(by: .seconds(2))
+        #expect(await pairing.handle(PairingTests.request(.GET, "/provision/deviceInfo")).status == 200)
+        #expect(http.requests.isEmpty)
+    }
+
+    // MARK: connections
+
+    @Test func aFullServerEvictsSlowThenClosingThenFreshConnectionsOfTheBusiestPeer() {
+        typealias C = ConnectionAdmission.Connection
+        func decide(_ peer: String, _ open: [C]) -> ConnectionAdmission.Decision {
+            ConnectionAdmission.decide(peer: peer, open: open, maximum: 4, maximumPerPeer: 2)
+        }
+        #expect(decide("a", []) == .admit)
+        // A peer at its own cap makes room among its own.
+        let own = [C(id: 1, peer: "a", state: .answering), C(id: 2, peer: "a", state: .fresh)]
+        #expect(decide("a", own) == .admitEvicting(2))
+        #expect(decide("b", own) == .admit)
+        #expect(decide("a", own.map { C(id: $0.id, peer: $0.peer, state: .answering) }) == .refuse)
+        // Full: the busiest peer gives way; slow before closing before fresh, oldest first within each.
+        var full = [
+            C(id: 1, peer: "good", state: .fresh), C(id: 2, peer: "bad", state: .fresh),
+            C(id: 3, peer: "bad", state: .lingering), C(id: 4, peer: "bad", state: .slow),
+        ]
+        #expect(decide("new", full) == .admitEvicting(4))
+        full[3].state = .answering
+        #expect(decide("new", full) == .admitEvicting(3))
+        full[2].state = .answering
+        #expect(decide("new", full) == .admitEvicting(2))
+        full[1].state = .answering
+        #expect(decide("new", full) == .refuse, "the good peer holds fewer: it is not the one to give way")
+        // Peers holding one each: anyone's slow connection goes before a fresh one.
+        let spread = [
+            C(id: 1, peer: "a", state: .fresh), C(id: 2, peer: "b", state: .lingering),
+            C(id: 3, peer: "c", state: .slow), C(id: 4, peer: "d", state: .slow),
+        ]
+        #expect(decide("e", spread) == .admitEvicting(3))
+    }
+}
