@@ -61,7 +61,9 @@ final class NotifySocket {
 
     @Test func addressesArePathsOrAbstractNames() {
         #expect(SystemdNotifier.address("/run/systemd/notify") == .path("/run/systemd/notify"))
-        #expect(SystemdNotifier.address("@/org/freedesktop/systemd1/notify/1") == .abstract("/org/freedesktop/systemd1/notify/1"))
+        #expect(
+            SystemdNotifier.address("@/org/freedesktop/systemd1/notify/1")
+                == .abstract("/org/freedesktop/systemd1/notify/1"))
         #expect(SystemdNotifier.address("relative/path") == nil)
         #expect(SystemdNotifier.address("@") == nil)
         #expect(SystemdNotifier.address("") == nil)
@@ -71,7 +73,8 @@ final class NotifySocket {
     @Test func watchdogIsHalfOfWatchdogUsecAndOnlyForItsPid() throws {
         let socket = try NotifySocket()
         #expect(socket.notifier(["WATCHDOG_USEC": "30000000"]).watchdogInterval == .seconds(15))
-        #expect(socket.notifier(["WATCHDOG_USEC": "30000000", "WATCHDOG_PID": "4242"]).watchdogInterval == .seconds(15))
+        #expect(
+            socket.notifier(["WATCHDOG_USEC": "30000000", "WATCHDOG_PID": "4242"]).watchdogInterval == .seconds(15))
         #expect(socket.notifier(["WATCHDOG_USEC": "30000000", "WATCHDOG_PID": "4243"]).watchdogInterval == nil)
         #expect(socket.notifier(["WATCHDOG_USEC": "30000000", "WATCHDOG_PID": "x"]).watchdogInterval == nil)
         #expect(socket.notifier(["WATCHDOG_USEC": "0"]).watchdogInterval == nil)
@@ -127,11 +130,13 @@ final class NotifySocket {
             SystemdStatusLine.text(token: State.refreshing(expiresAt: 1_800_000_000), pending: 2, parked: 1)
                 == "paired; token refreshing; 2 orders pending, 1 parked")
         #expect(
-            SystemdStatusLine.text(token: State.retryWait(expiresAt: 0, reason: "network: timeout"), pending: 0, parked: 0)
+            SystemdStatusLine.text(
+                token: State.retryWait(expiresAt: 0, reason: "network: timeout"), pending: 0, parked: 0)
                 == "paired; token refresh failing, retrying (network: timeout); 0 orders pending")
         #expect(
             SystemdStatusLine.text(token: State.needsPairing(reason: "invalid_grant"), pending: 3, parked: 0)
-                == "pairing mode: the pairing was revoked (invalid_grant), waiting for the companion app; 3 orders pending")
+                == "pairing mode: the pairing was revoked (invalid_grant), waiting for the companion app; 3 orders pending"
+        )
     }
 
     @Test func linesGoOutBetweenReadyAndStoppingOnlyWhenTheyChange() async throws {
@@ -162,7 +167,8 @@ final class NotifySocket {
         var changeList: [String?] { changes.withLock { $0 } }
     }
 
-    func pinger(_ clock: ManualClock, _ recorder: Recorder, probes: [HealthProbe]? = nil) -> WatchdogPinger<ManualClock> {
+    func pinger(_ clock: ManualClock, _ recorder: Recorder, probes: [HealthProbe]? = nil) -> WatchdogPinger<ManualClock>
+    {
         WatchdogPinger(
             interval: .seconds(15), clock: clock,
             probes: probes ?? [HealthProbe(name: "GPIO thread") { recorder.healthy.withLock { $0 } }],

@@ -77,9 +77,7 @@ final class GpiodBackend: GPIOBackend, @unchecked Sendable {
         }
         inputs = lines
         outputs = outputLines
-        pollTimeout = heartbeat.map { beat in
-            Int32(clamping: max(1, beat.components.seconds * 1000 + beat.components.attoseconds / 1_000_000_000_000_000))
-        } ?? -1
+        pollTimeout = heartbeat.map(Self.milliseconds) ?? -1
         wakePipe = (fds[0], fds[1])
         try startThread()
     }
@@ -100,6 +98,11 @@ final class GpiodBackend: GPIOBackend, @unchecked Sendable {
         case .pullUp: Int32(CGPIOD_BIAS_PULL_UP.rawValue)
         case .pullDown: Int32(CGPIOD_BIAS_PULL_DOWN.rawValue)
         }
+    }
+
+    private static func milliseconds(_ duration: Duration) -> Int32 {
+        let (seconds, attoseconds) = duration.components
+        return Int32(clamping: max(1, seconds * 1000 + attoseconds / 1_000_000_000_000_000))
     }
 
     private static func error(_ operation: String, chip: String, line: Int, name: String) -> AgentError {

@@ -17,7 +17,7 @@ enum SystemdService {
     static func make<C: Clock>(
         notifier: SystemdNotifier, tokens: TokenManager<C>, orders: OrderService<C>, backend: any GPIOBackend,
         group: any EventLoopGroup, logger: Logger
-    ) async -> LoopService? {
+    ) async -> LoopService? where C.Duration == Duration {
         guard notifier.isEnabled else { return nil }
         let outbox = await orders.snapshot
         let status = SystemdStatus<C>(
@@ -31,8 +31,14 @@ enum SystemdService {
             // A job on NIO's event loop (pairing endpoints, control socket) runs.
             HealthProbe(name: "event loop") { (try? await group.next().submit {}.get()) != nil },
             // The actors that own the token and the outbox answer.
-            HealthProbe(name: "token manager") { _ = await tokens.state; return true },
-            HealthProbe(name: "order service") { _ = await orders.snapshot; return true },
+            HealthProbe(name: "token manager") {
+                _ = await tokens.isPaired
+                return true
+            },
+            HealthProbe(name: "order service") {
+                _ = await orders.snapshot
+                return true
+            },
         ]
         if let gpiod = backend as? GpiodBackend, notifier.watchdogInterval != nil {
             let heartbeat = HeartbeatProbe { gpiod.beats }

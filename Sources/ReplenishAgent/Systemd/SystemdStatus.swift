@@ -1,7 +1,8 @@
 /// The `STATUS=` line `systemctl status replenish-agent` shows: pairing and token state, and the outbox.
 /// Never a token or any other secret (the token state's reason is the one `status` prints too).
 enum SystemdStatusLine {
-    static func text<C: Clock>(token: TokenManager<C>.State, pending: Int, parked: Int) -> String {
+    static func text<C: Clock>(token: TokenManager<C>.State, pending: Int, parked: Int) -> String
+    where C.Duration == Duration {
         var orders = "\(pending) order\(pending == 1 ? "" : "s") pending"
         if parked > 0 { orders += ", \(parked) parked" }
         switch token {
@@ -20,13 +21,17 @@ enum SystemdStatusLine {
 }
 
 /// Keeps the latest facts for the `STATUS=` line and sends the line to systemd whenever its text changes.
-actor SystemdStatus<C: Clock> {
+actor SystemdStatus<C: Clock> where C.Duration == Duration {
     private let notifier: SystemdNotifier
     private var token: TokenManager<C>.State
     private var pending: Int
     private var parked: Int
     /// Lines go out only between READY and STOPPING.
-    private enum Phase { case starting, running(sent: String), stopping }
+    private enum Phase {
+        case starting
+        case running(sent: String)
+        case stopping
+    }
     private var phase = Phase.starting
 
     init(notifier: SystemdNotifier, token: TokenManager<C>.State, pending: Int, parked: Int) {
