@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Checks the unit's SystemCallFilter= against what the agent really calls: runs the demo's flow (emulator,
-# agent on the simulated board, pairing, a press, an order, a clean stop) with the agent under `strace -f -c`,
+# agent on the simulated board, pairing, a press, an order, a clean stop) with the agent under `strace -f`,
 # then fails if the agent made a system call outside @system-service minus @privileged and @resources (the
 # unit's filter, expanded by `systemd-analyze syscall-filter`). Uses the packaged build (.build-deb, made by
 # scripts/deb.sh) and the emulator of the debug build (.build).
-# Usage: scripts/syscalls.sh   (prints each syscall with its count; exit 1 on a forbidden one)
+# Usage: scripts/syscalls.sh   (prints each syscall with its count; exit 1 on a forbidden one or a W+X mapping)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -20,7 +20,7 @@ mkdir -p "$bin" "$work/trace"
 ln -s "$emulator_bin" "$bin/replenish-emulator"
 cat >"$bin/replenish-agent" <<WRAP
 #!/bin/sh
-exec strace -f -qq -c -o "$work/trace/\$\$" "$agent" "\$@"
+exec strace -f -qq -o "$work/trace/\$\$" "$agent" "\$@"
 WRAP
 chmod +x "$bin/replenish-agent"
 source scripts/lib.sh
@@ -29,6 +29,7 @@ trap 'stop_all; rm -rf "$work"' EXIT
 start_emulator
 pick_pairing_port
 write_config
+"$bin/replenish-agent" check-config --config "$work/agent.json"   # the unit's ExecStartPre=
 start_agent
 pair
 "$bin/replenish-agent" press button --config "$work/agent.json"
@@ -49,9 +50,9 @@ expand @system-service | sort -u >"$work/allowed"
 { expand @privileged; expand @resources; } | sort -u >"$work/denied"
 comm -23 "$work/allowed" "$work/denied" >"$work/filter"
 
-# strace -c tables: the last column is the syscall; the totals line is skipped.
-awk '$NF ~ /^[a-z_0-9]+$/ && $NF != "syscall" && $NF != "total" { count[$NF] += $4 } END { for (s in count) print s, count[s] }' \
-  "$work"/trace/* | sort >"$work/called"
+# Lines of `strace -f`: "PID name(args) = result", or "PID <... name resumed>" for a call split by a thread
+# switch (counted at its start only).
+sed -nE 's/^[0-9]+ +([a-z_0-9]+)\(.*/\1/p' "$work"/trace/* | sort | uniq -c | awk '{ print $2, $1 }' >"$work/called"
 forbidden=0
 while read -r name calls; do
   if grep -qx "$name" "$work/filter"; then
@@ -61,5 +62,11 @@ while read -r name calls; do
     forbidden=$((forbidden + 1))
   fi
 done <"$work/called"
-echo "$(wc -l <"$work/called") distinct system calls over the agent's commands (run, press, status); $forbidden outside the filter"
+# MemoryDenyWriteExecute=yes refuses memory that is writable and executable at once (libffi closures would
+# need it): no such mapping may be asked for.
+if grep -E '(mmap|mprotect|pkey_mprotect)\(' "$work"/trace/* | grep -E 'PROT_WRITE\|PROT_EXEC|PROT_EXEC\|PROT_WRITE' ; then
+  echo "a writable and executable mapping: MemoryDenyWriteExecute=yes would refuse it"
+  forbidden=$((forbidden + 1))
+fi
+echo "$(wc -l <"$work/called") distinct system calls over the agent's commands (check-config, run, press, status); $forbidden outside the filter"
 [[ $forbidden -eq 0 ]]
