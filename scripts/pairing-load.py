@@ -50,11 +50,14 @@ class Tally:
         self.counts = {kind: {} for kind in KINDS}
         # When the good companion paired: the agent closes the port then, cutting what is in flight.
         self.window_closed_at = None
+        self.companion_started_at = None
 
     def add(self, kind, outcome):
         cut = ("reset" in outcome or "closed without" in outcome or "no answer" in outcome)
         if cut and self.window_closed_at is not None and time.monotonic() >= self.window_closed_at - 0.5:
             outcome = "cut when the window closed (paired)"
+        if outcome.startswith("connection refused") and self.companion_started_at is not None:
+            outcome = "refused: port closed after pairing"
         bucket = self.counts[kind]
         bucket[outcome] = bucket.get(outcome, 0) + 1
 
@@ -247,6 +250,7 @@ async def main():
     # The flood for the whole time; then the good companion pairs while it goes on; then the clients stop.
     await asyncio.sleep(max(0, flood_end - time.monotonic()))
     rss_end_of_flood = rss_kib(args.agent_pid)
+    tally.companion_started_at = time.monotonic()
     good = await companion(args)
     if good["paired"]:
         tally.window_closed_at = time.monotonic()
