@@ -11,12 +11,13 @@ client repeats its misbehaviour (reconnecting after every close) until the time 
   deviceinfo   calls GET /provision/deviceInfo in a loop (proper Host), as a script on another machine would
   rebinding    a browser after DNS rebinding: Host names another site, with an Origin
 
-The bad clients come from 127.0.0.2 to 127.0.0.251 (other machines on the network); the good companion
-(`replenish-emulator companion`) from 127.0.0.1, started at 3/4 of the run. It must pair. The agent's RSS
-(VmRSS of --agent-pid) is sampled every second: the script prints it at the start, at 1/4 (the flood is
-established) and at the end of the flood (just before the companion pairs and the port closes), and fails
-when it grew by more than --rss-slack-kib while the flood went on. It prints, per kind of client, how each
-attempt was answered or closed, and one JSON line (`RESULT {...}`) for tests.
+The bad clients come from 127.0.0.2 to 127.0.0.251 (other machines on the network). When the S seconds are
+up, the good companion (`replenish-emulator companion`, from 127.0.0.1) pairs while the flood goes on; it
+must succeed; then the bad clients stop. The agent's RSS (VmRSS of --agent-pid) is sampled every second and
+printed at the start, at 1/4 (the flood is established), at its peak and at the end of the S seconds; the
+script fails when the peak is more than --rss-slack-kib above the 1/4 figure. It prints, per kind of
+client, how each attempt was answered or closed, and one JSON line (`RESULT {...}`) for tests. An attempt
+cut when the port closed after pairing is counted as such.
 """
 import argparse
 import asyncio
@@ -49,11 +50,14 @@ class Tally:
         self.counts = {kind: {} for kind in KINDS}
         # When the good companion paired: the agent closes the port then, cutting what is in flight.
         self.window_closed_at = None
+        self.companion_started_at = None
 
     def add(self, kind, outcome):
         cut = ("reset" in outcome or "closed without" in outcome or "no answer" in outcome)
         if cut and self.window_closed_at is not None and time.monotonic() >= self.window_closed_at - 0.5:
             outcome = "cut when the window closed (paired)"
+        if outcome.startswith("connection refused") and self.companion_started_at is not None:
+            outcome = "refused: port closed after pairing"
         bucket = self.counts[kind]
         bucket[outcome] = bucket.get(outcome, 0) + 1
 
@@ -98,7 +102,14 @@ async def read_answer(reader, timeout):
     return data, "answered"
 
 
-async def one_attempt(kind, host, port, source, deadline):
+class Stop:
+    """When the bad clients stop: once the good companion is done."""
+
+    def __init__(self, at):
+        self.at = at
+
+
+async def one_attempt(kind, host, port, source, stop):
     """One connection of a bad client; returns its outcome."""
     try:
         reader, writer = await connect(host, port, source)
@@ -121,11 +132,11 @@ async def one_attempt(kind, host, port, source, deadline):
                     chunk = None
                 if chunk is not None:
                     return f"closed by server after {round(time.monotonic() - started)} s" if not chunk else status_of(chunk)
-                if time.monotonic() > deadline:
+                if time.monotonic() > stop.at:
                     return "still open at the end"
             return "sent all"
         if kind == "half-open":
-            chunk = await asyncio.wait_for(reader.read(4096), max(1, deadline - time.monotonic() + 1))
+            chunk = await asyncio.wait_for(reader.read(4096), 15)
             if chunk:
                 return status_of(chunk)
             return f"closed by server after {round(time.monotonic() - started)} s"
@@ -174,10 +185,10 @@ async def one_attempt(kind, host, port, source, deadline):
     return "?"
 
 
-async def bad_client(index, kind, args, tally, deadline):
+async def bad_client(index, kind, args, tally, stop):
     source = f"127.0.0.{2 + index % 250}"
-    while time.monotonic() < deadline:
-        outcome = await one_attempt(kind, args.host, args.port, source, deadline)
+    while time.monotonic() < stop.at:
+        outcome = await one_attempt(kind, args.host, args.port, source, stop)
         tally.add(kind, outcome)
         if kind == "deviceinfo":
             await asyncio.sleep(0.05)
@@ -223,34 +234,37 @@ async def main():
 
     tally = Tally()
     started = time.monotonic()
-    flood_end = started + args.seconds * 0.75
-    run_end = started + args.seconds
+    flood_end = started + args.seconds
+    stop = Stop(flood_end + 120)
     samples = [(0.0, rss_kib(args.agent_pid))]
 
     async def sample():
-        while time.monotonic() < run_end:
+        while time.monotonic() < stop.at:
             await asyncio.sleep(1)
             samples.append((round(time.monotonic() - started, 1), rss_kib(args.agent_pid)))
 
     sampler = asyncio.create_task(sample())
     clients = [
-        asyncio.create_task(bad_client(i, kinds[i % len(kinds)], args, tally, run_end)) for i in range(args.clients)
+        asyncio.create_task(bad_client(i, kinds[i % len(kinds)], args, tally, stop)) for i in range(args.clients)
     ]
+    # The flood for the whole time; then the good companion pairs while it goes on; then the clients stop.
     await asyncio.sleep(max(0, flood_end - time.monotonic()))
-    rss_before_pairing = rss_kib(args.agent_pid)
+    rss_end_of_flood = rss_kib(args.agent_pid)
+    tally.companion_started_at = time.monotonic()
     good = await companion(args)
     if good["paired"]:
         tally.window_closed_at = time.monotonic()
+    stop.at = time.monotonic()
     await asyncio.gather(*clients, return_exceptions=True)
-    await sampler
+    sampler.cancel()
 
     quarter = next((kib for at, kib in samples if at >= args.seconds / 4), samples[-1][1])
-    under_load = [kib for at, kib in samples if args.seconds / 4 <= at <= args.seconds * 0.75 and kib]
-    peak = max(under_load) if under_load else quarter
-    flat = quarter is not None and peak - quarter <= args.rss_slack_kib
+    under_load = [kib for at, kib in samples if args.seconds / 4 <= at <= args.seconds and kib]
+    peak = max(under_load + [rss_end_of_flood or 0]) if under_load else quarter
+    flat = quarter is not None and rss_end_of_flood is not None and peak - quarter <= args.rss_slack_kib
     rss = {
         "startKiB": samples[0][1], "quarterKiB": quarter, "peakUnderLoadKiB": peak,
-        "beforePairingKiB": rss_before_pairing, "endKiB": rss_kib(args.agent_pid), "flat": flat,
+        "endOfFloodKiB": rss_end_of_flood, "afterPairingKiB": rss_kib(args.agent_pid), "flat": flat,
     }
     print(f"pairing-load: {args.clients} bad clients for {args.seconds:g} s against {args.host}:{args.port}")
     for index, kind in enumerate(kinds):
@@ -262,7 +276,8 @@ async def main():
     print(f"  good companion: {'paired' if good['paired'] else 'FAILED'} in {good['seconds']} s ({good['output']})")
     print(
         f"  agent RSS: start {rss['startKiB']} KiB, at 1/4 {rss['quarterKiB']} KiB, peak under load "
-        f"{rss['peakUnderLoadKiB']} KiB, before pairing {rss['beforePairingKiB']} KiB, end {rss['endKiB']} KiB "
+        f"{rss['peakUnderLoadKiB']} KiB, end of the {args.seconds:g} s {rss['endOfFloodKiB']} KiB, after pairing "
+        f"{rss['afterPairingKiB']} KiB "
         f"({'flat' if flat else 'GREW'}: slack {args.rss_slack_kib} KiB)"
     )
     print("RESULT " + json.dumps({"companion": good, "rss": rss, "clients": tally.counts}))
