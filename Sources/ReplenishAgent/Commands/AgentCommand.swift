@@ -8,7 +8,7 @@ struct AgentCommand: AsyncParsableCommand {
         abstract: "Dash Replenishment device agent: pairs with the customer's Amazon account and orders on a press.",
         subcommands: [
             RunCommand.self, PressCommand.self, StatusCommand.self, CheckConfigCommand.self, LevelCommand.self,
-            GPIOWatchCommand.self,
+            GPIOWatchCommand.self, ResetCommand.self,
         ])
 }
 

@@ -71,10 +71,16 @@ struct Agent {
             try? await status.update { $0.pairingWindowClosesAt = window.closesAt }
         }
         await pairingWindow.handle(.started(paired: paired))
+        let deregistration = DeregistrationQueue(
+            stateDirectory: config.stateDirectory, lwa: lwa, drs: drs, clock: clock, logger: logger)
+        let reset = FactoryReset(
+            stateDirectory: config.stateDirectory, tokens: tokens, orders: orders, status: status, drs: drs,
+            deregistration: deregistration, logger: logger)
         let presses = PressHandler(
             config: config, orders: orders, tokens: tokens, duties: duties, status: status, drs: drs,
             lights: lights, clock: clock, wallTime: wallTime, logger: logger,
-            openPairingWindow: { await pairingWindow.handle(.longPress) })
+            openPairingWindow: { await pairingWindow.handle(.longPress) },
+            factoryReset: { await reset.perform(reason: "factory reset confirmed with the button") })
         let inputs = InputPipeline(board: config.board, clock: clock, logger: logger) { press in
             await presses.handle(press)
         }
@@ -84,6 +90,7 @@ struct Agent {
             LoopService(name: "tokens") { await tokens.run() },
             LoopService(name: "orders") { await orders.run() },
             LoopService(name: "duties") { await duties.run() },
+            LoopService(name: "deregistration") { await deregistration.run() },
             LoopService(name: "clock") {
                 // A board without a battery clock: once NTP sets the time, retry what failed meanwhile (TLS
                 // "certificate not yet valid") at once instead of at the end of a long backoff.
@@ -108,8 +115,10 @@ struct Agent {
                 }
             },
         ]
-        if let simulated = backend as? SimulatedBackend {
-            let control = ControlServer(backend: simulated, inputs: inputs, lights: lights, board: config.board)
+        do {
+            let control = ControlServer(
+                backend: backend as? SimulatedBackend, inputs: inputs, lights: lights, board: config.board,
+                reset: { await reset.perform(reason: "factory reset requested with replenish-agent reset") })
             let path = Self.controlSocketPath(stateDirectory: config.stateDirectory)
             services.append(
                 LoopService(name: "control") {
@@ -117,8 +126,7 @@ struct Agent {
                         at: .unix(path: path), group: group,
                         onBound: { _ in
                             _ = chmod(path, 0o600)
-                            logger.info(
-                                "simulated board: control socket ready", metadata: ["control.socket": "\(path)"])
+                            logger.info("control socket ready", metadata: ["control.socket": "\(path)"])
                         }, handler: { request in await control.handle(request) })
                 })
         }

@@ -17,13 +17,18 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
     private var policy = PressPolicy<C.Instant>()
     /// Opens the pairing window (a long press on an unpaired device).
     private let openPairingWindow: @Sendable () async -> Void
+    /// The owner-change gesture's work (`FactoryReset`); without it, a confirmed re-pairing only deregisters
+    /// and forgets the tokens.
+    private let factoryReset: (@Sendable () async -> Result<String, AgentError>)?
 
     init(
         config: AgentConfig, orders: OrderService<C>, tokens: TokenManager<C>, duties: Duties<C>, status: StatusBook,
         drs: DRSClient, lights: Lights<C>, clock: C, wallTime: @escaping @Sendable () -> Double, logger: Logger,
-        openPairingWindow: @escaping @Sendable () async -> Void = {}
+        openPairingWindow: @escaping @Sendable () async -> Void = {},
+        factoryReset: (@Sendable () async -> Result<String, AgentError>)? = nil
     ) {
         self.openPairingWindow = openPairingWindow
+        self.factoryReset = factoryReset
         self.config = config
         self.orders = orders
         self.tokens = tokens
@@ -96,6 +101,12 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
             await lights.acknowledge()
             return .success("re-pairing cancelled")
         case .confirmRepairing:
+            if let factoryReset {
+                // The owner-change gesture is a factory reset: the next owner gets no queued press of this one.
+                return await factoryReset().map { _ in
+                    "pairing forgotten, queued presses wiped; the device is in pairing mode (pairing window open)"
+                }
+            }
             await deregister()
             do {
                 try await tokens.unpair(reason: "re-pairing requested with a long press")

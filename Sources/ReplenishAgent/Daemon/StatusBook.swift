@@ -43,6 +43,12 @@ actor StatusBook {
 
     func sensorOrderedWhileLow(_ slot: String) -> Bool { record.slots[slot]?.sensorOrderedWhileLow == true }
 
+    /// Factory reset: everything the device knew about its slots and duties is forgotten.
+    func wipe() throws(AgentError) {
+        try POSIX.shred(path)
+        record = StatusRecord()
+    }
+
     func update(_ change: @Sendable (inout StatusRecord) -> Void) throws(AgentError) {
         var next = record
         change(&next)

@@ -1,13 +1,16 @@
 import FoundationEssentials
 
-/// The simulated board's control socket: `replenish-agent press` and `level` (and tests) drive named inputs
-/// of the running agent through it, with the same events real hardware gives: bounce bursts, long holds,
-/// sensor levels. Requests are JSON over HTTP on a Unix socket in the state directory.
+/// The daemon's control socket (`control.sock` in the state directory, 0600: only the agent's user and root
+/// reach it). On every board it takes owner commands (`reset`); on the simulated board `replenish-agent press`
+/// and `level` (and tests) also drive named inputs through it, with the same events real hardware gives:
+/// bounce bursts, long holds, sensor levels. Requests are JSON over HTTP on the Unix socket.
 struct ControlServer: Sendable {
-    let backend: SimulatedBackend
+    /// The simulated board, or nil on real hardware (press, level and state are then refused).
+    let backend: SimulatedBackend?
     let inputs: InputPipeline<ContinuousClock>
     let lights: Lights<ContinuousClock>
     let board: BoardFile
+    let reset: @Sendable () async -> Result<String, AgentError>
 
     struct PressRequest: Decodable {
         var input: String
@@ -32,9 +35,19 @@ struct ControlServer: Sendable {
     }
 
     func handle(_ request: ServerRequest) async -> ServerResponse {
+        if request.method == .POST, request.path == "/reset" {
+            switch await reset() {
+            case .success(let message): return .json(200, Answer(ok: true, message: message))
+            case .failure(let error): return .json(500, Answer(ok: false, message: error.message))
+            }
+        }
+        guard let backend else {
+            return .json(
+                404, Answer(ok: false, message: "the board is real hardware; this works on the simulated board only"))
+        }
         switch (request.method, request.path) {
-        case (.POST, "/press"): return await press(request.body)
-        case (.POST, "/level"): return level(request.body)
+        case (.POST, "/press"): return await press(request.body, backend: backend)
+        case (.POST, "/level"): return level(request.body, backend: backend)
         case (.GET, "/state"):
             var outputs: [String: Bool] = [:]
             for output in board.outputs { outputs[output.name] = backend.output(output.name) ?? false }
@@ -43,7 +56,7 @@ struct ControlServer: Sendable {
         }
     }
 
-    private func press(_ body: [UInt8]) async -> ServerResponse {
+    private func press(_ body: [UInt8], backend: SimulatedBackend) async -> ServerResponse {
         guard let press = try? JSONDecoder().decode(PressRequest.self, from: Data(body)) else {
             return .json(
                 400, Answer(ok: false, message: "the body must be {\"input\":NAME,\"holdSeconds\":N,\"bounces\":N}"))
@@ -66,9 +79,9 @@ struct ControlServer: Sendable {
         let timeout = Duration.milliseconds(Int64(hold * 1000) + Int64(2 * input.debounceMilliseconds) + 10_000)
         let id = await inputs.expectPress(on: input.name)
         do {
-            try edges(input.name, settlingAt: true, bounces: bounces)
+            try edges(input.name, settlingAt: true, bounces: bounces, backend: backend)
             try await Task.sleep(for: .milliseconds(Int64(hold * 1000)))
-            try edges(input.name, settlingAt: false, bounces: bounces)
+            try edges(input.name, settlingAt: false, bounces: bounces, backend: backend)
         } catch {
             return .json(500, Answer(ok: false, message: "\(error)"))
         }
@@ -79,7 +92,9 @@ struct ControlServer: Sendable {
     }
 
     /// A burst of `bounces` back-and-forth edges, ending at `level`.
-    private func edges(_ input: String, settlingAt level: Bool, bounces: Int) throws(AgentError) {
+    private func edges(_ input: String, settlingAt level: Bool, bounces: Int, backend: SimulatedBackend)
+        throws(AgentError)
+    {
         for _ in 0..<bounces {
             try backend.inject(input: input, active: level)
             try backend.inject(input: input, active: !level)
@@ -87,7 +102,7 @@ struct ControlServer: Sendable {
         try backend.inject(input: input, active: level)
     }
 
-    private func level(_ body: [UInt8]) -> ServerResponse {
+    private func level(_ body: [UInt8], backend: SimulatedBackend) -> ServerResponse {
         guard let request = try? JSONDecoder().decode(LevelRequest.self, from: Data(body)) else {
             return .json(400, Answer(ok: false, message: "the body must be {\"input\":NAME,\"active\":BOOL}"))
         }

@@ -86,6 +86,17 @@ actor OrderService<C: Clock> where C.Duration == Duration {
         return acceptance
     }
 
+    /// Factory reset: every queued press is forgotten, the file overwritten and removed.
+    func wipe() throws(AgentError) {
+        try POSIX.shred(path)
+        outbox = Outbox()
+        notBefore.removeAll()
+        waitingForTokens.removeAll()
+        saveRetryAt = nil
+        saveFailures = 0
+        waker.ring()
+    }
+
     /// The wall clock was just set: whatever failed meanwhile (TLS refuses certificates "not yet valid" while
     /// the clock says 1970) is tried again now, not at the end of its backoff.
     func retryNow() {

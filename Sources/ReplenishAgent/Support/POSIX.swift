@@ -119,6 +119,30 @@ enum POSIX {
         if retryingEINTR({ fsync(dfd) }) != 0 { throw storageError("fsync", directory) }
     }
 
+    /// Overwrites a regular file with zeros (fsync-ed) and removes it durably, so its secrets do not stay in
+    /// the freed blocks where the file system writes in place (ext4; a flash translation layer may still keep
+    /// old copies). A missing file is not an error; a link is removed, never followed.
+    static func shred(_ path: String) throws(AgentError) {
+        let fd = retryingEINTR { open(path, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) }
+        if fd >= 0 {
+            defer { close(fd) }
+            var info = stat()
+            if fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_size > 0 {
+                let zeros = [UInt8](repeating: 0, count: 16 * 1024)
+                var left = Int(info.st_size)
+                while left > 0 {
+                    let count = zeros.withUnsafeBytes { buffer in
+                        retryingEINTR { write(fd, buffer.baseAddress, min(left, buffer.count)) }
+                    }
+                    if count <= 0 { throw storageError("overwrite", path) }
+                    left -= count
+                }
+                if retryingEINTR({ fsync(fd) }) != 0 { throw storageError("fsync", path) }
+            }
+        }
+        try removeFile(path)
+    }
+
     /// Removes a file durably; a missing file is not an error.
     static func removeFile(_ path: String) throws(AgentError) {
         if unlink(path) != 0 && errno != ENOENT { throw storageError("unlink", path) }

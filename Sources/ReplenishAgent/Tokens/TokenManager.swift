@@ -95,6 +95,9 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
 
     var isPaired: Bool { tokens != nil }
 
+    /// The current tokens (for a factory reset's deregistration; never printed).
+    var currentTokens: TokenSet? { tokens }
+
     /// The tag of the current pairing (nil when unpaired, or paired before tags existed).
     var pairingId: String? { tokens?.pairingId }
 

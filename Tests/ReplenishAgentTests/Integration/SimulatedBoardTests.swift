@@ -102,7 +102,10 @@ import Testing
         try harness.pair(emulator: emulator, pairingPort: pairingPort)
         func placed() throws -> Int { (try harness.stats(emulator)["ordersPlaced"] as? [String: Int])?["slot-9"] ?? 0 }
         #expect(try harness.run("replenish-agent", ["level", "tank", "low", "--config", config]).status == 0)
-        try harness.waitUntil("the sensor's order") { try placed() == 1 }
+        // Placed and written: the agent's outbox is empty (a kill before that write would resend, as it must).
+        try harness.waitUntil("the sensor's order") {
+            try placed() == 1 && harness.statusJSON(config: config)["pendingOrders"] as? Int == 0
+        }
         // Delivered: DRS would place a second order now (no ORDER_INPROGRESS to hide a resend).
         _ = try harness.emulator(emulator, .post, "/admin/deliver/slot-9")
         try harness.kill9(first)

@@ -1,0 +1,45 @@
+import ArgumentParser
+import FoundationEssentials
+
+/// `reset`: factory reset and owner change (`FactoryReset`). With the daemon running, the daemon does it
+/// (asked over its control socket); otherwise the command does it on the files, under the state directory's
+/// lock, and the deregistration waits in `deregistration.json` for the agent's next start.
+struct ResetCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "reset",
+        abstract:
+            "Factory reset: deregister from DRS (queued when offline), wipe tokens, queued presses and status, and open the pairing window."
+    )
+
+    @OptionGroup var options: ConfigOption
+
+    private struct Answer: Decodable {
+        var ok: Bool
+        var message: String
+    }
+
+    func run() async throws {
+        let config = try options.load()
+        let socket = Agent.controlSocketPath(stateDirectory: config.stateDirectory)
+        // The daemon first: it holds the state in memory, so only it may change it while it runs.
+        if let response = try? CurlEasy(options: .init(unixSocketPath: socket)).perform(
+            HTTPRequest(method: .post, url: "http://localhost/reset", body: [], timeoutSeconds: 60))
+        {
+            guard let answer = try? JSONDecoder().decode(Answer.self, from: Data(response.body)), answer.ok else {
+                Output.error("reset: the agent refused (status \(response.status))")
+                throw ExitCode(1)
+            }
+            Output.line(answer.message)
+            return
+        }
+        do {
+            // No daemon answered: take its lock so none starts meanwhile (and fail with the reason if one holds it).
+            let lock = try StateDirectory.lock(config.stateDirectory)
+            defer { _ = lock }
+            Output.line(try FactoryReset<ContinuousClock>.performOffline(stateDirectory: config.stateDirectory))
+        } catch {
+            Output.error("reset: \(error.message)")
+            throw ExitCode(1)
+        }
+    }
+}
