@@ -18,3 +18,5 @@ fi
 echo "ok: $(ldd "$binary" | wc -l) shared libraries, none of them Foundation or ICU"
 echo "== real-kernel GPIO: the agent on a gpio-sim chip in a QEMU VM, libgpiod v1 and v2 (scripts/vm-test.sh)"
 bash scripts/vm-test.sh all
+echo "== the device booted: Debian bookworm image, systemd, the .deb, gpio-sim, emulator in a QEMU VM (scripts/vm-boot-test.sh)"
+bash scripts/vm-boot-test.sh

@@ -23,7 +23,9 @@ root=$PWD
 vm=$root/.build/vm
 tag=vm-boot-test
 . scripts/vm/common.sh
-[ "$(id -u)" -eq 0 ] || die "needs root (mmdebstrap --mode=root and chroot)"
+if [ "$(id -u)" -ne 0 ]; then # mmdebstrap --mode=root and chroot need root: again through sudo
+  exec sudo --preserve-env=PATH,HOME,VM_BOOT_DEB,VM_BOOT_TIMEOUT bash "$0" "$@"
+fi
 boot_timeout=${VM_BOOT_TIMEOUT:-600} # seconds for one boot, power-on to power-off
 work=$vm/boot
 mirror=http://deb.debian.org/debian

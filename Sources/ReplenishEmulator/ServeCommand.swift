@@ -77,7 +77,8 @@ struct ServeCommand: ParsableCommand {
         }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let server = EmulatorServer(
-            host: listen.host, port: listen.port, tls: tls, service: try EmulatorService(config: config, stateFile: stateFile))
+            host: listen.host, port: listen.port, tls: tls,
+            service: try EmulatorService(config: config, stateFile: stateFile))
         let channel = try server.bind(group: group)
         guard let port = channel.localAddress?.port else { throw ValidationError("could not read the bound port") }
 
