@@ -1,4 +1,4 @@
-.PHONY: demo test bench build format
+.PHONY: demo test bench build format deb
 
 # Runs the agent end to end on the simulated board against the emulator.
 demo:
@@ -17,3 +17,7 @@ build:
 
 format:
 	swift format --in-place --recursive Sources Tests Package.swift
+
+# Builds .build/deb/replenish-agent_<version>_<arch>.deb (static Swift stdlib; the build machine's arch).
+deb:
+	bash scripts/deb.sh

@@ -16,6 +16,18 @@ if ldd "$binary" | grep -iE 'libFoundation\.so|FoundationNetworking|FoundationIn
   exit 1
 fi
 echo "ok: $(ldd "$binary" | wc -l) shared libraries, none of them Foundation or ICU"
+echo "== systemd unit: systemd-analyze security --offline=true must rate it 2.0 or lower"
+exposure=$(systemd-analyze security --offline=true config/replenish-agent.service 2>&1 |
+  sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p')
+if [[ -z "$exposure" ]] || ! awk -v e="$exposure" 'BEGIN { exit !(e <= 2.0) }'; then
+  echo "FAIL: config/replenish-agent.service exposure ${exposure:-unreadable}, above 2.0" >&2
+  exit 1
+fi
+echo "ok: exposure $exposure"
+echo "== Debian package: make deb, then lintian (no errors allowed)"
+bash scripts/deb.sh
+deb=$(ls -t .build/deb/replenish-agent_*.deb | head -n 1)
+bash scripts/check-deb.sh "$deb"
 echo "== real-kernel GPIO: the agent on a gpio-sim chip in a QEMU VM, libgpiod v1 and v2 (scripts/vm-test.sh)"
 bash scripts/vm-test.sh all
 echo "== the device booted: Debian bookworm image, systemd, the .deb, gpio-sim, emulator in a QEMU VM (scripts/vm-boot-test.sh)"

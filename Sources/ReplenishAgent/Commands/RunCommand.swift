@@ -17,6 +17,8 @@ struct RunCommand: AsyncParsableCommand {
         // with: the control socket is bound before it can be chmod-ed, and a SIGKILL in between must not leave
         // a file that group or others can reach (systemd's unit sets UMask=0077 as well).
         umask(0o077)
+        // No core dumps, whoever started it: one would hold the tokens (the unit also sets LimitCORE=0).
+        POSIX.disableCoreDumps()
         let config = try options.load()
         let level = logLevel.level
         LoggingSystem.bootstrap { label in

@@ -48,10 +48,11 @@ struct Agent {
         await tokens.onPaired { await duties.pairingChanged() }
 
         let paired = await tokens.isPaired
+        let systemd = SystemdNotifier.fromProcess()
         let backend: any GPIOBackend
         switch config.board.backend {
         case .simulated: backend = SimulatedBackend(board: config.board)
-        case .gpiod: backend = try GpiodBackend(board: config.board)
+        case .gpiod: backend = try GpiodBackend(board: config.board, heartbeat: SystemdService.gpioHeartbeat(systemd))
         }
         let config = config
         let lights = Lights(backend: backend, output: config.board.outputs.first?.name, clock: clock, logger: logger)
@@ -95,6 +96,12 @@ struct Agent {
                                 "simulated board: control socket ready", metadata: ["control.socket": "\(path)"])
                         }, handler: { request in await control.handle(request) })
                 })
+        }
+        // Last, so that graceful shutdown stops it first (STOPPING=1 as the shutdown begins).
+        if let service = await SystemdService.make(
+            notifier: systemd, tokens: tokens, orders: orders, backend: backend, group: group, logger: logger)
+        {
+            services.append(service)
         }
         logger.info(
             "replenish-agent starting",

@@ -34,8 +34,14 @@ final class GpiodBackend: GPIOBackend, @unchecked Sendable {
     private let wakePipe: (read: Int32, write: Int32)
     private var thread: pthread_t?
     private let stopped = Mutex<AgentError?>(nil)
+    /// poll(2)'s timeout in milliseconds: -1 (none) unless a watchdog wants heartbeats.
+    private let pollTimeout: Int32
+    private let beatCount = Atomic<UInt64>(0)
 
-    init(board: BoardFile) throws(AgentError) {
+    /// `heartbeat`: with systemd's watchdog on, the GPIO thread wakes at least this often and counts a beat
+    /// (`beats`), so the watchdog can tell a live thread from a stuck one. Nil (no watchdog): no timeout, no
+    /// idle wakeups.
+    init(board: BoardFile, heartbeat: Duration? = nil) throws(AgentError) {
         guard let chip = board.chip else { throw AgentError(.configuration, "a gpiod board needs a chip") }
         (edges, continuation) = AsyncStream.makeStream(of: InputEdge.self, bufferingPolicy: .bufferingNewest(1024))
         var lines: [GpiodLine] = []
@@ -71,6 +77,7 @@ final class GpiodBackend: GPIOBackend, @unchecked Sendable {
         }
         inputs = lines
         outputs = outputLines
+        pollTimeout = heartbeat.map(Self.milliseconds) ?? -1
         wakePipe = (fds[0], fds[1])
         try startThread()
     }
@@ -93,6 +100,11 @@ final class GpiodBackend: GPIOBackend, @unchecked Sendable {
         }
     }
 
+    private static func milliseconds(_ duration: Duration) -> Int32 {
+        let (seconds, attoseconds) = duration.components
+        return Int32(clamping: max(1, seconds * 1000 + attoseconds / 1_000_000_000_000_000))
+    }
+
     private static func error(_ operation: String, chip: String, line: Int, name: String) -> AgentError {
         AgentError(.hardware, "\(operation) \(name) (chip \(chip), line \(line)): \(POSIX.describe(errno))")
     }
@@ -104,6 +116,9 @@ final class GpiodBackend: GPIOBackend, @unchecked Sendable {
     }
 
     var failure: AgentError? { stopped.withLock { $0 } }
+
+    /// How many times the GPIO thread came back from poll(2): moves at least once per heartbeat while it runs.
+    var beats: UInt64 { beatCount.load(ordering: .relaxed) }
 
     func shutdown() {
         var byte: UInt8 = 1
@@ -131,7 +146,8 @@ final class GpiodBackend: GPIOBackend, @unchecked Sendable {
         thread = created
     }
 
-    /// Blocks in poll(2) until an edge or the wake pipe; never times out, never polls on a timer. A line whose
+    /// Blocks in poll(2) until an edge or the wake pipe; without a heartbeat it never times out, never polls on
+    /// a timer; with one, each timeout only counts a beat. A line whose
     /// descriptor reports an error (a GPIO expander unplugged, a chip gone) ends the stream with `failure` set
     /// rather than spinning: the daemon then stops with the reason and systemd starts it again.
     private func eventLoop() {
@@ -139,7 +155,9 @@ final class GpiodBackend: GPIOBackend, @unchecked Sendable {
         descriptors.append(pollfd(fd: wakePipe.read, events: Int16(POLLIN), revents: 0))
         let broken = Int16(POLLERR | POLLHUP | POLLNVAL)
         while true {
-            let ready = POSIX.retryingEINTR { poll(&descriptors, nfds_t(descriptors.count), -1) }
+            let ready = POSIX.retryingEINTR { poll(&descriptors, nfds_t(descriptors.count), pollTimeout) }
+            beatCount.add(1, ordering: .relaxed)
+            if ready == 0 { continue }
             if ready < 0 { return stop("poll on the GPIO lines: \(POSIX.describe(errno))") }
             if descriptors.last!.revents != 0 { return }
             for index in inputs.indices where descriptors[index].revents != 0 {

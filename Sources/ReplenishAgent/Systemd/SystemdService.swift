@@ -1,0 +1,70 @@
+import Logging
+import NIOCore
+
+/// The daemon's side of systemd: `READY=1` when the service group is up, `STATUS=` lines as the pairing,
+/// token and outbox change, watchdog pings while the agent's loops are healthy, `STOPPING=1` at shutdown.
+/// Nothing at all when the agent was not started by systemd (`$NOTIFY_SOCKET` unset).
+enum SystemdService {
+    /// The GPIO thread's heartbeat for `watchdogInterval`: two beats per ping interval, so every interval
+    /// sees one; nil (no idle wakeups) without a watchdog.
+    static func gpioHeartbeat(_ notifier: SystemdNotifier) -> Duration? {
+        notifier.watchdogInterval.map { $0 / 2 }
+    }
+
+    /// The service to run last in the group (so graceful shutdown stops it first and `STOPPING=1` goes out
+    /// as the shutdown begins), or nil without systemd. Its start is "ready": the state files are loaded,
+    /// the GPIO lines are held (the backend exists) and every other service has been started.
+    static func make<C: Clock>(
+        notifier: SystemdNotifier, tokens: TokenManager<C>, orders: OrderService<C>, backend: any GPIOBackend,
+        group: any EventLoopGroup, logger: Logger
+    ) async -> LoopService? where C.Duration == Duration {
+        guard notifier.isEnabled else { return nil }
+        let outbox = await orders.snapshot
+        let status = SystemdStatus<C>(
+            notifier: notifier, token: await tokens.state, pending: outbox.pending.count,
+            parked: outbox.parked.count)
+        await tokens.onChange { state in await status.update(token: state) }
+        await orders.onEvent { _, outbox in
+            await status.update(pending: outbox.pending.count, parked: outbox.parked.count)
+        }
+        var probes = [
+            // A job on NIO's event loop (pairing endpoints, control socket) runs.
+            HealthProbe(name: "event loop") { (try? await group.next().submit {}.get()) != nil },
+            // The actors that own the token and the outbox answer.
+            HealthProbe(name: "token manager") {
+                _ = await tokens.isPaired
+                return true
+            },
+            HealthProbe(name: "order service") {
+                _ = await orders.snapshot
+                return true
+            },
+        ]
+        if let gpiod = backend as? GpiodBackend, notifier.watchdogInterval != nil {
+            let heartbeat = HeartbeatProbe { gpiod.beats }
+            probes.append(HealthProbe(name: "GPIO thread") { heartbeat.check() })
+        }
+        return LoopService(name: "systemd") {
+            if let failure = await status.ready() { logger.warning("systemd: \(failure)") }
+            if let interval = notifier.watchdogInterval {
+                logger.info("systemd watchdog on", metadata: ["watchdog.ping": "\(interval)"])
+                let pinger = WatchdogPinger(
+                    interval: interval, clock: ContinuousClock(), probes: probes,
+                    ping: {
+                        if let failure = notifier.watchdog() { logger.warning("systemd watchdog: \(failure)") }
+                    },
+                    onHealthChange: { failing in
+                        if let failing {
+                            logger.error("systemd watchdog: \(failing) is not answering; no more pings")
+                        } else {
+                            logger.notice("systemd watchdog: healthy again; pinging")
+                        }
+                    })
+                await pinger.run()
+            } else {
+                while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
+            }
+            _ = await status.stopping()
+        }
+    }
+}

@@ -1,0 +1,253 @@
+import Synchronization
+import Testing
+
+@testable import ReplenishAgent
+
+/// A datagram socket the test binds itself, standing in for systemd's notify socket.
+final class NotifySocket {
+    let descriptor: Int32
+    /// The `NOTIFY_SOCKET` value that names it.
+    let variable: String
+
+    /// `abstract`: an abstract name (`@…`) instead of a socket file in a temporary directory.
+    init(abstract: Bool = false) throws {
+        descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        try #require(descriptor >= 0)
+        let name: [UInt8]
+        if abstract {
+            variable = "@replenish-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+            name = [0] + Array(variable.utf8.dropFirst())
+        } else {
+            variable = temporaryDirectory() + "/notify"
+            name = Array(variable.utf8)
+        }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: name) }
+        let length = socklen_t(MemoryLayout<sa_family_t>.size + name.count)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) }
+        }
+        try #require(bound == 0)
+    }
+
+    deinit {
+        close(descriptor)
+        if variable.hasPrefix("/") { unlink(variable) }
+    }
+
+    /// The next datagram already delivered, or nil. An AF_UNIX datagram is in the receiver's queue when
+    /// sendto(2) returns, so there is nothing to wait for.
+    func receive() -> String? {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let count = recv(descriptor, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+        guard count >= 0 else { return nil }
+        return String(decoding: buffer[..<count], as: UTF8.self)
+    }
+
+    func notifier(_ extra: [String: String] = [:]) -> SystemdNotifier {
+        SystemdNotifier(environment: extra.merging(["NOTIFY_SOCKET": variable]) { $1 }, pid: 4242)
+    }
+}
+
+@Suite struct SystemdNotifierTests {
+    @Test func withoutNotifySocketNothingIsSentAndNoWatchdogRuns() {
+        let notifier = SystemdNotifier(environment: ["WATCHDOG_USEC": "30000000"], pid: 1)
+        #expect(!notifier.isEnabled)
+        #expect(notifier.watchdogInterval == nil)
+        #expect(notifier.ready(status: "x") == nil)
+        #expect(notifier.watchdog() == nil)
+    }
+
+    @Test func addressesArePathsOrAbstractNames() {
+        #expect(SystemdNotifier.address("/run/systemd/notify") == .path("/run/systemd/notify"))
+        #expect(
+            SystemdNotifier.address("@/org/freedesktop/systemd1/notify/1")
+                == .abstract("/org/freedesktop/systemd1/notify/1"))
+        #expect(SystemdNotifier.address("relative/path") == nil)
+        #expect(SystemdNotifier.address("@") == nil)
+        #expect(SystemdNotifier.address("") == nil)
+        #expect(SystemdNotifier.address(nil) == nil)
+    }
+
+    @Test func watchdogIsHalfOfWatchdogUsecAndOnlyForItsPid() throws {
+        let socket = try NotifySocket()
+        #expect(socket.notifier(["WATCHDOG_USEC": "30000000"]).watchdogInterval == .seconds(15))
+        #expect(
+            socket.notifier(["WATCHDOG_USEC": "30000000", "WATCHDOG_PID": "4242"]).watchdogInterval == .seconds(15))
+        #expect(socket.notifier(["WATCHDOG_USEC": "30000000", "WATCHDOG_PID": "4243"]).watchdogInterval == nil)
+        #expect(socket.notifier(["WATCHDOG_USEC": "30000000", "WATCHDOG_PID": "x"]).watchdogInterval == nil)
+        #expect(socket.notifier(["WATCHDOG_USEC": "0"]).watchdogInterval == nil)
+        #expect(socket.notifier(["WATCHDOG_USEC": "-5"]).watchdogInterval == nil)
+        #expect(socket.notifier(["WATCHDOG_USEC": "soon"]).watchdogInterval == nil)
+        #expect(socket.notifier().watchdogInterval == nil)
+        #expect(SystemdService.gpioHeartbeat(socket.notifier(["WATCHDOG_USEC": "30000000"])) == .milliseconds(7500))
+        #expect(SystemdService.gpioHeartbeat(socket.notifier()) == nil)
+    }
+
+    @Test func messagesReachASocketFile() throws {
+        let socket = try NotifySocket()
+        let notifier = socket.notifier()
+        #expect(notifier.isEnabled)
+        #expect(notifier.ready(status: "paired") == nil)
+        #expect(socket.receive() == "READY=1\nSTATUS=paired\n")
+        #expect(notifier.status("two\nlines") == nil)
+        #expect(socket.receive() == "STATUS=two lines\n")
+        #expect(notifier.watchdog() == nil)
+        #expect(socket.receive() == "WATCHDOG=1\n")
+        #expect(notifier.stopping(status: "stopping") == nil)
+        #expect(socket.receive() == "STOPPING=1\nSTATUS=stopping\n")
+        #expect(socket.receive() == nil)
+    }
+
+    @Test func messagesReachAnAbstractSocket() throws {
+        let socket = try NotifySocket(abstract: true)
+        #expect(socket.variable.hasPrefix("@"))
+        #expect(socket.notifier().watchdog() == nil)
+        #expect(socket.receive() == "WATCHDOG=1\n")
+    }
+
+    @Test func aMissingOrUnusableSocketIsAReasonNotACrash() {
+        let directory = temporaryDirectory()
+        let gone = SystemdNotifier(environment: ["NOTIFY_SOCKET": directory + "/nobody"], pid: 1)
+        #expect(gone.watchdog()?.contains("No such file") == true)
+        let long = SystemdNotifier(environment: ["NOTIFY_SOCKET": "/" + String(repeating: "x", count: 200)], pid: 1)
+        #expect(long.watchdog() == "NOTIFY_SOCKET is longer than a socket address can hold")
+    }
+}
+
+@Suite struct SystemdStatusTests {
+    typealias State = TokenManager<ManualClock>.State
+
+    @Test func linesNameThePairingTheTokenAndTheOutbox() {
+        #expect(
+            SystemdStatusLine.text(token: State.unpaired, pending: 0, parked: 0)
+                == "pairing mode: waiting for the companion app; 0 orders pending")
+        #expect(
+            SystemdStatusLine.text(token: State.fresh(expiresAt: 1_800_000_000), pending: 1, parked: 0)
+                == "paired; token fresh, expires 2027-01-15T08:00:00Z; 1 order pending")
+        #expect(
+            SystemdStatusLine.text(token: State.refreshing(expiresAt: 1_800_000_000), pending: 2, parked: 1)
+                == "paired; token refreshing; 2 orders pending, 1 parked")
+        #expect(
+            SystemdStatusLine.text(
+                token: State.retryWait(expiresAt: 0, reason: "network: timeout"), pending: 0, parked: 0)
+                == "paired; token refresh failing, retrying (network: timeout); 0 orders pending")
+        #expect(
+            SystemdStatusLine.text(token: State.needsPairing(reason: "invalid_grant"), pending: 3, parked: 0)
+                == "pairing mode: the pairing was revoked (invalid_grant), waiting for the companion app; 3 orders pending"
+        )
+    }
+
+    @Test func linesGoOutBetweenReadyAndStoppingOnlyWhenTheyChange() async throws {
+        let socket = try NotifySocket()
+        let status = SystemdStatus<ManualClock>(
+            notifier: socket.notifier(), token: .unpaired, pending: 0, parked: 0)
+        await status.update(pending: 1, parked: 0)
+        #expect(socket.receive() == nil)  // not ready yet
+        #expect(await status.ready() == nil)
+        #expect(socket.receive() == "READY=1\nSTATUS=pairing mode: waiting for the companion app; 1 order pending\n")
+        await status.update(pending: 1, parked: 0)
+        #expect(socket.receive() == nil)  // same text
+        await status.update(token: .fresh(expiresAt: 1_800_000_000))
+        #expect(socket.receive() == "STATUS=paired; token fresh, expires 2027-01-15T08:00:00Z; 1 order pending\n")
+        #expect(await status.stopping() == nil)
+        #expect(socket.receive() == "STOPPING=1\nSTATUS=stopping\n")
+        await status.update(pending: 0, parked: 0)
+        #expect(socket.receive() == nil)
+    }
+}
+
+@Suite struct WatchdogTests {
+    final class Recorder: Sendable {
+        let healthy = Mutex(true)
+        let pings = Mutex(0)
+        let changes = Mutex<[String?]>([])
+        var pingCount: Int { pings.withLock { $0 } }
+        var changeList: [String?] { changes.withLock { $0 } }
+    }
+
+    func pinger(_ clock: ManualClock, _ recorder: Recorder, probes: [HealthProbe]? = nil) -> WatchdogPinger<ManualClock>
+    {
+        WatchdogPinger(
+            interval: .seconds(15), clock: clock,
+            probes: probes ?? [HealthProbe(name: "GPIO thread") { recorder.healthy.withLock { $0 } }],
+            ping: { recorder.pings.withLock { $0 += 1 } },
+            onHealthChange: { failing in recorder.changes.withLock { $0.append(failing) } })
+    }
+
+    @Test func pingsAtTheIntervalWhileHealthyAndStopsWhileAProbeFails() async throws {
+        let clock = ManualClock()
+        let recorder = Recorder()
+        let task = Task { await pinger(clock, recorder).run() }
+        defer { task.cancel() }
+        #expect(await settle { recorder.pingCount == 1 && clock.sleeperCount == 1 })
+        clock.advance(by: .seconds(14))
+        #expect(await settle { clock.sleeperCount == 1 })
+        #expect(recorder.pingCount == 1)
+        clock.advance(by: .seconds(1))
+        #expect(await settle { recorder.pingCount == 2 && clock.sleeperCount == 1 })
+        clock.advance(by: .seconds(15))
+        #expect(await settle { recorder.pingCount == 3 && clock.sleeperCount == 1 })
+
+        recorder.healthy.withLock { $0 = false }
+        clock.advance(by: .seconds(15))
+        #expect(await settle { recorder.changeList == ["GPIO thread"] && clock.sleeperCount == 1 })
+        clock.advance(by: .seconds(15))
+        #expect(await settle { clock.sleeperCount == 1 })
+        clock.advance(by: .seconds(15))
+        #expect(await settle { clock.sleeperCount == 1 })
+        #expect(recorder.pingCount == 3)
+        #expect(recorder.changeList == ["GPIO thread"])  // reported once per failing streak
+
+        recorder.healthy.withLock { $0 = true }
+        clock.advance(by: .seconds(15))
+        #expect(await settle { recorder.pingCount == 4 && recorder.changeList == ["GPIO thread", nil] })
+
+        task.cancel()
+        await task.value
+        #expect(recorder.pingCount == 4)
+    }
+
+    @Test func aProbeThatNeverAnswersStopsThePings() async throws {
+        let clock = ManualClock()
+        let recorder = Recorder()
+        let (stuck, release) = AsyncStream.makeStream(of: Void.self)
+        let answers = Mutex(0)
+        let probe = HealthProbe(name: "event loop") {
+            let call = answers.withLock { count -> Int in
+                count += 1
+                return count
+            }
+            if call >= 2 { for await _ in stuck {} }  // the second check hangs, as a wedged loop's job would
+            return true
+        }
+        let task = Task { await pinger(clock, recorder, probes: [probe]).run() }
+        #expect(await settle { recorder.pingCount == 1 && clock.sleeperCount == 1 })
+        clock.advance(by: .seconds(15))
+        #expect(await settle { answers.withLock { $0 } == 2 })
+        clock.advance(by: .seconds(45))
+        for _ in 0..<100 { await Task.yield() }
+        #expect(recorder.pingCount == 1)
+        #expect(clock.sleeperCount == 0)  // stuck in the probe, not asleep
+        task.cancel()
+        release.finish()
+        await task.value
+    }
+
+    @Test func heartbeatPassesOnlyWhileTheCounterMoves() {
+        let beats = Mutex<UInt64>(0)
+        let probe = HeartbeatProbe { beats.withLock { $0 } }
+        #expect(probe.check())  // nothing to compare yet
+        #expect(!probe.check())
+        beats.withLock { $0 += 3 }
+        #expect(probe.check())
+        #expect(!probe.check())
+        beats.withLock { $0 += 1 }
+        #expect(probe.check())
+    }
+}
+
+#if canImport(Glibc)
+    import Glibc
+#endif

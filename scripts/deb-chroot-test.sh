@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The package's install, upgrade, remove and purge cycle in a Debian bookworm chroot (made once with
+# mmdebstrap, cached as .build/deb-chroot.tar). No systemd runs in a chroot, so this checks what the
+# maintainer scripts do to files, users and unit links; the booted VM test checks the running service.
+# Usage (root): scripts/deb-chroot-test.sh [.build/deb/replenish-agent_<version>_<arch>.deb]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+deb=${1:-$(ls -t .build/deb/replenish-agent_*.deb | head -n 1)}
+tarball=.build/deb-chroot.tar
+if [[ ! -s $tarball ]]; then
+  command -v mmdebstrap >/dev/null || apt-get install -y -qq mmdebstrap >/dev/null
+  mmdebstrap --variant=apt --include=adduser,init-system-helpers,libcurl4,libgpiod2,libssl3,ca-certificates \
+    bookworm "$tarball.tmp" && mv "$tarball.tmp" "$tarball"
+fi
+root=$(mktemp -d /tmp/replenish-chroot.XXXXXX)
+trap 'rm -rf "$root"' EXIT
+tar -C "$root" -xf "$tarball"
+in_root() { chroot "$root" "$@"; }
+passes=0
+pass() { echo "CHROOT PASS $1"; passes=$((passes + 1)); }
+fail() { echo "CHROOT FAIL $1" >&2; exit 1; }
+check() { local name=$1; shift; if "$@"; then pass "$name"; else fail "$name"; fi; }
+
+# An older build of the same package: the same files under a lower version.
+version=$(dpkg-deb -f "$deb" Version)
+older=$root/tmp/older.deb
+unpacked=$(mktemp -d)
+dpkg-deb -R "$deb" "$unpacked"
+sed -i "s/^Version: .*/Version: $version~older/" "$unpacked/DEBIAN/control"
+dpkg-deb --root-owner-group --build "$unpacked" "$older" >/dev/null
+rm -rf "$unpacked"
+cp "$deb" "$root/tmp/new.deb"
+
+wants=/etc/systemd/system/multi-user.target.wants/replenish-agent.service
+mode() { in_root stat -c '%U:%G %a' "$1"; }
+
+echo "== fresh install of $version~older (the shipped example config)"
+in_root dpkg -i /tmp/older.deb 2>&1 | tee "$root/tmp/install.log"
+check user-made in_root getent passwd replenish
+check user-in-gpio bash -c "chroot '$root' id -nG replenish | tr ' ' '\n' | grep -qx gpio"
+check user-no-login bash -c "chroot '$root' getent passwd replenish | grep -qE ':/usr/sbin/nologin$'"
+check config-mode [ "$(mode /etc/replenish-agent/agent.json)" == "root:replenish 640" ]
+check not-enabled-with-example-config [ ! -e "$root$wants" ]
+check tells-what-to-do grep -q "systemctl enable --now replenish-agent" "$root/tmp/install.log"
+check binary-runs in_root /usr/bin/replenish-agent --help
+
+echo "== the owner edits the config and enables the unit; upgrade to $version"
+sed -i 's/"SN0001"/"SN-EDITED"/' "$root/etc/replenish-agent/agent.json"
+in_root deb-systemd-helper enable replenish-agent.service   # what `systemctl enable` does, offline
+in_root mkdir -p /var/lib/replenish-agent
+echo '{"kept":true}' >"$root/var/lib/replenish-agent/tokens.json"
+in_root dpkg -i /tmp/new.deb
+check upgraded [ "$(in_root dpkg-query -W -f '${Version}' replenish-agent)" == "$version" ]
+check edited-config-kept grep -q SN-EDITED "$root/etc/replenish-agent/agent.json"
+check config-mode-after-upgrade [ "$(mode /etc/replenish-agent/agent.json)" == "root:replenish 640" ]
+check still-enabled [ -L "$root$wants" ]
+check state-kept-on-upgrade [ -s "$root/var/lib/replenish-agent/tokens.json" ]
+
+echo "== remove"
+in_root dpkg -r replenish-agent
+check binary-gone [ ! -e "$root/usr/bin/replenish-agent" ]
+check state-kept-on-remove [ -s "$root/var/lib/replenish-agent/tokens.json" ]
+check config-kept-on-remove grep -q SN-EDITED "$root/etc/replenish-agent/agent.json"
+check unit-masked-on-remove [ "$(readlink "$root/etc/systemd/system/replenish-agent.service")" == /dev/null ]
+
+echo "== purge"
+in_root dpkg -P replenish-agent
+check state-deleted-on-purge [ ! -e "$root/var/lib/replenish-agent" ]
+check config-deleted-on-purge [ ! -e "$root/etc/replenish-agent/agent.json" ]
+check statoverride-gone-on-purge bash -c "! chroot '$root' dpkg-statoverride --list /etc/replenish-agent/agent.json"
+check links-gone-on-purge bash -c "[ ! -e '$root$wants' ] && [ ! -L '$root/etc/systemd/system/replenish-agent.service' ]"
+check user-kept-on-purge in_root getent passwd replenish
+
+echo "== install on an image whose config was put in place first (image builders)"
+in_root mkdir -p /etc/replenish-agent
+sed 's/"SN0001"/"SN-IMAGE"/' config/agent.example.json >"$root/etc/replenish-agent/agent.json"
+in_root dpkg --force-confold -i /tmp/new.deb
+check image-config-kept grep -q SN-IMAGE "$root/etc/replenish-agent/agent.json"
+check enabled-with-edited-config [ -L "$root$wants" ]
+check image-config-mode [ "$(mode /etc/replenish-agent/agent.json)" == "root:replenish 640" ]
+in_root dpkg -P replenish-agent
+check purge-again [ ! -e "$root$wants" ]
+
+echo "CHROOT ALL PASS ($passes checks)"

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# `make deb`: builds replenish-agent_<version>_<arch>.deb into .build/deb/ from a release build with the Swift
+# standard library linked statically (the device needs no Swift runtime). The architecture is the build
+# machine's (`dpkg --print-architecture`): build on an arm64 host for a Raspberry Pi.
+#
+# Version: the VERSION file plus `+<commits>.g<hash>` (so every commit builds a newer package and installing
+# a later build over an earlier one is an upgrade), or DEB_VERSION from the environment as it is.
+# Runtime dependencies are computed by dpkg-shlibdeps from the binary (a temporary debian/control in a
+# scratch folder is all it needs), so they are exactly the shared libraries the binary links.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+scratch=${DEB_SCRATCH:-$root/.build-deb}
+out=$root/.build/deb
+
+if [[ -z "${DEB_VERSION:-}" ]]; then
+  base=$(tr -d ' \n' <VERSION)
+  if git rev-parse --git-dir >/dev/null 2>&1; then
+    DEB_VERSION="$base+$(git rev-list --count HEAD).g$(git rev-parse --short=8 HEAD)"
+  else
+    DEB_VERSION=$base
+  fi
+fi
+arch=$(dpkg --print-architecture)
+package=replenish-agent
+
+echo "== release build, static Swift standard library ($scratch)"
+swift build -c release --product replenish-agent --static-swift-stdlib --scratch-path "$scratch" 2>&1 | tail -n 1
+binary="$(swift build -c release --static-swift-stdlib --scratch-path "$scratch" --show-bin-path)/replenish-agent"
+
+staging=$(mktemp -d)
+trap 'rm -rf "$staging"' EXIT
+tree=$staging/tree
+install -d -m 0755 "$tree/DEBIAN" "$tree/usr/bin" "$tree/lib/systemd/system" "$tree/lib/udev/rules.d" \
+  "$tree/usr/share/$package/board" "$tree/usr/share/doc/$package" "$tree/etc/$package"
+
+install -m 0755 "$binary" "$tree/usr/bin/replenish-agent"
+strip --strip-unneeded --remove-section=.comment --remove-section=.note "$tree/usr/bin/replenish-agent"
+install -m 0644 config/replenish-agent.service "$tree/lib/systemd/system/replenish-agent.service"
+install -m 0644 board/99-replenish-agent-gpio.rules "$tree/lib/udev/rules.d/99-replenish-agent-gpio.rules"
+install -m 0644 board/*.json "$tree/usr/share/$package/board/"
+# The conffile; postinst gives it root:replenish 0640 through dpkg-statoverride (the group is made there).
+install -m 0640 config/agent.example.json "$tree/etc/$package/agent.json"
+# The pristine example, so postinst can tell an edited config from the shipped one.
+install -m 0644 config/agent.example.json "$tree/usr/share/$package/agent.example.json"
+echo "/etc/$package/agent.json" >"$tree/DEBIAN/conffiles"
+
+install -m 0644 packaging/debian/copyright "$tree/usr/share/doc/$package/copyright"
+{
+  echo "$package ($DEB_VERSION) unstable; urgency=medium"
+  echo
+  echo "  * Built from $(git rev-parse --short=12 HEAD 2>/dev/null || echo 'an unversioned tree') by scripts/deb.sh."
+  echo "  * See /usr/share/doc/$package/ and the project's README for what changed."
+  echo
+  echo " -- Replenish Agent Maintainers <replenish-agent@example.com>  $(date -R -u -d "@${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}")"
+} | gzip -9n >"$tree/usr/share/doc/$package/changelog.Debian.gz"
+chmod 0644 "$tree/usr/share/doc/$package/changelog.Debian.gz"
+
+for script in postinst prerm postrm; do
+  install -m 0755 "packaging/debian/$script" "$tree/DEBIAN/$script"
+done
+
+# Dependencies from the binary itself.
+shlib=$staging/shlib
+mkdir -p "$shlib/debian"
+printf 'Source: %s\n\nPackage: %s\nArchitecture: any\n' "$package" "$package" >"$shlib/debian/control"
+depends=$(cd "$shlib" && dpkg-shlibdeps -O -e"$tree/usr/bin/replenish-agent" 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
+[[ -n "$depends" ]] || { echo "dpkg-shlibdeps found no dependencies" >&2; exit 1; }
+# adduser makes the system user in postinst; the rest comes from the binary.
+depends="adduser, $depends"
+
+installed_size=$(du -k -s --exclude=DEBIAN "$tree" | cut -f1)
+sed -e "s/@VERSION@/$DEB_VERSION/" -e "s/@ARCH@/$arch/" -e "s/@DEPENDS@/$depends/" \
+  -e "s/@SIZE@/$installed_size/" packaging/debian/control.in >"$tree/DEBIAN/control"
+chmod 0644 "$tree/DEBIAN/control" "$tree/DEBIAN/conffiles"
+(cd "$tree" && find . -type f ! -path './DEBIAN/*' -printf '%P\0' | sort -z | xargs -0 md5sum) >"$tree/DEBIAN/md5sums"
+chmod 0644 "$tree/DEBIAN/md5sums"
+
+mkdir -p "$out"
+deb="$out/${package}_${DEB_VERSION}_${arch}.deb"
+dpkg-deb --root-owner-group -Zxz --build "$tree" "$deb" >/dev/null
+echo "built $deb"
+echo "Depends: $depends"
