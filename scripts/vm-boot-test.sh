@@ -14,8 +14,7 @@
 # this script's image recipe; a change makes a new one and the old one is deleted), the gpio-sim module
 # (scripts/vm/common.sh). Per run: .build/vm/boot/ (the disk image, the packages, console logs
 # console-boot1.log and console-boot2.log).
-# The package: $VM_BOOT_DEB if set; else `make deb` (scripts/deb.sh) when it exists; else a stand-in built
-# here (scripts/vm/boot/standin-deb.sh) from the same release binary, unit, udev rule and config.
+# The package: `make deb` (scripts/deb.sh, sharing .build-static with the emulator's build), or $VM_BOOT_DEB.
 # Needs root (mmdebstrap --mode=root, chroot for dpkg -i into the image). Exit 0 only if every check passed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -86,18 +85,12 @@ bin=$root/.build-static/release
 rm -rf "$work/debs" && mkdir -p "$work/debs"
 if [ -n "${VM_BOOT_DEB:-}" ]; then
   deb=$VM_BOOT_DEB
-elif [ -f scripts/deb.sh ]; then
-  step "make deb (scripts/deb.sh)"
-  marker=$work/debs/.marker
-  touch "$marker"
-  make deb >"$work/deb.log" 2>&1 || { tail -n 30 "$work/deb.log"; die "make deb failed"; }
-  deb=$(find "$root" -path "$root/.build/vm" -prune -o -name 'replenish-agent_*.deb' -newer "$marker" -print |
-    head -n 1)
-  [ -n "$deb" ] || die "make deb made no replenish-agent_*.deb"
 else
-  step "no scripts/deb.sh: stand-in package (scripts/vm/boot/standin-deb.sh)"
-  deb=$work/debs/replenish-agent_0.1.0~vmtest_amd64.deb
-  scripts/vm/boot/standin-deb.sh "$bin/replenish-agent" 0.1.0~vmtest "$deb"
+  step "make deb (scripts/deb.sh, sharing .build-static)"
+  DEB_SCRATCH=$root/.build-static bash scripts/deb.sh >"$work/deb.log" 2>&1 ||
+    { tail -n 30 "$work/deb.log"; die "scripts/deb.sh failed"; }
+  deb=$(ls -t "$root"/.build/deb/replenish-agent_*.deb 2>/dev/null | head -n 1)
+  [ -n "$deb" ] || die "scripts/deb.sh made no .build/deb/replenish-agent_*.deb"
 fi
 cp "$deb" "$work/debs/new.deb"
 version=$(dpkg-deb -f "$work/debs/new.deb" Version)
@@ -124,18 +117,20 @@ for entry in "$rootfs"/* "$rootfs"/.[!.]*; do
   [ -e "$entry" ] || continue
   if [ "${entry##*/}" = usr ]; then cp -al "$entry" "$tree/"; else cp -a "$entry" "$tree/"; fi
 done
+# As a device image is made: the config in place first (an edited conffile, kept), then dpkg -i, whose
+# postinst makes the user and, the config being edited, enables the unit.
+boot=scripts/vm/boot
+install -D -m 0640 "$boot/agent.json" "$tree/etc/replenish-agent/agent.json"
 cp "$work/debs/older.deb" "$tree/tmp/replenish-agent-older.deb"
 chroot "$tree" dpkg -i --force-confdef --force-confold /tmp/replenish-agent-older.deb >"$work/dpkg.log" 2>&1 ||
   { cat "$work/dpkg.log"; die "dpkg -i of the older build into the image failed"; }
 rm "$tree/tmp/replenish-agent-older.deb"
-boot=scripts/vm/boot
+cmp -s "$boot/agent.json" "$tree/etc/replenish-agent/agent.json" || die "dpkg -i replaced the test config"
 install -D -m 0755 "$bin/replenish-emulator" "$tree/usr/local/bin/replenish-emulator"
 install -D -m 0644 "$gpio_sim/gpio-sim.ko" "$tree/usr/local/lib/vm-test/gpio-sim.ko"
 install -m 0755 "$boot/gpio-sim-chip.sh" "$boot/runner.sh" "$tree/usr/local/lib/vm-test/"
 install -m 0644 "$work/debs/new.deb" "$tree/usr/local/lib/vm-test/replenish-agent.deb"
 install -D -m 0644 "$boot/board.json" "$tree/usr/local/share/vm-test/board.json"
-rm -f "$tree/etc/replenish-agent/agent.json"
-install -m 0640 -g "$(chroot "$tree" getent group replenish | cut -d: -f3)" "$boot/agent.json" "$tree/etc/replenish-agent/agent.json"
 for service in gpio-sim-chip replenish-emulator vm-test-runner; do
   install -D -m 0644 "$boot/$service.service" "$tree/etc/systemd/system/$service.service"
   mkdir -p "$tree/etc/systemd/system/multi-user.target.wants"
