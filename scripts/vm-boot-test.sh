@@ -14,7 +14,8 @@
 # this script's image recipe; a change makes a new one and the old one is deleted), the gpio-sim module
 # (scripts/vm/common.sh). Per run: .build/vm/boot/ (the disk image, the packages, console logs
 # console-boot1.log and console-boot2.log).
-# The package: `make deb` (scripts/deb.sh, sharing .build-static with the emulator's build), or $VM_BOOT_DEB.
+# The package: `make deb` (scripts/deb.sh), or $VM_BOOT_DEB. The emulator is built in deb.sh's scratch
+# folder (.build-deb) with the same flags, so the two share one build of their dependencies.
 # Needs root (mmdebstrap --mode=root, chroot for dpkg -i into the image). Exit 0 only if every check passed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -78,16 +79,16 @@ fi
 step "building replenish-agent and replenish-emulator (release, --static-swift-stdlib)"
 mkdir -p "$work"
 build_log=$work/build.log
-swift build -c release --static-swift-stdlib --scratch-path .build-static >"$build_log" 2>&1 ||
+swift build -c release --static-swift-stdlib --scratch-path .build-deb >"$build_log" 2>&1 ||
   { tail -n 40 "$build_log"; die "swift build failed"; }
 tail -n 1 "$build_log"
-bin=$root/.build-static/release
+bin=$root/.build-deb/release
 rm -rf "$work/debs" && mkdir -p "$work/debs"
 if [ -n "${VM_BOOT_DEB:-}" ]; then
   deb=$VM_BOOT_DEB
 else
-  step "make deb (scripts/deb.sh, sharing .build-static)"
-  DEB_SCRATCH=$root/.build-static bash scripts/deb.sh >"$work/deb.log" 2>&1 ||
+  step "make deb (scripts/deb.sh)"
+  DEB_SCRATCH=$root/.build-deb bash scripts/deb.sh >"$work/deb.log" 2>&1 ||
     { tail -n 30 "$work/deb.log"; die "scripts/deb.sh failed"; }
   deb=$(ls -t "$root"/.build/deb/replenish-agent_*.deb 2>/dev/null | head -n 1)
   [ -n "$deb" ] || die "scripts/deb.sh made no .build/deb/replenish-agent_*.deb"
