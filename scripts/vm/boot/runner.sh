@@ -196,6 +196,13 @@ power_cut_second_half() {
     fail power-cut "$count orders placed for the press cut by the power-off; pending $(pending)"
     return 1
   fi
+  # Kept, not made again: no authorization code was redeemed since the emulator restarted.
+  local grants
+  grants=$(curl -fsS "$emulator/admin/stats" | jq '.tokenGrants.authorization_code // 0')
+  if [ "$grants" != 0 ]; then
+    fail power-cut "the device was paired again ($grants authorization-code grants after the power cut)"
+    return 1
+  fi
   pass power-cut
 }
 
