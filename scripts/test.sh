@@ -32,3 +32,5 @@ echo "== Debian package: install, upgrade, remove, purge in a bookworm chroot (s
 bash scripts/deb-chroot-test.sh "$deb"
 echo "== real-kernel GPIO: the agent on a gpio-sim chip in a QEMU VM, libgpiod v1 and v2 (scripts/vm-test.sh)"
 bash scripts/vm-test.sh all
+echo "== the device booted: Debian bookworm image, systemd, the .deb, gpio-sim, emulator in a QEMU VM (scripts/vm-boot-test.sh)"
+bash scripts/vm-boot-test.sh

@@ -14,7 +14,6 @@
 # Exit status 0 only if every check passed for every requested API version.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export PATH=$PATH:/usr/sbin:/sbin # modinfo
 root=$PWD
 vm=$root/.build/vm
 mode=${1:-all}
@@ -32,99 +31,12 @@ idle_seconds=${VM_IDLE_SECONDS:-60} # the idle window measured by the `idle` che
 # Every check init.sh makes; each must print PASS in each VM run.
 checks=(ready api bias busy short-press bounce long-press idle stop ready-by-name level-at-start short-press-by-name led)
 
-sudo=""
-[ "$(id -u)" -ne 0 ] && sudo="sudo"
-apt_user=()
-[ "$(id -u)" -eq 0 ] && apt_user=(-o APT::Sandbox::User=root) # downloads into folders _apt cannot write
-started=$(date +%s)
-elapsed() { echo $(($(date +%s) - started)); }
-step() { echo "== vm-test: $* ($(elapsed) s)"; }
-die() {
-  echo "vm-test: $*" >&2
-  exit 1
-}
+tag=vm-test
+. scripts/vm/common.sh
 
-# --- host packages ----------------------------------------------------------------------------------------
-installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-apt_updated=0
-apt_update() {
-  [ "$apt_updated" = 1 ] && return 0
-  $sudo apt-get update -qq
-  apt_updated=1
-}
-need_packages() {
-  local missing=() package
-  for package in "$@"; do installed "$package" || missing+=("$package"); done
-  [ ${#missing[@]} -eq 0 ] && return 0
-  step "installing ${missing[*]}"
-  local install=($sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends)
-  "${install[@]}" "${missing[@]}" >/dev/null 2>&1 || { apt_update && "${install[@]}" "${missing[@]}" >/dev/null; }
-}
-candidate() { apt-cache policy "$1" 2>/dev/null | awk '/Candidate:/ { print $2 }'; }
-
-step "host packages"
-need_packages qemu-system-x86 busybox-static cpio kmod xz-utils make gcc libc6-dev binutils libgpiod-dev
-if [ -z "$(candidate linux-source-6.1)" ] || [ "$(candidate linux-source-6.1)" = "(none)" ]; then apt_update; fi
-# The kernel: the ABI that Debian's linux-image-amd64 currently points to (6.1 in bookworm).
-kver=$(apt-cache show --no-all-versions linux-image-amd64 |
-  sed -n 's/^Depends: *linux-image-\(6\.1\.0-[0-9]*-amd64\).*/\1/p' | head -n 1)
-[ -n "$kver" ] || die "no 6.1 kernel found behind linux-image-amd64 (is this Debian 12?)"
-source_version=$(candidate linux-source-6.1)
-need_packages "linux-headers-$kver"
-[ -d "/usr/src/linux-headers-$kver" ] || die "/usr/src/linux-headers-$kver is missing"
-
-# --- kernel and modules -----------------------------------------------------------------------------------
-# download PACKAGE[=VERSION] FOLDER: apt-get download into FOLDER; prints the .deb's path.
-download() {
-  mkdir -p "$2"
-  (cd "$2" && apt-get "${apt_user[@]}" download -qq "$1" >/dev/null 2>&1) || die "apt-get download $1 failed"
-  ls -t "$2/${1%%=*}_"*.deb | head -n 1
-}
-
-kernel=$vm/kernel/$kver
-if [ ! -s "$kernel/vmlinuz" ] || [ ! -s "$kernel/configfs.ko" ]; then
-  step "kernel $kver: apt-get download linux-image-$kver"
-  deb=$(download "linux-image-$kver" "$vm/debs")
-  rm -rf "$kernel.tmp" && mkdir -p "$kernel.tmp"
-  dpkg-deb --fsys-tarfile "$deb" |
-    tar -x -C "$kernel.tmp" --wildcards "./boot/vmlinuz-$kver" "./lib/modules/$kver/kernel/fs/configfs/configfs.ko*"
-  cp "$kernel.tmp/boot/vmlinuz-$kver" "$kernel.tmp/vmlinuz"
-  module=$(ls "$kernel.tmp/lib/modules/$kver/kernel/fs/configfs/"configfs.ko*)
-  case "$module" in
-  *.xz) xz -dc "$module" >"$kernel.tmp/configfs.ko" ;;
-  *) cp "$module" "$kernel.tmp/configfs.ko" ;;
-  esac
-  rm -rf "$kernel.tmp/boot" "$kernel.tmp/lib" "$kernel" && mv "$kernel.tmp" "$kernel"
-  rm -f "$deb" # the extracted files are the cache
-fi
-
-# gpio-sim: Debian does not build it; build it out of tree from linux-source-6.1 (see scripts/vm/gpio-sim/Kbuild).
-sources=$vm/src/linux-source-$source_version
-if [ ! -s "$sources/irq_sim.c" ]; then
-  step "gpio-sim sources: apt-get download linux-source-6.1=$source_version"
-  deb=$(download "linux-source-6.1=$source_version" "$vm/debs")
-  rm -rf "$sources.tmp" && mkdir -p "$sources.tmp"
-  dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/src/linux-source-6.1.tar.xz |
-    tar -xJ -C "$sources.tmp" --strip-components=3 linux-source-6.1/drivers/gpio/gpio-sim.c \
-      linux-source-6.1/drivers/gpio/gpiolib.h linux-source-6.1/kernel/irq/irq_sim.c
-  rm -rf "$sources" && mv "$sources.tmp" "$sources"
-  rm -f "$deb"
-fi
-gpio_sim=$vm/gpio-sim/$kver
-if [ ! -s "$gpio_sim/gpio-sim.ko" ] || ! cmp -s scripts/vm/gpio-sim/Kbuild "$gpio_sim/Kbuild" ||
-  ! grep -qx "$source_version" "$gpio_sim/source-version" 2>/dev/null; then
-  step "gpio-sim: building the module for $kver"
-  rm -rf "$gpio_sim" && mkdir -p "$gpio_sim"
-  cp scripts/vm/gpio-sim/Kbuild "$sources/gpiolib.h" "$gpio_sim/"
-  cp "$sources/gpio-sim.c" "$gpio_sim/gpio-sim-core.c"
-  sed 's/handle_simple_irq(irq_to_desc(irqnum))/generic_handle_irq(irqnum)/' "$sources/irq_sim.c" >"$gpio_sim/irq_sim.c"
-  grep -q 'generic_handle_irq(irqnum)' "$gpio_sim/irq_sim.c" || die "irq_sim.c of $source_version: the patch no longer applies"
-  make -s -C "/usr/src/linux-headers-$kver" M="$gpio_sim" modules >"$gpio_sim/build.log" 2>&1 ||
-    { cat "$gpio_sim/build.log"; die "building gpio-sim.ko failed"; }
-  strip --strip-debug "$gpio_sim/gpio-sim.ko"
-  echo "$source_version" >"$gpio_sim/source-version"
-fi
-[ "$(modinfo -F vermagic "$gpio_sim/gpio-sim.ko" | awk '{ print $1 }')" = "$kver" ] || die "gpio-sim.ko is not for $kver"
+vm_host_packages busybox-static cpio libgpiod-dev
+vm_prepare_kernel
+vm_prepare_gpio_sim
 
 # --- libgpiod 2.x (v2), without touching the machine's apt sources ----------------------------------------
 gpiod2=$vm/gpiod2
@@ -213,7 +125,7 @@ run_vm() {
   timeout -k 10 "$vm_timeout" qemu-system-x86_64 -accel tcg -cpu max -m 512 -nographic -no-reboot -nic none \
     -kernel "$kernel/vmlinuz" -initrd "$initramfs" \
     -append "console=ttyS0 rdinit=/init quiet panic=-1" </dev/null 2>&1 |
-    sed -u -e 's/\r$//' -e 's/\x1b\[[0-9;?]*[A-Za-z]//g' -e 's/\x1bc//g' | tee "$console" | { grep --line-buffered -E '^(VM-TEST|vm-test:)' || true; } | sed -u "s/^/[$1] /" ||
+    vm_console_filter | tee "$console" | { grep --line-buffered -E '^(VM-TEST|vm-test:)' || true; } | sed -u "s/^/[$1] /" ||
     status=$?
   vm_seconds[$1]=$(($(date +%s) - vm_started))
   for name in "${checks[@]}"; do

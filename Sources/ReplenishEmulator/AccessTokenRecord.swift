@@ -1,7 +1,7 @@
 import Foundation
 
 /// An issued access token (`Atza|…`): which device it speaks for and until when.
-struct AccessTokenRecord: Sendable {
+struct AccessTokenRecord: Sendable, Codable {
     var deviceKey: String
     var expiresAt: Date
     var revoked = false

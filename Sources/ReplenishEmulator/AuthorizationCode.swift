@@ -1,7 +1,7 @@
 import Foundation
 
 /// An authorization code handed out by `/ap/oa`: single use, short-lived, bound to its PKCE challenge.
-struct AuthorizationCode: Sendable {
+struct AuthorizationCode: Sendable, Codable {
     var device: DeviceIdentity
     var redirectURI: String
     var challenge: String

@@ -1,5 +1,5 @@
 /// Who a device is, as the companion told LWA in `scope_data` when the customer consented.
-struct DeviceIdentity: Sendable, Equatable {
+struct DeviceIdentity: Sendable, Equatable, Codable {
     var serial: String
     var model: String
     var isTestDevice: Bool

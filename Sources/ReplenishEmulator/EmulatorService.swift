@@ -6,8 +6,27 @@ final class EmulatorService: Sendable {
     // Only touched with `lock` held.
     nonisolated(unsafe) private var state: EmulatorState
 
-    init(config: EmulatorConfig) {
-        self.state = EmulatorState(config: config)
+    /// With `stateFile`, the state is read from it at start and written to it (durably) after every request
+    /// that is not an admin `GET`, before the answer goes out.
+    private let stateFile: String?
+
+    init(config: EmulatorConfig, stateFile: String? = nil) throws {
+        var state = EmulatorState(config: config)
+        if let stateFile, let snapshot = try EmulatorSnapshot.load(from: stateFile) {
+            snapshot.restore(into: &state)
+        }
+        self.state = state
+        self.stateFile = stateFile
+    }
+
+    /// Saves the state after `request` when a state file is kept; a failure is printed, never fatal.
+    private func persist(after request: EmulatorRequest) {
+        guard let stateFile, !(request.method == "GET" && request.path.hasPrefix("/admin/")) else { return }
+        do {
+            try EmulatorSnapshot(of: state).save(to: stateFile)
+        } catch {
+            FileHandle.standardError.write(Data("emulator: \(error)\n".utf8))
+        }
     }
 
     /// Decides what happens to one request (a fault, or the normal answer) against the current state, at the
@@ -15,7 +34,9 @@ final class EmulatorService: Sendable {
     func dispatch(_ request: EmulatorRequest) -> EmulatorDisposition {
         lock.lock()
         defer { lock.unlock() }
-        return state.dispatch(request, now: Date())
+        let disposition = state.dispatch(request, now: Date())
+        persist(after: request)
+        return disposition
     }
 
     /// Counts one accepted TCP connection (tests check that a client keeps its connection alive) and returns
@@ -38,13 +59,17 @@ final class EmulatorService: Sendable {
     func resumeDelayed(_ request: EmulatorRequest) -> EmulatorDisposition {
         lock.lock()
         defer { lock.unlock() }
-        return state.resumeDelayed(request, now: Date())
+        let disposition = state.resumeDelayed(request, now: Date())
+        persist(after: request)
+        return disposition
     }
 
     /// Answers `413` for a request whose body was over the limit (and discarded), recording the refusal.
     func refuseTooLarge(_ request: EmulatorRequest) -> EmulatorResponse {
         lock.lock()
         defer { lock.unlock() }
-        return state.refuseTooLarge(request, now: Date())
+        let response = state.refuseTooLarge(request, now: Date())
+        persist(after: request)
+        return response
     }
 }

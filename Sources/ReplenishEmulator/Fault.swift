@@ -14,7 +14,7 @@ enum Fault: Sendable, Equatable {
     case huge
 
     /// The kinds, as named in `/admin/faults`, `/admin/stats` and `/admin/events`.
-    enum Kind: String, Sendable, CaseIterable {
+    enum Kind: String, Sendable, CaseIterable, Codable {
         case status, drop, dropAfterWork, delay, garbage, huge
     }
 

@@ -1,9 +1,9 @@
 import Foundation
 
 /// An order placed by a replenish call, as `getOrderInfo` reports it.
-struct PlacedOrder: Sendable {
+struct PlacedOrder: Sendable, Codable {
     /// Where the order is in its life; only `processing` blocks a new order for the slot.
-    enum Status: String, Sendable {
+    enum Status: String, Sendable, Codable {
         case processing = "Processing"
         case shipped = "Shipped"
         case cancelled = "Cancelled"

@@ -1,5 +1,5 @@
 /// An issued refresh token (`Atzr|…`) and its place in a rotation chain.
-struct RefreshTokenRecord: Sendable {
+struct RefreshTokenRecord: Sendable, Codable {
     var deviceKey: String
     var clientId: String
     var revoked = false

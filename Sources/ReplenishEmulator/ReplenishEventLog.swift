@@ -1,8 +1,8 @@
 import Foundation
 
 /// What happened to one `/replenish/...` request, for `GET /admin/events`.
-struct ReplenishEvent: Sendable {
-    enum Outcome: String, Sendable {
+struct ReplenishEvent: Sendable, Codable {
+    enum Outcome: String, Sendable, Codable {
         /// A new order was placed.
         case placed
         /// Answered `ORDER_INPROGRESS` (the order logic ran).
@@ -49,6 +49,17 @@ struct ReplenishEventLog: Sendable {
     private var entries: [ReplenishEvent] = []
     private var start = 0
     private(set) var lastSeq = 0
+
+    init() {}
+
+    /// A log that continues from `kept` (oldest first), numbering from `lastSeq + 1`: a `--state-file` reload.
+    init(restoring kept: [ReplenishEvent], lastSeq: Int) {
+        entries = Array(kept.suffix(Self.limit))
+        self.lastSeq = max(lastSeq, entries.last?.seq ?? 0)
+    }
+
+    /// Every kept entry, oldest first.
+    var kept: ArraySlice<ReplenishEvent> { entries[start...] }
 
     /// Whether a request path is a replenish call (the router's `replenish/*`, or a malformed variant of it).
     static func isReplenish(_ request: EmulatorRequest) -> Bool {

@@ -38,6 +38,9 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "With rotation: invalidate the previous refresh token at once, or keep it until-used.")
     var oldRefreshTokenPolicy: EmulatorConfig.OldRefreshTokenPolicy = .untilUsed
 
+    @Option(help: "Keep devices, tokens, orders and the replenish event log in this file (read at start).")
+    var stateFile: String?
+
     @Flag(help: "Send expires_in as a JSON string.")
     var expiresInAsString = false
 
@@ -82,7 +85,8 @@ struct ServeCommand: ParsableCommand {
         }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let server = EmulatorServer(
-            host: listen.host, port: listen.port, tls: tls, service: EmulatorService(config: config))
+            host: listen.host, port: listen.port, tls: tls,
+            service: try EmulatorService(config: config, stateFile: stateFile))
         let channel = try server.bind(group: group)
         guard let port = channel.localAddress?.port else { throw ValidationError("could not read the bound port") }
 

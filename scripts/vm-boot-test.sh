@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# The device's life, tested by booting it: a real Debian bookworm root file system (mmdebstrap, systemd as PID
+# 1) on a virtio disk under QEMU (TCG, no network), with the out-of-tree gpio-sim chip, the agent's .deb
+# installed with dpkg, the emulator of LWA/DRS on the VM's loopback, and a test runner unit
+# (scripts/vm/boot/runner.sh) that prints `VM-TEST PASS name` / `VM-TEST FAIL name: why` on the console.
+#
+#   scripts/vm-boot-test.sh
+#
+# Two boots of the same disk: the first pairs, presses, then cuts the power (sysrq `o`, no sync, no shutdown)
+# while an order is on its way; the second checks that order, upgrades the package, and tests the watchdog,
+# `systemctl stop`, `apt remove` and `apt purge`. README "Boot test" has the checks table.
+#
+# Cached under .build/vm/: the root file system (rootfs-<key>, keyed by the package list, the kernel ABI and
+# this script's image recipe; a change makes a new one and the old one is deleted), the gpio-sim module
+# (scripts/vm/common.sh). Per run: .build/vm/boot/ (the disk image, the packages, console logs
+# console-boot1.log and console-boot2.log).
+# The package: `make deb` (scripts/deb.sh), or $VM_BOOT_DEB. The emulator is built in deb.sh's scratch
+# folder (.build-deb) with the same flags, so the two share one build of their dependencies.
+# Needs root (mmdebstrap --mode=root, chroot for dpkg -i into the image). Exit 0 only if every check passed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+vm=$root/.build/vm
+tag=vm-boot-test
+. scripts/vm/common.sh
+if [ "$(id -u)" -ne 0 ]; then # mmdebstrap --mode=root and chroot need root: again through sudo
+  exec sudo --preserve-env=PATH,HOME,VM_BOOT_DEB,VM_BOOT_TIMEOUT bash "$0" "$@"
+fi
+boot_timeout=${VM_BOOT_TIMEOUT:-600} # seconds for one boot, power-on to power-off
+work=$vm/boot
+mirror=http://deb.debian.org/debian
+
+vm_host_packages mmdebstrap e2fsprogs
+vm_prepare_gpio_sim
+
+# --- the root file system ---------------------------------------------------------------------------------
+# What the device image holds: systemd and udev, the agent's runtime libraries (libgpiod 1.6), the kernel
+# with Debian's own initramfs (virtio_blk and ext4 are modules), and the tools the runner uses.
+packages=(systemd-sysv udev dbus kmod "linux-image-$kver" initramfs-tools libcurl4 libgpiod2 libssl3
+  init-system-helpers ca-certificates openssl adduser curl jq procps)
+recipe() {
+  printf '%s\n' "${packages[@]}" "$mirror" bookworm bookworm-updates bookworm-security
+  declare -f customize
+}
+# customize DIR: run by mmdebstrap in the new tree (no network needed later): masks what a test VM does not
+# need and that would only cost TCG time.
+customize() {
+  echo vmboot >"$1/etc/hostname"
+  printf '127.0.0.1 localhost\n127.0.1.1 vmboot\n' >"$1/etc/hosts"
+  printf '/dev/vda / ext4 rw,errors=remount-ro 0 1\n' >"$1/etc/fstab"
+  chroot "$1" systemctl mask serial-getty@ttyS0.service getty@tty1.service apt-daily.timer \
+    apt-daily-upgrade.timer e2scrub_all.timer e2scrub_reap.service fstrim.timer systemd-timesyncd.service \
+    dpkg-db-backup.timer >/dev/null 2>&1
+  rm -rf "$1/var/cache/apt/"*.bin "$1/var/lib/apt/lists/"*_Packages
+}
+key=$(recipe | sha256sum | cut -c1-16)
+rootfs=$vm/rootfs-$key
+if [ ! -s "$rootfs/boot/vmlinuz-$kver" ]; then
+  step "root file system: mmdebstrap bookworm (${#packages[@]} packages and their dependencies)"
+  rm -rf "$vm"/rootfs-* # older recipes
+  mkdir -p "$vm"
+  log=$vm/mmdebstrap.log
+  mmdebstrap --mode=root --variant=minbase --format=directory --include="$(
+    IFS=,
+    echo "${packages[*]}"
+  )" \
+    --customize-hook="$(declare -f customize); customize \"\$1\"" \
+    bookworm "$rootfs.tmp" "deb $mirror bookworm main" "deb $mirror bookworm-updates main" \
+    "deb http://deb.debian.org/debian-security bookworm-security main" >"$log" 2>&1 ||
+    { tail -n 40 "$log"; die "mmdebstrap failed (log: ${log#"$root"/})"; }
+  [ -s "$rootfs.tmp/boot/initrd.img-$kver" ] || die "no initrd.img-$kver in the new root file system"
+  mv "$rootfs.tmp" "$rootfs"
+  echo "$tag: root file system $(du -sm "$rootfs" | cut -f1) MB"
+fi
+[ "${1:-}" = rootfs-only ] && exit 0
+
+# --- the binaries and the packages ------------------------------------------------------------------------
+# Both with the Swift standard library (and the emulator's Foundation) linked in: the image has no Swift.
+step "building replenish-agent and replenish-emulator (release, --static-swift-stdlib)"
+mkdir -p "$work"
+build_log=$work/build.log
+swift build -c release --static-swift-stdlib --scratch-path .build-deb >"$build_log" 2>&1 ||
+  { tail -n 40 "$build_log"; die "swift build failed"; }
+tail -n 1 "$build_log"
+bin=$root/.build-deb/release
+rm -rf "$work/debs" && mkdir -p "$work/debs"
+if [ -n "${VM_BOOT_DEB:-}" ]; then
+  deb=$VM_BOOT_DEB
+else
+  step "make deb (scripts/deb.sh)"
+  DEB_SCRATCH=$root/.build-deb bash scripts/deb.sh >"$work/deb.log" 2>&1 ||
+    { tail -n 30 "$work/deb.log"; die "scripts/deb.sh failed"; }
+  deb=$(ls -t "$root"/.build/deb/replenish-agent_*.deb 2>/dev/null | head -n 1)
+  [ -n "$deb" ] || die "scripts/deb.sh made no .build/deb/replenish-agent_*.deb"
+fi
+cp "$deb" "$work/debs/new.deb"
+version=$(dpkg-deb -f "$work/debs/new.deb" Version)
+# The "older build" that boot 1 runs and boot 2 upgrades from: the same package with version 0~older.
+rm -rf "$work/debs/older" && dpkg-deb -R "$work/debs/new.deb" "$work/debs/older"
+sed -i 's/^Version: .*/Version: 0~older/' "$work/debs/older/DEBIAN/control"
+dpkg-deb --root-owner-group -b "$work/debs/older" "$work/debs/older.deb" >/dev/null
+rm -rf "$work/debs/older"
+unit_text=$(dpkg-deb --fsys-tarfile "$work/debs/new.deb" | tar -xO --wildcards '*/systemd/system/replenish-agent.service')
+echo "$tag: package ${deb#"$root"/} (version $version), older build 0~older"
+
+# The checks every run must pass; status-line and watchdog only once the unit has Type=notify and WatchdogSec.
+checks=(boot-ready pairing press power-cut upgrade stop remove purge)
+grep -q '^Type=notify' <<<"$unit_text" && checks+=(status-line)
+grep -q '^WatchdogSec=' <<<"$unit_text" && checks+=(watchdog)
+
+# --- the disk image ---------------------------------------------------------------------------------------
+step "disk image: the root file system, dpkg -i of the older build, the test's units and files"
+tree=$work/tree
+rm -rf "$tree" && mkdir -p "$tree"
+# /usr (most of the tree) is hard-linked from the cache, never written in place (dpkg renames new files in);
+# the rest is copied, since passwd, dpkg's status and the like may be rewritten in place.
+for entry in "$rootfs"/* "$rootfs"/.[!.]*; do
+  [ -e "$entry" ] || continue
+  if [ "${entry##*/}" = usr ]; then cp -al "$entry" "$tree/"; else cp -a "$entry" "$tree/"; fi
+done
+# As a device image is made: the config in place first (an edited conffile, kept), then dpkg -i, whose
+# postinst makes the user and, the config being edited, enables the unit.
+boot=scripts/vm/boot
+install -D -m 0640 "$boot/agent.json" "$tree/etc/replenish-agent/agent.json"
+cp "$work/debs/older.deb" "$tree/tmp/replenish-agent-older.deb"
+chroot "$tree" dpkg -i --force-confdef --force-confold /tmp/replenish-agent-older.deb >"$work/dpkg.log" 2>&1 ||
+  { cat "$work/dpkg.log"; die "dpkg -i of the older build into the image failed"; }
+rm "$tree/tmp/replenish-agent-older.deb"
+cmp -s "$boot/agent.json" "$tree/etc/replenish-agent/agent.json" || die "dpkg -i replaced the test config"
+install -D -m 0755 "$bin/replenish-emulator" "$tree/usr/local/bin/replenish-emulator"
+install -D -m 0644 "$gpio_sim/gpio-sim.ko" "$tree/usr/local/lib/vm-test/gpio-sim.ko"
+install -m 0755 "$boot/gpio-sim-chip.sh" "$boot/runner.sh" "$tree/usr/local/lib/vm-test/"
+install -m 0644 "$work/debs/new.deb" "$tree/usr/local/lib/vm-test/replenish-agent.deb"
+install -D -m 0644 "$boot/board.json" "$tree/usr/local/share/vm-test/board.json"
+for service in gpio-sim-chip replenish-emulator vm-test-runner; do
+  install -D -m 0644 "$boot/$service.service" "$tree/etc/systemd/system/$service.service"
+  mkdir -p "$tree/etc/systemd/system/multi-user.target.wants"
+  ln -sf "/etc/systemd/system/$service.service" "$tree/etc/systemd/system/multi-user.target.wants/$service.service"
+done
+image=$work/disk.img
+rm -f "$image"
+size_mb=$(($(du -sm "$tree" | cut -f1) + 768))
+mkfs.ext4 -q -F -L vmroot -d "$tree" "$image" "${size_mb}M"
+rm -rf "$tree"
+echo "$tag: disk image ${size_mb} MB (sparse: $(du -m "$image" | cut -f1) MB used)"
+
+# --- the boots --------------------------------------------------------------------------------------------
+# boot_vm N: boots the image (power-on to power-off, or the timeout) with its console in console-bootN.log.
+boot_vm() {
+  local console=$work/console-boot$1.log status=0 boot_started
+  step "boot $1 (timeout $boot_timeout s)"
+  boot_started=$(date +%s)
+  timeout -k 10 "$boot_timeout" qemu-system-x86_64 -accel tcg -cpu max -smp 2 -m 1024 -nographic -no-reboot \
+    -nic none -drive "file=$image,if=virtio,format=raw,cache=unsafe" \
+    -kernel "$rootfs/boot/vmlinuz-$kver" -initrd "$rootfs/boot/initrd.img-$kver" \
+    -append "console=ttyS0 root=/dev/vda rw quiet panic=-1" </dev/null 2>&1 |
+    vm_console_filter | tee "$console" | { grep --line-buffered -E '^(VM-TEST|vm-boot-test:)' || true; } |
+    sed -u "s/^/[boot $1] /" || status=$?
+  echo "[boot $1] $(($(date +%s) - boot_started)) s; console in ${console#"$root"/}"
+  if ! grep -q "^VM-TEST END boot $1" "$console"; then
+    echo "[boot $1] the runner did not finish this boot (status $status); last console lines:"
+    tail -n 30 "$console" | sed "s/^/[boot $1]   /"
+  fi
+}
+boot_vm 1
+boot_vm 2
+
+passed=0
+failed=0
+for name in "${checks[@]}"; do
+  if cat "$work"/console-boot*.log | grep -qx "VM-TEST PASS $name"; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+    cat "$work"/console-boot*.log | grep -q "^VM-TEST FAIL $name:" || echo "VM-TEST FAIL $name: no result"
+  fi
+done
+step "done"
+echo "$tag: $passed passed, $failed failed (checks: ${checks[*]})"
+[ "$failed" -eq 0 ]

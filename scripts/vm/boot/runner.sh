@@ -1,0 +1,347 @@
+#!/bin/bash
+# The VM boot test's checks, run by vm-test-runner.service inside the booted image (scripts/vm-boot-test.sh
+# builds the image and boots it twice). Each check prints `VM-TEST PASS <name>`, `VM-TEST FAIL <name>: <why>`
+# or `VM-TEST SKIP <name>: <why>` on the console; `VM-TEST END boot N` ends a boot.
+#
+# Boot 1 (no /var/lib/vm-test/phase): boot-ready, status-line, pairing, press, then the first half of
+# power-cut: an order held by the emulator (delay fault), the press durable in the agent's outbox, and the
+# power cut with sysrq `o` (no sync, no shutdown). Boot 2: power-cut (the order placed exactly once, the
+# pairing kept), upgrade, watchdog, stop, remove, purge; then a clean power-off.
+#
+# Every wait is a bounded poll; TCG is slow and uneven.
+set -u
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+lib=/usr/local/lib/vm-test
+phase_file=/var/lib/vm-test/phase
+emulator=http://127.0.0.1:8080
+config=/etc/replenish-agent/agent.json
+unit=replenish-agent.service
+
+pass() { echo "VM-TEST PASS $1"; }
+fail() {
+  echo "VM-TEST FAIL $1: $2"
+  journalctl -b -u "$unit" -n 15 --no-pager -o short-monotonic 2>/dev/null | sed 's/^/vm-boot-test:   | /'
+}
+skip() { echo "VM-TEST SKIP $1: $2"; }
+note() { echo "vm-boot-test: $*"; }
+figure() { echo "VM-TEST FIGURE $1 $2"; }
+
+# wait_until SECONDS COMMAND...: polls COMMAND every 0.5 s until it succeeds; 1 if it never did.
+wait_until() {
+  local limit=$((SECONDS + $1))
+  shift
+  until "$@" >/dev/null 2>&1; do
+    [ "$SECONDS" -ge "$limit" ] && return 1
+    sleep 0.5
+  done
+}
+
+prop() { systemctl show -p "$1" --value "$unit"; }
+is_running() { [ "$(prop ActiveState)/$(prop SubState)" = active/running ]; }
+is_notify() { [ "$(prop Type)" = notify ]; }
+# The agent's own view, read as its user (state files are 0600).
+agent_status() { setpriv --reuid=replenish --regid=replenish --init-groups replenish-agent status --json --config "$config"; }
+paired() { [ "$(agent_status | jq -r .paired)" = true ]; }
+pending() { agent_status | jq -r .pendingOrders; }
+no_pending() { [ "$(pending)" = 0 ]; }
+# Replenish events of the emulator: placed orders (all, or after sequence number $1).
+placed() { curl -fsS "$emulator/admin/events?since=${1:-0}" | jq '[.replenish[] | select(.outcome == "placed")] | length'; }
+placed_is() { [ "$(placed "$2")" = "$1" ]; }
+last_seq() { curl -fsS "$emulator/admin/events" | jq .lastSeq; }
+emulator_up() { curl -fsS "$emulator/admin/stats" >/dev/null; }
+
+sim=""
+button() { echo "$1" >"$sim/sim_gpio0/pull"; }
+# press: a 300 ms press of the active-low button (pulled down is pressed).
+press() {
+  button pull-down
+  sleep 0.3
+  button pull-up
+}
+
+# check_press NAME SINCE_SEQ: one press places exactly one order (counted by the emulator after SINCE_SEQ),
+# nothing left in the outbox, and no second order 5 s later.
+check_press() {
+  press
+  if ! wait_until 90 placed_is 1 "$2"; then
+    fail "$1" "no order placed within 90 s of the press ($(placed "$2") placed, pending $(pending))"
+    return 1
+  fi
+  wait_until 30 no_pending
+  sleep 5
+  local count
+  count=$(placed "$2")
+  if [ "$count" != 1 ]; then
+    fail "$1" "$count orders placed for one press"
+    return 1
+  fi
+  if ! no_pending; then
+    fail "$1" "the outbox still holds $(pending) presses"
+    return 1
+  fi
+  pass "$1"
+}
+
+boot_ready() {
+  local state
+  state=$(systemctl is-system-running --wait 2>/dev/null)
+  note "system $state after $(cut -d' ' -f1 /proc/uptime) s; $(systemctl list-units --failed --plain --no-legend | wc -l) failed units"
+  systemctl list-units --failed --plain --no-legend | sed 's/^/vm-boot-test:   failed: /'
+  if [ "$(systemctl is-enabled "$unit" 2>/dev/null)" != enabled ]; then
+    fail boot-ready "$unit is not enabled ($(systemctl is-enabled "$unit" 2>&1))"
+    return 1
+  fi
+  if ! wait_until 120 is_running; then
+    fail boot-ready "not active/running 120 s after boot ($(prop ActiveState)/$(prop SubState), $(prop NRestarts) restarts)"
+    return 1
+  fi
+  if [ "$(prop NRestarts)" != 0 ]; then
+    fail boot-ready "systemd restarted it $(prop NRestarts) times during boot"
+    return 1
+  fi
+  if is_notify; then
+    pass boot-ready # Type=notify: active only once the agent sent READY=1
+  else
+    note "the unit is Type=$(prop Type): active is accepted instead of READY=1"
+    pass boot-ready
+  fi
+}
+
+status_line() {
+  if ! is_notify; then
+    skip status-line "the unit is Type=$(prop Type), not notify"
+    return 0
+  fi
+  local text
+  text=$(systemctl status "$unit" --no-pager 2>&1 | sed -n 's/^ *Status: //p')
+  if [ -n "$text" ]; then
+    note "status line: $text"
+    pass status-line
+  else
+    fail status-line "systemctl status shows no Status: line"
+  fi
+}
+
+pairing() {
+  if paired; then
+    fail pairing "paired before the companion ran"
+    return 1
+  fi
+  local output
+  if ! output=$(timeout 120 replenish-emulator companion --device http://127.0.0.1:8642 --lwa "$emulator" 2>&1); then
+    fail pairing "companion failed: $(echo "$output" | tail -n 2 | tr '\n' ' ')"
+    return 1
+  fi
+  if ! wait_until 30 paired; then
+    fail pairing "companion said paired, status --json does not"
+    return 1
+  fi
+  note "$output"
+  pass pairing
+}
+
+# First half of power-cut: the order is held by the emulator (a 600 s delay), the press is durable in the
+# outbox; then the power goes.
+power_cut_first_half() {
+  curl -fsS -X POST "$emulator/admin/deliver/slot-1" >/dev/null || {
+    fail power-cut "admin/deliver failed"
+    return 1
+  }
+  curl -fsS -X POST -d '{"path":"/replenish/slot-1","count":1,"fault":{"kind":"delay","seconds":600}}' \
+    "$emulator/admin/faults" >/dev/null || {
+    fail power-cut "queueing the delay fault failed"
+    return 1
+  }
+  local seq
+  seq=$(last_seq)
+  press
+  # The emulator holds the request once the queued fault is used up.
+  if ! wait_until 90 sh -c "curl -fsS $emulator/admin/faults | jq -e '.queue | length == 0'"; then
+    fail power-cut "the press did not reach the emulator within 90 s (pending $(pending))"
+    return 1
+  fi
+  if [ "$(pending)" != 1 ]; then
+    fail power-cut "the outbox holds $(pending) presses, not 1, while the order is in flight"
+    return 1
+  fi
+  mkdir -p "${phase_file%/*}"
+  printf 'power-cut %s\n' "$seq" >"$phase_file"
+  sync
+  note "cutting the power with the order in flight (events after $seq: $(placed "$seq") placed)"
+  echo "VM-TEST END boot 1"
+  sleep 1
+  echo o >/proc/sysrq-trigger
+  sleep 30
+}
+
+power_cut_second_half() {
+  local seq=$1
+  if ! wait_until 120 is_running; then
+    fail power-cut "the agent is not running after the second boot"
+    return 1
+  fi
+  if ! paired; then
+    fail power-cut "the pairing was lost"
+    return 1
+  fi
+  if ! wait_until 120 placed_is 1 "$seq"; then
+    fail power-cut "the order in flight at the power cut was not placed within 120 s ($(placed "$seq") placed, pending $(pending))"
+    return 1
+  fi
+  wait_until 30 no_pending
+  sleep 5
+  local count
+  count=$(placed "$seq")
+  if [ "$count" != 1 ] || ! no_pending; then
+    fail power-cut "$count orders placed for the press cut by the power-off; pending $(pending)"
+    return 1
+  fi
+  # Kept, not made again: no authorization code was redeemed since the emulator restarted.
+  local grants
+  grants=$(curl -fsS "$emulator/admin/stats" | jq '.tokenGrants.authorization_code // 0')
+  if [ "$grants" != 0 ]; then
+    fail power-cut "the device was paired again ($grants authorization-code grants after the power cut)"
+    return 1
+  fi
+  pass power-cut
+}
+
+upgrade() {
+  local before after version_before version_after pid_before
+  before=$(agent_status | jq -c '{paired, slots: (.slots | map_values(.lastResult))}')
+  version_before=$(dpkg-query -W -f='${Version}' replenish-agent)
+  pid_before=$(prop MainPID)
+  if ! dpkg -i --force-confdef --force-confold "$lib/replenish-agent.deb" >/tmp/upgrade.log 2>&1; then
+    fail upgrade "dpkg -i failed: $(tail -n 3 /tmp/upgrade.log | tr '\n' ' ')"
+    return 1
+  fi
+  version_after=$(dpkg-query -W -f='${Version}' replenish-agent)
+  if [ "$version_after" = "$version_before" ]; then
+    fail upgrade "the version is still $version_before"
+    return 1
+  fi
+  if ! wait_until 60 is_running; then
+    fail upgrade "not running after the upgrade ($(prop ActiveState)/$(prop SubState))"
+    return 1
+  fi
+  [ "$(prop MainPID)" = "$pid_before" ] && note "upgrade: the package did not restart the agent"
+  after=$(agent_status | jq -c '{paired, slots: (.slots | map_values(.lastResult))}')
+  if [ "$before" != "$after" ]; then
+    fail upgrade "the state changed: before $before, after $after"
+    return 1
+  fi
+  # The pairing still works: a new press is ordered with the kept tokens.
+  curl -fsS -X POST "$emulator/admin/deliver/slot-1" >/dev/null
+  note "upgrade $version_before -> $version_after; state $after"
+  check_press upgrade "$(last_seq)"
+}
+
+watchdog() {
+  local watchdog_usec
+  watchdog_usec=$(prop WatchdogUSec)
+  if [ -z "$watchdog_usec" ] || [ "$watchdog_usec" = 0 ] || [ "$watchdog_usec" = infinity ]; then
+    skip watchdog "the unit has no WatchdogSec"
+    return 0
+  fi
+  local restarts pid started
+  restarts=$(prop NRestarts)
+  pid=$(prop MainPID)
+  started=$SECONDS
+  kill -STOP "$pid"
+  # WatchdogSec, then SIGABRT, TimeoutAbortSec, SIGKILL, RestartSec, and a start under TCG.
+  if ! wait_until 240 sh -c "[ \$(systemctl show -p NRestarts --value $unit) -gt $restarts ]"; then
+    kill -CONT "$pid" 2>/dev/null
+    fail watchdog "no restart within 240 s of SIGSTOP (WatchdogSec $watchdog_usec)"
+    return 1
+  fi
+  if ! wait_until 60 is_running || [ "$(prop MainPID)" = "$pid" ]; then
+    fail watchdog "restarted but not running with a new PID ($(prop ActiveState)/$(prop SubState), PID $(prop MainPID))"
+    return 1
+  fi
+  figure watchdog-restart-seconds $((SECONDS - started))
+  pass watchdog
+}
+
+stop() {
+  local started elapsed result code status
+  started=$(date +%s%N)
+  systemctl stop "$unit"
+  elapsed=$((($(date +%s%N) - started) / 1000000))
+  figure stop-ms "$elapsed"
+  result=$(prop Result)
+  code=$(prop ExecMainCode)
+  status=$(prop ExecMainStatus)
+  # ExecMainCode 1 is CLD_EXITED: the agent exited by itself (2 would be killed by a signal).
+  if [ "$result" != success ] || [ "$code" != 1 ] || [ "$status" != 0 ]; then
+    fail stop "Result=$result ExecMainCode=$code ExecMainStatus=$status after ${elapsed} ms"
+  elif [ "$elapsed" -gt 15000 ]; then
+    fail stop "took ${elapsed} ms (bound 15 s: the agent's 10 s shutdown limit and TCG margin)"
+  else
+    pass stop
+  fi
+  systemctl start "$unit"
+}
+
+remove() {
+  if ! apt-get remove -y replenish-agent >/tmp/remove.log 2>&1; then
+    fail remove "apt-get remove failed: $(tail -n 3 /tmp/remove.log | tr '\n' ' ')"
+    return 1
+  fi
+  local why=""
+  [ "$(dpkg-query -W -f='${db:Status-Status}' replenish-agent 2>/dev/null)" = config-files ] || why="$why package not in config-files state;"
+  [ -e /usr/bin/replenish-agent ] && why="$why /usr/bin/replenish-agent still there;"
+  systemctl is-active -q "$unit" && why="$why the unit is still active;"
+  [ -f "$config" ] || why="$why $config (conffile) removed;"
+  [ -d /var/lib/replenish-agent ] && [ -n "$(ls -A /var/lib/replenish-agent)" ] || why="$why /var/lib/replenish-agent removed or emptied;"
+  if [ -n "$why" ]; then fail remove "${why%;}"; else pass remove; fi
+}
+
+purge() {
+  if ! apt-get purge -y replenish-agent >/tmp/purge.log 2>&1; then
+    fail purge "apt-get purge failed: $(tail -n 3 /tmp/purge.log | tr '\n' ' ')"
+    return 1
+  fi
+  local why=""
+  dpkg-query -W -f='${db:Status-Status}' replenish-agent 2>/dev/null | grep -qv not-installed && why="$why package still known to dpkg;"
+  [ -e "$config" ] && why="$why $config still there;"
+  [ -e /var/lib/replenish-agent ] && why="$why /var/lib/replenish-agent still there;"
+  if [ -n "$why" ]; then fail purge "${why%;}"; else pass purge; fi
+}
+
+# --- main -------------------------------------------------------------------------------------------------
+sim=$(cat /run/vm-test/sim 2>/dev/null)
+[ -n "$sim" ] || note "no gpio-sim chip (gpio-sim-chip.service: $(systemctl is-active gpio-sim-chip.service))"
+wait_until 60 emulator_up || note "the emulator does not answer on $emulator"
+phase=$(cat "$phase_file" 2>/dev/null || echo first)
+note "boot with phase '$phase', agent $(dpkg-query -W -f='${Version}' replenish-agent 2>/dev/null), unit Type=$(prop Type)"
+case "$phase" in
+first)
+  boot_ready
+  status_line
+  pairing && check_press press "$(last_seq)"
+  if ! power_cut_first_half; then
+    # No power cut: boot 2 still runs the other checks (power-cut has failed already).
+    mkdir -p "${phase_file%/*}"
+    echo power-cut-failed >"$phase_file"
+    echo "VM-TEST END boot 1"
+    sync
+    systemctl poweroff --force --force
+  fi
+  ;;
+power-cut*)
+  [ "$phase" = power-cut-failed ] || power_cut_second_half "${phase#power-cut }"
+  echo done >"$phase_file"
+  upgrade
+  watchdog
+  stop
+  remove
+  purge
+  echo "VM-TEST END boot 2"
+  sync
+  systemctl poweroff --force --force
+  ;;
+*)
+  note "phase '$phase': nothing to do"
+  systemctl poweroff --force --force
+  ;;
+esac

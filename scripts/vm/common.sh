@@ -1,0 +1,116 @@
+# Shared by scripts/vm-test.sh and scripts/vm-boot-test.sh (sourced, not run): host packages, Debian's 6.1
+# kernel behind linux-image-amd64 and the out-of-tree gpio-sim module built for it.
+# Expects: $root (the repository), $vm (its .build/vm), $tag (the prefix of messages: vm-test, vm-boot-test).
+# After `vm_prepare_gpio_sim`: $kver (e.g. 6.1.0-41-amd64), $source_version, $gpio_sim (folder with
+# gpio-sim.ko). After `vm_prepare_kernel`: $kernel (folder with vmlinuz and configfs.ko).
+# Everything downloaded or built goes under $vm and is reused. Network: Debian's package archive only (apt).
+
+export PATH=$PATH:/usr/sbin:/sbin # modinfo, mkfs.ext4
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo="sudo"
+apt_user=()
+[ "$(id -u)" -eq 0 ] && apt_user=(-o APT::Sandbox::User=root) # downloads into folders _apt cannot write
+started=$(date +%s)
+elapsed() { echo $(($(date +%s) - started)); }
+step() { echo "== $tag: $* ($(elapsed) s)"; }
+die() {
+  echo "$tag: $*" >&2
+  exit 1
+}
+
+# --- host packages ----------------------------------------------------------------------------------------
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+apt_updated=0
+apt_update() {
+  [ "$apt_updated" = 1 ] && return 0
+  $sudo apt-get update -qq
+  apt_updated=1
+}
+# need_packages PACKAGE...: apt-get install what is missing (waits for another apt's lock up to 10 minutes).
+need_packages() {
+  local missing=() package
+  for package in "$@"; do installed "$package" || missing+=("$package"); done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  step "installing ${missing[*]}"
+  local install=($sudo env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq
+    --no-install-recommends)
+  "${install[@]}" "${missing[@]}" >/dev/null 2>&1 || { apt_update && "${install[@]}" "${missing[@]}" >/dev/null; }
+}
+candidate() { apt-cache policy "$1" 2>/dev/null | awk '/Candidate:/ { print $2 }'; }
+
+# download PACKAGE[=VERSION] FOLDER: apt-get download into FOLDER; prints the .deb's path.
+download() {
+  mkdir -p "$2"
+  (cd "$2" && apt-get "${apt_user[@]}" download -qq "$1" >/dev/null 2>&1) || die "apt-get download $1 failed"
+  ls -t "$2/${1%%=*}_"*.deb | head -n 1
+}
+
+# vm_host_packages [PACKAGE...]: QEMU, the module build tools and the headers of the kernel; sets $kver and
+# $source_version.
+vm_host_packages() {
+  step "host packages"
+  need_packages qemu-system-x86 kmod xz-utils make gcc libc6-dev binutils "$@"
+  if [ -z "$(candidate linux-source-6.1)" ] || [ "$(candidate linux-source-6.1)" = "(none)" ]; then apt_update; fi
+  # The kernel: the ABI that Debian's linux-image-amd64 currently points to (6.1 in bookworm).
+  kver=$(apt-cache show --no-all-versions linux-image-amd64 |
+    sed -n 's/^Depends: *linux-image-\(6\.1\.0-[0-9]*-amd64\).*/\1/p' | head -n 1)
+  [ -n "$kver" ] || die "no 6.1 kernel found behind linux-image-amd64 (is this Debian 12?)"
+  source_version=$(candidate linux-source-6.1)
+  need_packages "linux-headers-$kver"
+  [ -d "/usr/src/linux-headers-$kver" ] || die "/usr/src/linux-headers-$kver is missing"
+}
+
+# vm_prepare_kernel: vmlinuz and configfs.ko of linux-image-$kver in $kernel.
+vm_prepare_kernel() {
+  kernel=$vm/kernel/$kver
+  if [ ! -s "$kernel/vmlinuz" ] || [ ! -s "$kernel/configfs.ko" ]; then
+    step "kernel $kver: apt-get download linux-image-$kver"
+    local deb module
+    deb=$(download "linux-image-$kver" "$vm/debs")
+    rm -rf "$kernel.tmp" && mkdir -p "$kernel.tmp"
+    dpkg-deb --fsys-tarfile "$deb" |
+      tar -x -C "$kernel.tmp" --wildcards "./boot/vmlinuz-$kver" "./lib/modules/$kver/kernel/fs/configfs/configfs.ko*"
+    cp "$kernel.tmp/boot/vmlinuz-$kver" "$kernel.tmp/vmlinuz"
+    module=$(ls "$kernel.tmp/lib/modules/$kver/kernel/fs/configfs/"configfs.ko*)
+    case "$module" in
+    *.xz) xz -dc "$module" >"$kernel.tmp/configfs.ko" ;;
+    *) cp "$module" "$kernel.tmp/configfs.ko" ;;
+    esac
+    rm -rf "$kernel.tmp/boot" "$kernel.tmp/lib" "$kernel" && mv "$kernel.tmp" "$kernel"
+    rm -f "$deb" # the extracted files are the cache
+  fi
+}
+
+# vm_prepare_gpio_sim: gpio-sim.ko for $kver in $gpio_sim. Debian does not build gpio-sim; it is built out of
+# tree from linux-source-6.1 (see scripts/vm/gpio-sim/Kbuild).
+vm_prepare_gpio_sim() {
+  local sources=$vm/src/linux-source-$source_version deb
+  if [ ! -s "$sources/irq_sim.c" ]; then
+    step "gpio-sim sources: apt-get download linux-source-6.1=$source_version"
+    deb=$(download "linux-source-6.1=$source_version" "$vm/debs")
+    rm -rf "$sources.tmp" && mkdir -p "$sources.tmp"
+    dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/src/linux-source-6.1.tar.xz |
+      tar -xJ -C "$sources.tmp" --strip-components=3 linux-source-6.1/drivers/gpio/gpio-sim.c \
+        linux-source-6.1/drivers/gpio/gpiolib.h linux-source-6.1/kernel/irq/irq_sim.c
+    rm -rf "$sources" && mv "$sources.tmp" "$sources"
+    rm -f "$deb"
+  fi
+  gpio_sim=$vm/gpio-sim/$kver
+  if [ ! -s "$gpio_sim/gpio-sim.ko" ] || ! cmp -s "$root/scripts/vm/gpio-sim/Kbuild" "$gpio_sim/Kbuild" ||
+    ! grep -qx "$source_version" "$gpio_sim/source-version" 2>/dev/null; then
+    step "gpio-sim: building the module for $kver"
+    rm -rf "$gpio_sim" && mkdir -p "$gpio_sim"
+    cp "$root/scripts/vm/gpio-sim/Kbuild" "$sources/gpiolib.h" "$gpio_sim/"
+    cp "$sources/gpio-sim.c" "$gpio_sim/gpio-sim-core.c"
+    sed 's/handle_simple_irq(irq_to_desc(irqnum))/generic_handle_irq(irqnum)/' "$sources/irq_sim.c" >"$gpio_sim/irq_sim.c"
+    grep -q 'generic_handle_irq(irqnum)' "$gpio_sim/irq_sim.c" || die "irq_sim.c of $source_version: the patch no longer applies"
+    make -s -C "/usr/src/linux-headers-$kver" M="$gpio_sim" modules >"$gpio_sim/build.log" 2>&1 ||
+      { cat "$gpio_sim/build.log"; die "building gpio-sim.ko failed"; }
+    strip --strip-debug "$gpio_sim/gpio-sim.ko"
+    echo "$source_version" >"$gpio_sim/source-version"
+  fi
+  [ "$(modinfo -F vermagic "$gpio_sim/gpio-sim.ko" | awk '{ print $1 }')" = "$kver" ] || die "gpio-sim.ko is not for $kver"
+}
+
+# vm_console_filter: the console stream without carriage returns and terminal escapes.
+vm_console_filter() { sed -u -e 's/\r$//' -e 's/\x1b\[[0-9;?]*[A-Za-z]//g' -e 's/\x1bc//g'; }
