@@ -36,6 +36,10 @@ import Testing
             return messages.contains { $0.hasPrefix("READY=1\n") }
         }
         #expect(messages.first == "READY=1\nSTATUS=pairing mode: waiting for the companion app; 0 orders pending\n")
+        // No core dumps, whoever started it (a core would hold the tokens): RLIMIT_CORE is 0, soft and hard.
+        let limits = try String(contentsOfFile: "/proc/\(agent.processIdentifier)/limits", encoding: .utf8)
+        let core = limits.split(separator: "\n").first { $0.hasPrefix("Max core file size") }
+        #expect(core?.split(separator: " ", omittingEmptySubsequences: true).dropFirst(4).prefix(2) == ["0", "0"])
         try harness.waitUntil("three watchdog pings") {
             drain()
             return messages.filter { $0 == "WATCHDOG=1\n" }.count >= 3
