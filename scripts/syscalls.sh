@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Checks the unit's SystemCallFilter= against what the agent really calls: runs the demo's flow (emulator,
 # agent on the simulated board, pairing, a press, an order, a clean stop) with the agent under `strace -f`,
-# then fails if the agent made a system call outside @system-service minus @privileged and @resources (the
-# unit's filter, expanded by `systemd-analyze syscall-filter`). Uses the packaged build (.build-deb, made by
+# then fails if the agent made a system call outside @system-service minus @privileged (the unit's
+# filter, expanded by `systemd-analyze syscall-filter`). Uses the packaged build (.build-deb, made by
 # scripts/deb.sh) and the emulator of the debug build (.build).
 # Usage: scripts/syscalls.sh   (prints each syscall with its count; exit 1 on a forbidden one or a W+X mapping)
 set -euo pipefail
@@ -40,14 +40,14 @@ kill -TERM "$traced"
 wait "$agent_pid" || true
 stop_all
 
-# The unit's filter, expanded: @system-service without @privileged and @resources.
+# The unit's filter, expanded: @system-service without @privileged.
 expand() {
   systemd-analyze syscall-filter "$1" | tail -n +2 | sed 's/^ *//; /^#/d; /^$/d' | while read -r name; do
     if [[ $name == @* ]]; then expand "$name"; else echo "$name"; fi
   done
 }
 expand @system-service | sort -u >"$work/allowed"
-{ expand @privileged; expand @resources; } | sort -u >"$work/denied"
+expand @privileged | sort -u >"$work/denied"
 comm -23 "$work/allowed" "$work/denied" >"$work/filter"
 
 # Lines of `strace -f`: "PID name(args) = result", or "PID <... name resumed>" for a call split by a thread

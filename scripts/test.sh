@@ -28,6 +28,8 @@ echo "== Debian package: make deb, then lintian (no errors allowed)"
 bash scripts/deb.sh
 deb=$(ls -t .build/deb/replenish-agent_*.deb | head -n 1)
 bash scripts/check-deb.sh "$deb"
+echo "== the packaged agent's system calls (strace over the demo flow) against the unit's SystemCallFilter="
+bash scripts/syscalls.sh
 echo "== Debian package: install, upgrade, remove, purge in a bookworm chroot (scripts/deb-chroot-test.sh)"
 bash scripts/deb-chroot-test.sh "$deb"
 echo "== real-kernel GPIO: the agent on a gpio-sim chip in a QEMU VM, libgpiod v1 and v2 (scripts/vm-test.sh)"
