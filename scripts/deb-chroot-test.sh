@@ -7,9 +7,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 deb=${1:-$(ls -t .build/deb/replenish-agent_*.deb | head -n 1)}
 tarball=.build/deb-chroot.tar
-if [[ ! -s $tarball ]]; then
+if [[ ! -f $tarball || ! -s $tarball ]]; then
   command -v mmdebstrap >/dev/null || apt-get install -y -qq mmdebstrap >/dev/null
-  mmdebstrap --variant=apt --include=adduser,init-system-helpers,libcurl4,libgpiod2,libssl3,ca-certificates \
+  rm -rf "$tarball" "$tarball.tmp"
+  # --format=tar: the temporary name has no .tar ending, from which mmdebstrap would choose a directory.
+  mmdebstrap --variant=apt --format=tar \
+    --include=adduser,init-system-helpers,libcurl4,libgpiod2,libssl3,ca-certificates \
     bookworm "$tarball.tmp" && mv "$tarball.tmp" "$tarball"
 fi
 root=$(mktemp -d /tmp/replenish-chroot.XXXXXX)

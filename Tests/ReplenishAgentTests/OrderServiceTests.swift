@@ -10,11 +10,8 @@ import Testing
     let clock = ManualClock()
     let epoch = 1_800_000_000.0
 
-    var wallTime: @Sendable () -> Double {
-        let clock = clock
-        let epoch = epoch
-        return { epoch + Double(clock.now.offset.components.seconds) }
-    }
+    /// Wall time that moves with the manual clock.
+    var wallTime: @Sendable () -> Double { clock.wallTime(from: epoch) }
 
     func tokenSet(expiresAt: Double) -> TokenSet {
         TokenSet(

@@ -12,13 +12,7 @@ import Testing
     let epoch = 1_800_000_000.0
 
     /// Wall time that moves with the manual clock.
-    var wallTime: @Sendable () -> Double {
-        let clock = clock
-        let epoch = epoch
-        return {
-            epoch + Double(clock.now.offset.components.seconds) + Double(clock.now.offset.components.attoseconds) / 1e18
-        }
-    }
+    var wallTime: @Sendable () -> Double { clock.wallTime(from: epoch) }
 
     func lwa(_ http: any HTTPClient) -> LWAClient {
         LWAClient(http: http, tokenURL: try! EndpointURL("http://127.0.0.1:1/auth/o2/token"), clientSecret: nil)

@@ -70,6 +70,15 @@ final class ManualClock: Clock, Sendable {
     }
 }
 
+extension ManualClock {
+    /// Wall time (seconds since 1970) that starts at `epoch` and moves with this clock.
+    func wallTime(from epoch: Double) -> @Sendable () -> Double {
+        { [self] in
+            epoch + Double(now.offset.components.seconds) + Double(now.offset.components.attoseconds) / 1e18
+        }
+    }
+}
+
 /// Lets other tasks run until `condition` holds, a bounded number of times (no wall-clock waiting).
 func settle(_ condition: @Sendable () async -> Bool, attempts: Int = 2000) async -> Bool {
     for _ in 0..<attempts {
