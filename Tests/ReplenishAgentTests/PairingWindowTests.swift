@@ -137,7 +137,7 @@ import Testing
         #expect(names.contains("127.0.0.1") && names.contains("localhost") && !names.contains("0.0.0.0"))
         var buffer = [CChar](repeating: 0, count: 256)
         gethostname(&buffer, 255)
-        let host = String(cString: buffer).lowercased()
+        let host = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self).lowercased()
         #expect(names.contains(host) && names.contains(host.split(separator: ".")[0] + ".local"))
         #expect(PairingRequestGuard.deviceNames(listenHost: "10.9.8.7").contains("10.9.8.7"))
     }
