@@ -137,7 +137,7 @@ import Testing
         #expect(names.contains("127.0.0.1") && names.contains("localhost") && !names.contains("0.0.0.0"))
         var buffer = [CChar](repeating: 0, count: 256)
         gethostname(&buffer, 255)
-        let host = String(cString: buffer).lowercased()
+        let host = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self).lowercased()
         #expect(names.contains(host) && names.contains(host.split(separator: ".")[0] + ".local"))
         #expect(PairingRequestGuard.deviceNames(listenHost: "10.9.8.7").contains("10.9.8.7"))
     }
@@ -244,6 +244,37 @@ import Testing
         clock.advance(by: .seconds(2))
         #expect(await pairing.handle(PairingTests.request(.GET, "/provision/deviceInfo")).status == 200)
         #expect(http.requests.isEmpty)
+    }
+
+    @Test func anAddressThatCameLaterIsLearnedOnAMissAtMostEvery5Seconds() async throws {
+        let names = Mutex<Set<String>>(["localhost"])
+        let reads = Mutex(0)
+        let lwa = LWAClient(
+            http: ScriptedHTTPClient { _ in json(500, "{}") },
+            tokenURL: try EndpointURL("http://127.0.0.1:1/auth/o2/token"), clientSecret: nil)
+        let tokens = try TokenManager(
+            store: MemoryTokenStore(), lwa: lwa, clock: clock, wallTime: { 1000 }, logger: .init(label: "test"))
+        let pairing = PairingCoordinator(
+            device: .init(serial: "SN1", model: "M1", phase: .test), clientId: "c", lwa: lwa, tokens: tokens,
+            clock: clock,
+            deviceNames: {
+                reads.withLock { $0 += 1 }
+                return names.withLock { $0 }
+            }, logger: .init(label: "test"))
+        let probe = {
+            await pairing.handle(PairingTests.request(.GET, "/", headers: [("Host", "192.168.1.20")])).status
+        }
+        #expect(await probe() == 421)
+        #expect(reads.withLock { $0 } == 1, "just read: a miss does not read again")
+        // DHCP gives the address; within 5 s of the last look the miss is not looked up again.
+        names.withLock { $0.insert("192.168.1.20") }
+        clock.advance(by: .seconds(4))
+        #expect(await probe() == 421)
+        #expect(await probe() == 421)
+        #expect(reads.withLock { $0 } == 1)
+        clock.advance(by: .seconds(1))
+        #expect(await probe() == 404, "served (no such endpoint) once the address is known")
+        #expect(reads.withLock { $0 } == 2)
     }
 
     // MARK: connections

@@ -46,9 +46,10 @@ struct ServerResponse: Sendable {
 ///   then the connection closed after a lingering close (`LingeringClose`) so that the answer is not lost
 ///   to a reset while the peer is still sending;
 /// - at most `maximumConnections` connections at once and `maximumConnectionsPerPeer` per peer address; a
-///   connection over either cap evicts the oldest connection that is not being answered (of that peer, or
-///   of the peer with the most connections), so a crowd of slow or idle peers cannot keep a new client
-///   out: a client that sends its request at once is being answered before it could be evicted.
+///   connection over either cap evicts one that is not being answered (of that peer, or of the peer with
+///   the most connections; slow ones first, see `ConnectionAdmission`), so a crowd of slow or idle peers
+///   cannot keep a new client out: a client that sends its request at once is being answered before it
+///   could be evicted.
 enum LocalHTTPServer {
     enum Address: Sendable {
         case tcp(host: String, port: Int)
