@@ -42,11 +42,13 @@ check user-no-login bash -c "chroot '$root' getent passwd replenish | grep -qE '
 check config-mode [ "$(mode /etc/replenish-agent/agent.json)" == "root:replenish 640" ]
 check not-enabled-with-example-config [ ! -e "$root$wants" ]
 check tells-what-to-do grep -q "systemctl enable --now replenish-agent" "$root/tmp/install.log"
-check binary-runs in_root /usr/bin/replenish-agent --help
+check binary-runs bash -c "chroot '$root' /usr/bin/replenish-agent --help >/dev/null"
 
 echo "== the owner edits the config and enables the unit; upgrade to $version"
 sed -i 's/"SN0001"/"SN-EDITED"/' "$root/etc/replenish-agent/agent.json"
-in_root deb-systemd-helper enable replenish-agent.service   # what `systemctl enable` does, offline
+# What `systemctl enable` does (no systemd runs here): the WantedBy= link.
+in_root mkdir -p "$(dirname "$wants")"
+in_root ln -s /lib/systemd/system/replenish-agent.service "$wants"
 in_root mkdir -p /var/lib/replenish-agent
 echo '{"kept":true}' >"$root/var/lib/replenish-agent/tokens.json"
 in_root dpkg -i /tmp/new.deb

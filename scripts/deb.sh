@@ -49,12 +49,11 @@ install -m 0644 packaging/debian/copyright "$tree/usr/share/doc/$package/copyrig
 {
   echo "$package ($DEB_VERSION) unstable; urgency=medium"
   echo
-  echo "  * Built from $(git rev-parse --short=12 HEAD 2>/dev/null || echo 'an unversioned tree') by scripts/deb.sh."
-  echo "  * See /usr/share/doc/$package/ and the project's README for what changed."
+  echo "  * Built from commit $(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown) by scripts/deb.sh."
   echo
   echo " -- Replenish Agent Maintainers <replenish-agent@example.com>  $(date -R -u -d "@${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}")"
-} | gzip -9n >"$tree/usr/share/doc/$package/changelog.Debian.gz"
-chmod 0644 "$tree/usr/share/doc/$package/changelog.Debian.gz"
+} | gzip -9n >"$tree/usr/share/doc/$package/changelog.gz"
+chmod 0644 "$tree/usr/share/doc/$package/changelog.gz"
 
 for script in postinst prerm postrm; do
   install -m 0755 "packaging/debian/$script" "$tree/DEBIAN/$script"

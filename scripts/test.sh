@@ -28,6 +28,10 @@ echo "== Debian package: make deb, then lintian (no errors allowed)"
 bash scripts/deb.sh
 deb=$(ls -t .build/deb/replenish-agent_*.deb | head -n 1)
 bash scripts/check-deb.sh "$deb"
+echo "== the packaged agent's system calls (strace over the demo flow) against the unit's SystemCallFilter="
+bash scripts/syscalls.sh
+echo "== Debian package: install, upgrade, remove, purge in a bookworm chroot (scripts/deb-chroot-test.sh)"
+bash scripts/deb-chroot-test.sh "$deb"
 echo "== real-kernel GPIO: the agent on a gpio-sim chip in a QEMU VM, libgpiod v1 and v2 (scripts/vm-test.sh)"
 bash scripts/vm-test.sh all
 echo "== the device booted: Debian bookworm image, systemd, the .deb, gpio-sim, emulator in a QEMU VM (scripts/vm-boot-test.sh)"

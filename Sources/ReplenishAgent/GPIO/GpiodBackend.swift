@@ -147,9 +147,9 @@ final class GpiodBackend: GPIOBackend, @unchecked Sendable {
     }
 
     /// Blocks in poll(2) until an edge or the wake pipe; without a heartbeat it never times out, never polls on
-    /// a timer; with one, each timeout only counts a beat. A line whose
-    /// descriptor reports an error (a GPIO expander unplugged, a chip gone) ends the stream with `failure` set
-    /// rather than spinning: the daemon then stops with the reason and systemd starts it again.
+    /// a timer; with one, a timeout only counts a beat. A line whose descriptor reports an error (a GPIO
+    /// expander unplugged, a chip gone) ends the stream with `failure` set rather than spinning: the daemon
+    /// then stops with the reason and systemd starts it again.
     private func eventLoop() {
         var descriptors = inputs.map { pollfd(fd: cgpiod_event_fd($0.handle), events: Int16(POLLIN), revents: 0) }
         descriptors.append(pollfd(fd: wakePipe.read, events: Int16(POLLIN), revents: 0))

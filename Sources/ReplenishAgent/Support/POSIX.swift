@@ -123,14 +123,14 @@ enum POSIX {
         sigprocmask(SIG_SETMASK, &set, nil)
     }
 
-    /// Seconds since the Unix epoch (wall clock): used only for absolute expiries and timestamps that must
-    /// survive a restart. Waits use a monotonic `Clock`.
     /// Sets RLIMIT_CORE to 0 (soft and hard), so no core file of this process can ever be written.
     static func disableCoreDumps() {
         var none = rlimit(rlim_cur: 0, rlim_max: 0)
         _ = setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &none)
     }
 
+    /// Seconds since the Unix epoch (wall clock): used only for absolute expiries and timestamps that must
+    /// survive a restart. Waits use a monotonic `Clock`.
     static func wallTime() -> Double {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)

@@ -44,12 +44,13 @@ enum SystemdService {
             let heartbeat = HeartbeatProbe { gpiod.beats }
             probes.append(HealthProbe(name: "GPIO thread") { heartbeat.check() })
         }
+        let healthProbes = probes
         return LoopService(name: "systemd") {
             if let failure = await status.ready() { logger.warning("systemd: \(failure)") }
             if let interval = notifier.watchdogInterval {
                 logger.info("systemd watchdog on", metadata: ["watchdog.ping": "\(interval)"])
                 let pinger = WatchdogPinger(
-                    interval: interval, clock: ContinuousClock(), probes: probes,
+                    interval: interval, clock: ContinuousClock(), probes: healthProbes,
                     ping: {
                         if let failure = notifier.watchdog() { logger.warning("systemd watchdog: \(failure)") }
                     },
