@@ -140,7 +140,7 @@ done
 image=$work/disk.img
 rm -f "$image"
 size_mb=$(($(du -sm "$tree" | cut -f1) + 768))
-mkfs.ext4 -q -F -L vmroot -d "$tree" "$image" "${size_mb}M"
+mkfs.ext4 -q -F -L vmroot -d "$tree" "$image" "${size_mb}M" >/dev/null
 rm -rf "$tree"
 echo "$tag: disk image ${size_mb} MB (sparse: $(du -m "$image" | cut -f1) MB used)"
 
@@ -162,17 +162,19 @@ boot_vm() {
     tail -n 30 "$console" | sed "s/^/[boot $1]   /"
   fi
 }
+rm -f "$work"/console-boot*.log
 boot_vm 1
 boot_vm 2
 
 passed=0
 failed=0
 for name in "${checks[@]}"; do
-  if cat "$work"/console-boot*.log | grep -qx "VM-TEST PASS $name"; then
+  # (grep reads the files itself: `cat … | grep -q` fails under pipefail when grep quits early)
+  if grep -qx "VM-TEST PASS $name" "$work"/console-boot*.log; then
     passed=$((passed + 1))
   else
     failed=$((failed + 1))
-    cat "$work"/console-boot*.log | grep -q "^VM-TEST FAIL $name:" || echo "VM-TEST FAIL $name: no result"
+    grep -q "^VM-TEST FAIL $name:" "$work"/console-boot*.log || echo "VM-TEST FAIL $name: no result"
   fi
 done
 step "done"
