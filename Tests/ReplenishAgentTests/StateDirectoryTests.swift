@@ -195,6 +195,48 @@ import Testing
         #expect(try StateDirectory.problems(state) == [])
     }
 
+    @Test func aLockNameTakenByADirectoryIsMovedAsideAndTheLockTaken() throws {
+        let state = temporaryDirectory() + "/state"
+        try StateDirectory.prepare(state)
+        #expect(mkdir(state + "/lock", 0o700) == 0)
+        let lock = try StateDirectory.open(state) { _ in }
+        var info = stat()
+        #expect(lstat(lock.path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG)
+        #expect(try names(state).contains { $0.hasPrefix("lock.corrupt-") })
+    }
+
+    /// System calls fail with a typed cause: the operation, the path and the errno, not only a message.
+    @Test func systemCallFailuresCarryTheErrno() throws {
+        let directory = temporaryDirectory()
+        let missing = directory + "/missing/file"
+        func cause(_ body: () throws -> Void) -> SystemError? {
+            do {
+                try body()
+                return nil
+            } catch let error as AgentError {
+                return error.code == .storage ? error.systemError : nil
+            } catch { return nil }
+        }
+        #expect(
+            cause { _ = try POSIX.openFile(missing, O_RDONLY | O_CLOEXEC) }
+                == SystemError("open", path: missing, errno: ENOENT))
+        #expect(cause { try POSIX.setMode(missing, 0o600) } == SystemError("chmod", path: missing, errno: ENOENT))
+        #expect(
+            cause { try POSIX.renameFile(missing, to: directory + "/x") }
+                == SystemError("rename", path: missing, errno: ENOENT))
+        #expect(cause { try POSIX.makeDirectory(missing, 0o700) } == SystemError("mkdir", path: missing, errno: ENOENT))
+        #expect(
+            cause { try POSIX.writeFileAtomically(missing, [1]) }
+                == SystemError("create", path: missing + ".tmp-\(getpid())", errno: ENOENT))
+        // A directory opened for reading fails at read with EISDIR.
+        #expect(
+            cause { _ = try POSIX.readFile(directory) } == SystemError("read", path: directory, errno: EISDIR))
+        // The message is the one the logs always had.
+        #expect(
+            AgentError.system("open", missing, errno: ENOENT).message == "open \(missing): No such file or directory")
+        #expect(try POSIX.makeDirectory(directory, 0o700) == false)
+    }
+
     @Test func checkConfigReportsOwnersOfTheStateDirectoryAndItsFiles() throws {
         guard geteuid() == 0 else { return }  // chown needs root
         let state = temporaryDirectory() + "/state"

@@ -38,10 +38,14 @@ public struct AgentError: Error, CustomStringConvertible, Sendable {
     public var code: Code
     /// A one-line, secret-free explanation for logs and command output.
     public var message: String
+    /// The typed failure underneath, when a C library reported one (a `CurlError` from libcurl), for callers
+    /// and tests that need its code rather than the message. Never holds a secret either.
+    public var cause: (any Error & Sendable)?
 
-    public init(_ code: Code, _ message: String) {
+    public init(_ code: Code, _ message: String, cause: (any Error & Sendable)? = nil) {
         self.code = code
         self.message = message
+        self.cause = cause
     }
 
     public var description: String { message }
