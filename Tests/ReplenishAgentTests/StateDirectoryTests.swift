@@ -281,7 +281,7 @@ import Testing
             ])
         chmod(path, 0o640)
         #expect(CheckConfigCommand.secretFileProblems(path, config: config, agentUID: uid) == [])
-        #expect(CheckConfigCommand.fileProblems(configPath: path, config: config) == [])
+        #expect(CheckConfigCommand.fileProblems(configPath: path, config: config) == ([], []))
         // Without a secret, the mode of the config is not a problem.
         config = try write(secret: false)
         chmod(path, 0o644)

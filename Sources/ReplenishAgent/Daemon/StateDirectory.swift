@@ -109,8 +109,10 @@ enum StateDirectory {
                     report("state directory: \(file) is owned by uid \(info.st_uid), not the agent's uid \(geteuid())")
                 }
             } else if info.st_mode & 0o077 != 0 {
-                try POSIX.setMode(file, 0o600)
-                report("state directory: \(file) had mode \(octal(info.st_mode & 0o777)); set to 600")
+                do {
+                    try POSIX.setMode(file, 0o600)
+                    report("state directory: \(file) had mode \(octal(info.st_mode & 0o777)); set to 600")
+                } catch { report("state directory: \(file) has mode \(octal(info.st_mode & 0o777)): \(error.message)") }
             }
         }
         try POSIX.syncDirectory(path)
@@ -129,10 +131,15 @@ enum StateDirectory {
     /// this process's (when checked as root, the state directory's owner: a root shell checking an agent that
     /// runs as its own user).
     static func problems(_ path: String, agentUID: uid_t? = nil) throws(AgentError) -> [String] {
-        guard let info = try POSIX.status(path) else { return [] }
         let uid = agentUID ?? self.agentUID(path)
-        var problems = try directoryProblems(path, agentUID: uid)
-        guard (info.st_mode & S_IFMT) == S_IFDIR else { return problems }
+        return try directoryProblems(path, agentUID: uid) + fileProblems(path, agentUID: uid)
+    }
+
+    /// The problems of the files in the directory (kind, owner, mode), one line each naming the file. None of
+    /// them stops `run`: it moves a bad state file aside, sets its own files to 0600 and logs the rest.
+    static func fileProblems(_ path: String, agentUID uid: uid_t) throws(AgentError) -> [String] {
+        guard let info = try POSIX.status(path), (info.st_mode & S_IFMT) == S_IFDIR else { return [] }
+        var problems: [String] = []
         for name in try POSIX.directoryEntries(path) where !isMovedAside(name) {
             let file = POSIX.join(path, name)
             guard let fileInfo = try POSIX.linkStatus(file) else { continue }

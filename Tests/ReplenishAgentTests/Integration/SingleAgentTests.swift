@@ -86,4 +86,33 @@ import Testing
         #expect(agent.isRunning)
         harness.expectNoSecretsInAgentOutput()
     }
+
+    /// `check-config` names each file problem and exits 1; with `--before-run` (the unit's ExecStartPre) the
+    /// problems `run` deals with itself are notes, so they never keep the agent from starting and repairing them.
+    @Test func checkConfigNamesEachFileAndBeforeRunLetsTheAgentRepairThem() throws {
+        let harness = Harness()
+        let config = try harness.writeConfig(emulator: "http://127.0.0.1:9", pairingPort: try Harness.freePort())
+        let state = harness.directory + "/state"
+        #expect(mkdir(state, 0o700) == 0)
+        #expect(mkfifo(state + "/outbox.json", 0o600) == 0)
+        try "{}".write(toFile: state + "/status.json", atomically: false, encoding: .utf8)
+        chmod(state + "/status.json", 0o644)
+        let ok = try harness.run("replenish-agent", ["check-config", "--config", config])
+        #expect(ok.status == 1)
+        let lines = ok.error.split(separator: "\n").map(String.init)
+        #expect(lines.contains { $0.hasPrefix("stateDirectory: \(state)/outbox.json is a FIFO, not a regular file") })
+        #expect(lines.contains("stateDirectory: \(state)/status.json has mode 644; it must be 600"))
+        #expect(lines.count == 2, "\(lines)")
+
+        let beforeRun = try harness.run("replenish-agent", ["check-config", "--before-run", "--config", config])
+        #expect(beforeRun.status == 0)
+        #expect(beforeRun.error.split(separator: "\n").allSatisfy { $0.hasPrefix("note: stateDirectory: ") })
+        #expect(beforeRun.error.contains("\(state)/outbox.json is a FIFO"))
+
+        // The state directory itself open to others stops both, as it stops `run`.
+        chmod(state, 0o755)
+        let open = try harness.run("replenish-agent", ["check-config", "--before-run", "--config", config])
+        #expect(open.status == 1)
+        #expect(open.error.contains("stateDirectory: \(state) has mode 755; group and others must have no access"))
+    }
 }
