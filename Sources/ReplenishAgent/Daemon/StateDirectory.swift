@@ -85,9 +85,9 @@ enum StateDirectory {
 
     /// What a killed agent or a careless hand may have left, dealt with under the lock before any state is read:
     /// temp files of an interrupted write (`NAME.tmp-<pid>`) are removed; a regular file of the agent's own with
-    /// a lax mode is set to 0600; anything else odd (another owner, not a regular file) is reported and left,
-    /// except the state files themselves, whose loaders move a bad one aside with the reason. Nothing here stops
-    /// the agent: a restart could not fix it either.
+    /// another mode than 0600 (group or other bits, or one the agent cannot read) is set to 0600; anything else
+    /// odd (another owner, not a regular file) is reported and left, except the state files themselves, whose
+    /// loaders move a bad one aside with the reason. Nothing here stops the agent: a restart could not fix it.
     static func sweep(_ path: String, report: (String) -> Void) throws(AgentError) {
         for name in try POSIX.directoryEntries(path) {
             let file = POSIX.join(path, name)
@@ -108,7 +108,7 @@ enum StateDirectory {
                 if !stateFileNames.contains(name) {
                     report("state directory: \(file) is owned by uid \(info.st_uid), not the agent's uid \(geteuid())")
                 }
-            } else if info.st_mode & 0o077 != 0 {
+            } else if info.st_mode & 0o777 != 0o600 {
                 do {
                     try POSIX.setMode(file, 0o600)
                     report("state directory: \(file) had mode \(octal(info.st_mode & 0o777)); set to 600")

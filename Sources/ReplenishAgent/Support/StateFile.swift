@@ -111,6 +111,12 @@ enum StateFile {
             case ELOOP: return .unusable(reason: "is a symbolic link, not a regular file")
             case ENXIO, ENODEV: return .unusable(reason: "is not a regular file (a socket or a device)")
             case let code? where code == EACCES || code == EPERM:
+                // Another owner's file the agent may not read is that owner's, not a state file. When the path
+                // itself cannot be looked at (`status` run by another user), that is thrown: the file may be fine.
+                guard let info = try POSIX.linkStatus(path) else { return .missing }
+                if info.st_uid != owner {
+                    return .unusable(reason: "is owned by uid \(info.st_uid), not the agent's uid \(owner)")
+                }
                 return .unusable(reason: "cannot be opened: \(POSIX.describe(code))")
             default: throw error
             }
