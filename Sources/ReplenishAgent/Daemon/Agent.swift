@@ -92,7 +92,10 @@ struct Agent {
                     try await LocalHTTPServer.serve(
                         at: .unix(path: path), group: group,
                         onBound: { _ in
-                            _ = chmod(path, 0o600)
+                            // The umask already made it 0600; a failure here is worth a line, not a stop.
+                            do { try POSIX.setMode(path, 0o600) } catch {
+                                logger.warning("control socket mode", metadata: ["error": "\(error.message)"])
+                            }
                             logger.info(
                                 "simulated board: control socket ready", metadata: ["control.socket": "\(path)"])
                         }, handler: { request in await control.handle(request) })
