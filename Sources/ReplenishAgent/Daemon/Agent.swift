@@ -94,7 +94,7 @@ struct Agent {
                         onBound: { _ in
                             // The umask already made it 0600; a failure here is worth a line, not a stop.
                             do { try POSIX.setMode(path, 0o600) } catch {
-                                logger.warning("control socket mode", metadata: ["error": "\(error.message)"])
+                                logger.warning("control socket mode", metadata: ["error": "\(error)"])
                             }
                             logger.info(
                                 "simulated board: control socket ready", metadata: ["control.socket": "\(path)"])
