@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 @testable import ReplenishAgent
@@ -43,13 +44,32 @@ import Testing
         #expect(again.report == nil && !again.loaded)
     }
 
-    // A FIFO is opened O_NONBLOCK and refused after fstat: the load returns at once (without the fix it blocks
-    // forever waiting for a writer; the time limit makes that a failure).
-    @Test(.timeLimit(.minutes(1)), arguments: StateDirectory.stateFileNames)
+    // A FIFO is opened O_NONBLOCK and refused after fstat: the load returns at once. A load that blocks (an open
+    // waiting for a writer) fails the test after 10 s, and is then released by opening the FIFO for writing.
+    @Test(arguments: StateDirectory.stateFileNames)
     func aFIFOIsMovedAsideWithoutHanging(name: String) throws {
         let directory = temporaryDirectory()
-        #expect(mkfifo(directory + "/" + name, 0o600) == 0)
-        try expectMovedAside(name, in: directory, reason: "is not a regular file (a FIFO)")
+        let path = directory + "/" + name
+        #expect(mkfifo(path, 0o600) == 0)
+        let done = DispatchSemaphore(value: 0)
+        let outcome = Mutex<(report: String?, loaded: Bool)?>(nil)
+        Thread.detachNewThread {
+            let result = try? self.load(name, in: directory)
+            outcome.withLock { $0 = result }
+            done.signal()
+        }
+        if done.wait(timeout: .now() + 10) == .timedOut {
+            Issue.record("loading a FIFO blocked")
+            let writer = open(path, O_WRONLY | O_NONBLOCK)
+            done.wait()
+            close(writer)
+            return
+        }
+        let (report, loaded) = try #require(outcome.withLock { $0 })
+        #expect(!loaded)
+        #expect(report?.contains("\(path) is not a regular file (a FIFO)") == true, "\(report ?? "no report")")
+        #expect(try names(directory).contains { $0.hasPrefix(name + ".corrupt-") })
+        #expect(!FileManager.default.fileExists(atPath: path))
     }
 
     @Test(arguments: StateDirectory.stateFileNames)
@@ -175,6 +195,48 @@ import Testing
         #expect(try StateDirectory.problems(state) == [])
     }
 
+    @Test func aLockNameTakenByADirectoryIsMovedAsideAndTheLockTaken() throws {
+        let state = temporaryDirectory() + "/state"
+        try StateDirectory.prepare(state)
+        #expect(mkdir(state + "/lock", 0o700) == 0)
+        let lock = try StateDirectory.open(state) { _ in }
+        var info = stat()
+        #expect(lstat(lock.path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG)
+        #expect(try names(state).contains { $0.hasPrefix("lock.corrupt-") })
+    }
+
+    /// System calls fail with a typed cause: the operation, the path and the errno, not only a message.
+    @Test func systemCallFailuresCarryTheErrno() throws {
+        let directory = temporaryDirectory()
+        let missing = directory + "/missing/file"
+        func cause(_ body: () throws -> Void) -> SystemError? {
+            do {
+                try body()
+                return nil
+            } catch let error as AgentError {
+                return error.code == .storage ? error.systemError : nil
+            } catch { return nil }
+        }
+        #expect(
+            cause { _ = try POSIX.openFile(missing, O_RDONLY | O_CLOEXEC) }
+                == SystemError("open", path: missing, errno: ENOENT))
+        #expect(cause { try POSIX.setMode(missing, 0o600) } == SystemError("chmod", path: missing, errno: ENOENT))
+        #expect(
+            cause { try POSIX.renameFile(missing, to: directory + "/x") }
+                == SystemError("rename", path: missing, errno: ENOENT))
+        #expect(cause { try POSIX.makeDirectory(missing, 0o700) } == SystemError("mkdir", path: missing, errno: ENOENT))
+        #expect(
+            cause { try POSIX.writeFileAtomically(missing, [1]) }
+                == SystemError("create", path: missing + ".tmp-\(getpid())", errno: ENOENT))
+        // A directory opened for reading fails at read with EISDIR.
+        #expect(
+            cause { _ = try POSIX.readFile(directory) } == SystemError("read", path: directory, errno: EISDIR))
+        // The message is the one the logs always had.
+        #expect(
+            AgentError.system("open", missing, errno: ENOENT).message == "open \(missing): No such file or directory")
+        #expect(try POSIX.makeDirectory(directory, 0o700) == false)
+    }
+
     @Test func checkConfigReportsOwnersOfTheStateDirectoryAndItsFiles() throws {
         guard geteuid() == 0 else { return }  // chown needs root
         let state = temporaryDirectory() + "/state"
@@ -219,7 +281,7 @@ import Testing
             ])
         chmod(path, 0o640)
         #expect(CheckConfigCommand.secretFileProblems(path, config: config, agentUID: uid) == [])
-        #expect(CheckConfigCommand.fileProblems(configPath: path, config: config) == [])
+        #expect(CheckConfigCommand.fileProblems(configPath: path, config: config) == ([], []))
         // Without a secret, the mode of the config is not a problem.
         config = try write(secret: false)
         chmod(path, 0o644)

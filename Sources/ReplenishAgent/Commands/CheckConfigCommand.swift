@@ -14,28 +14,44 @@ struct CheckConfigCommand: AsyncParsableCommand {
 
     @OptionGroup var options: ConfigOption
 
+    @Flag(
+        name: .long,
+        help: """
+            Before `run` (systemd's ExecStartPre): problems of the files inside the state directory, which `run` \
+            repairs or works around itself (a bad state file moved aside, a lax mode set to 600), are printed \
+            as notes and do not make the exit status 1, so they never keep the agent from starting.
+            """)
+    var beforeRun = false
+
     func run() async throws {
         var problems = Problems()
         let config = AgentConfig.parse(path: options.config, problems: &problems)
         var lines = problems.lines
+        var notes: [String] = []
         if let config {
-            lines += Self.fileProblems(configPath: options.config, config: config)
+            let found = Self.fileProblems(configPath: options.config, config: config)
+            lines += found.blocking
+            if beforeRun { notes = found.stateFiles } else { lines += found.stateFiles }
         }
         for line in lines { Output.error(line) }
+        for note in notes { Output.error("note: \(note) (run deals with it at start)") }
         guard lines.isEmpty else { throw ExitCode(1) }
         Output.line("config OK: \(options.config)")
     }
 
-    /// The problems of the files around a valid config: the state directory and its files (owners and modes),
-    /// and the config file itself when it holds `lwa.clientSecret`.
-    static func fileProblems(configPath: String, config: AgentConfig) -> [String] {
-        var lines: [String] = []
-        do { lines += try StateDirectory.problems(config.stateDirectory) } catch {
-            lines.append("stateDirectory: \(error.message)")
-        }
-        lines += secretFileProblems(
-            configPath, config: config, agentUID: StateDirectory.agentUID(config.stateDirectory))
-        return lines
+    /// The problems of the files around a valid config: `blocking`, the state directory itself (mode and owner,
+    /// which stop `run`) and the config file when it holds `lwa.clientSecret`; `stateFiles`, the files inside the
+    /// state directory (kind, owner, mode).
+    static func fileProblems(configPath: String, config: AgentConfig) -> (blocking: [String], stateFiles: [String]) {
+        var blocking: [String] = []
+        var stateFiles: [String] = []
+        let uid = StateDirectory.agentUID(config.stateDirectory)
+        do {
+            blocking += try StateDirectory.directoryProblems(config.stateDirectory, agentUID: uid)
+            stateFiles += try StateDirectory.fileProblems(config.stateDirectory, agentUID: uid)
+        } catch { blocking.append("stateDirectory: \(error.message)") }
+        blocking += secretFileProblems(configPath, config: config, agentUID: uid)
+        return (blocking, stateFiles)
     }
 
     /// A config that holds the client secret must not be readable by others, and must be owned by root or the

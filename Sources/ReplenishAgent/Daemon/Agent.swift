@@ -125,8 +125,12 @@ struct Agent {
                     try await LocalHTTPServer.serve(
                         at: .unix(path: path), group: group,
                         onBound: { _ in
-                            _ = chmod(path, 0o600)
-                            logger.info("control socket ready", metadata: ["control.socket": "\(path)"])
+                            // The umask already made it 0600; a failure here is worth a line, not a stop.
+                            do { try POSIX.setMode(path, 0o600) } catch {
+                                logger.warning("control socket mode", metadata: ["error": "\(error)"])
+                            }
+                            logger.info(
+                                "control socket ready", metadata: ["control.socket": "\(path)"])
                         }, handler: { request in await control.handle(request) })
                 })
         }

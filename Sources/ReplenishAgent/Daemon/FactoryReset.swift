@@ -69,7 +69,7 @@ struct FactoryReset<C: Clock>: Sendable where C.Duration == Duration {
     }
 
     static func shredMovedAside(stateDirectory: String) throws(AgentError) {
-        for name in try StateDirectory.entries(stateDirectory) where StateDirectory.isMovedAside(name) {
+        for name in try POSIX.directoryEntries(stateDirectory) where StateDirectory.isMovedAside(name) {
             try POSIX.shred(POSIX.join(stateDirectory, name))
         }
     }

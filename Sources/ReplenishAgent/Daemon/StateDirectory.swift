@@ -30,9 +30,9 @@ enum StateDirectory {
                 // Parents are ordinary directories (0755); only the state directory itself is private.
                 try createParents(parent)
             }
-            if mkdir(path, 0o700) != 0 && errno != EEXIST { throw POSIX.storageError("mkdir", path) }
+            try POSIX.makeDirectory(path, 0o700)
             // mkdir's mode is filtered by the umask; set exactly 0700.
-            if chmod(path, 0o700) != 0 { throw POSIX.storageError("chmod", path) }
+            try POSIX.setMode(path, 0o700)
         }
         let problems = try directoryProblems(path, agentUID: geteuid())
         if let first = problems.first { throw AgentError(.storage, first) }
@@ -41,92 +41,63 @@ enum StateDirectory {
     private static func createParents(_ path: String) throws(AgentError) {
         let parent = POSIX.parentDirectory(of: path)
         if parent != path, try POSIX.status(parent) == nil { try createParents(parent) }
-        if mkdir(path, 0o755) != 0 && errno != EEXIST { throw POSIX.storageError("mkdir", path) }
+        try POSIX.makeDirectory(path, 0o755)
     }
 
     /// Takes the state directory's lock without waiting: `flock` on `<path>/lock`, opened `O_CLOEXEC` so no
     /// child inherits it. The kernel drops the lock when the process ends, however it ends, so a killed agent
     /// never leaves a stale lock. A lock file that is not a regular file is moved aside once and made anew.
     static func lock(_ path: String) throws(AgentError) -> StateDirectoryLock {
-        let file = POSIX.join(path, lockFileName)
-        var fd = try openLockFile(file)
-        if fd < 0 {
-            let aside = try StateFile.moveAside(file)
-            fd = try openLockFile(file)
-            if fd < 0 { throw AgentError(.storage, "\(file) cannot be made a regular file (the old one is \(aside))") }
-        }
-        if POSIX.retryingEINTR({ flock(fd, LOCK_EX | LOCK_NB) }) != 0 {
-            let error = errno
-            let holder = readPID(fd)
-            close(fd)
-            if error == EWOULDBLOCK {
-                throw AgentError(
-                    .storage,
-                    "another replenish-agent (pid \(holder.map(String.init) ?? "unknown")) is running on \(path)")
+        let name = POSIX.join(path, lockFileName)
+        let file: POSIX.OpenFile
+        if let opened = try openLockFile(name) {
+            file = opened
+        } else {
+            let aside = try StateFile.moveAside(name)
+            guard let opened = try openLockFile(name) else {
+                throw AgentError(.storage, "\(name) cannot be made a regular file (the old one is \(aside))")
             }
-            throw POSIX.storageError("flock", file, error)
+            file = opened
+        }
+        guard try file.tryLock() else {
+            let holder = (try? file.readPrefix(32)).flatMap {
+                Int(String(decoding: $0, as: UTF8.self).split(separator: "\n").first ?? "")
+            }
+            throw AgentError(
+                .storage, "another replenish-agent (pid \(holder.map(String.init) ?? "unknown")) is running on \(path)")
         }
         // The pid is only for the message above: the lock itself is the flock, not the file's content.
-        let pid = Array("\(getpid())\n".utf8)
-        let truncated = POSIX.retryingEINTR { ftruncate(fd, 0) } == 0
-        let written = pid.withUnsafeBytes { buffer in
-            POSIX.retryingEINTR { pwrite(fd, buffer.baseAddress, buffer.count, 0) }
-        }
-        if !truncated || written != pid.count {
-            let error = errno
-            close(fd)
-            throw POSIX.storageError("write", file, error)
-        }
-        return StateDirectoryLock(path: file, descriptor: fd)
+        try file.replaceContents(Array("\(getpid())\n".utf8))
+        return StateDirectoryLock(file: file)
     }
 
-    /// Opens (creating, 0600) the lock file; -1 when the name is taken by something that is not a regular file.
-    private static func openLockFile(_ file: String) throws(AgentError) -> Int32 {
-        let fd = POSIX.retryingEINTR { Glibc.open(file, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0o600) }
-        if fd < 0 {
-            let error = errno
-            if [ELOOP, EISDIR, ENXIO, ENODEV].contains(error) { return -1 }
-            throw POSIX.storageError("open", file, error)
+    /// Opens (creating, 0600) the lock file; nil when the name is taken by something that is not a regular file.
+    private static func openLockFile(_ name: String) throws(AgentError) -> POSIX.OpenFile? {
+        let file: POSIX.OpenFile
+        do {
+            file = try POSIX.openFile(name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, mode: 0o600)
+        } catch {
+            if let code = error.systemError?.errno, [ELOOP, EISDIR, ENXIO, ENODEV].contains(code) { return nil }
+            throw error
         }
-        var info = stat()
-        if fstat(fd, &info) != 0 {
-            let error = errno
-            close(fd)
-            throw POSIX.storageError("fstat", file, error)
-        }
-        if (info.st_mode & S_IFMT) != S_IFREG {
-            close(fd)
-            return -1
-        }
-        return fd
-    }
-
-    private static func readPID(_ fd: Int32) -> Int? {
-        var buffer = [UInt8](repeating: 0, count: 32)
-        let count = buffer.withUnsafeMutableBytes { raw in
-            POSIX.retryingEINTR { pread(fd, raw.baseAddress, raw.count, 0) }
-        }
-        guard count > 0 else { return nil }
-        let text = String(decoding: buffer[0..<count], as: UTF8.self)
-        return Int(text.split(separator: "\n").first ?? "")
+        return (try file.status().st_mode & S_IFMT) == S_IFREG ? file : nil
     }
 
     /// What a killed agent or a careless hand may have left, dealt with under the lock before any state is read:
     /// temp files of an interrupted write (`NAME.tmp-<pid>`) are removed; a regular file of the agent's own with
-    /// a lax mode is set to 0600; anything else odd (another owner, not a regular file) is reported and left,
-    /// except the state files themselves, whose loaders move a bad one aside with the reason. Nothing here stops
-    /// the agent: a restart could not fix it either.
+    /// another mode than 0600 (group or other bits, or one the agent cannot read) is set to 0600; anything else
+    /// odd (another owner, not a regular file) is reported and left, except the state files themselves, whose
+    /// loaders move a bad one aside with the reason. Nothing here stops the agent: a restart could not fix it.
     static func sweep(_ path: String, report: (String) -> Void) throws(AgentError) {
-        for name in try entries(path) {
+        for name in try POSIX.directoryEntries(path) {
             let file = POSIX.join(path, name)
             guard let info = try POSIX.linkStatus(file) else { continue }
             let kind = info.st_mode & S_IFMT
             if isTempFile(name) {
-                if unlink(file) == 0 {
+                do {
+                    try POSIX.unlinkEntry(file)
                     report("state directory: removed \(file), left by an interrupted write")
-                } else {
-                    report("state directory: cannot remove \(file): \(POSIX.describe(errno))")
-                }
+                } catch { report("state directory: cannot remove \(file): \(error.message)") }
                 continue
             }
             // Sockets are bound anew at each start; a moved-aside copy was reported when it was moved.
@@ -137,9 +108,11 @@ enum StateDirectory {
                 if !stateFileNames.contains(name) {
                     report("state directory: \(file) is owned by uid \(info.st_uid), not the agent's uid \(geteuid())")
                 }
-            } else if info.st_mode & 0o077 != 0 {
-                if chmod(file, 0o600) != 0 { throw POSIX.storageError("chmod", file) }
-                report("state directory: \(file) had mode \(octal(info.st_mode & 0o777)); set to 600")
+            } else if info.st_mode & 0o777 != 0o600 {
+                do {
+                    try POSIX.setMode(file, 0o600)
+                    report("state directory: \(file) had mode \(octal(info.st_mode & 0o777)); set to 600")
+                } catch { report("state directory: \(file) has mode \(octal(info.st_mode & 0o777)): \(error.message)") }
             }
         }
         try POSIX.syncDirectory(path)
@@ -158,11 +131,16 @@ enum StateDirectory {
     /// this process's (when checked as root, the state directory's owner: a root shell checking an agent that
     /// runs as its own user).
     static func problems(_ path: String, agentUID: uid_t? = nil) throws(AgentError) -> [String] {
-        guard let info = try POSIX.status(path) else { return [] }
         let uid = agentUID ?? self.agentUID(path)
-        var problems = try directoryProblems(path, agentUID: uid)
-        guard (info.st_mode & S_IFMT) == S_IFDIR else { return problems }
-        for name in try entries(path) where !isMovedAside(name) {
+        return try directoryProblems(path, agentUID: uid) + fileProblems(path, agentUID: uid)
+    }
+
+    /// The problems of the files in the directory (kind, owner, mode), one line each naming the file. None of
+    /// them stops `run`: it moves a bad state file aside, sets its own files to 0600 and logs the rest.
+    static func fileProblems(_ path: String, agentUID uid: uid_t) throws(AgentError) -> [String] {
+        guard let info = try POSIX.status(path), (info.st_mode & S_IFMT) == S_IFDIR else { return [] }
+        var problems: [String] = []
+        for name in try POSIX.directoryEntries(path) where !isMovedAside(name) {
             let file = POSIX.join(path, name)
             guard let fileInfo = try POSIX.linkStatus(file) else { continue }
             let kind = fileInfo.st_mode & S_IFMT
@@ -202,20 +180,6 @@ enum StateDirectory {
         return problems
     }
 
-    /// The names in the directory, without `.` and `..`.
-    static func entries(_ path: String) throws(AgentError) -> [String] {
-        guard let directory = opendir(path) else { throw POSIX.storageError("opendir", path) }
-        defer { closedir(directory) }
-        var names: [String] = []
-        while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) {
-                String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
-            }
-            if name != "." && name != ".." { names.append(name) }
-        }
-        return names.sorted()
-    }
-
     /// `NAME.tmp-<pid>`, as `POSIX.writeFileAtomically` names its temp files.
     static func isTempFile(_ name: String) -> Bool {
         guard let range = name.ranges(of: ".tmp-").last else { return false }
@@ -231,15 +195,12 @@ enum StateDirectory {
 
 /// The held lock of a state directory (see `StateDirectory.lock`); released when this value goes.
 final class StateDirectoryLock: Sendable {
-    let path: String
-    private let descriptor: Int32
+    private let file: POSIX.OpenFile
 
-    init(path: String, descriptor: Int32) {
-        self.path = path
-        self.descriptor = descriptor
-    }
+    init(file: POSIX.OpenFile) { self.file = file }
 
-    deinit { close(descriptor) }
+    /// The lock file's path.
+    var path: String { file.path }
 }
 
 extension Character {

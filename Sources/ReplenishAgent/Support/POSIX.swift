@@ -4,8 +4,10 @@
     import Darwin
 #endif
 
-/// Small helpers over the POSIX calls the agent makes; `-1`/errno becomes an `AgentError` naming the
-/// operation and the path.
+/// The agent's boundary with the system calls of files and directories: every `-1`/errno becomes an
+/// `AgentError` (code `storage`) naming the operation and the path, with a `SystemError` carrying the errno as
+/// its cause; `EINTR` is retried in one helper. State files, the state directory and the token store call
+/// these instead of the raw functions.
 enum POSIX {
     /// The text of an errno value.
     static func describe(_ error: Int32) -> String { String(cString: strerror(error)) }
@@ -21,7 +23,117 @@ enum POSIX {
     }
 
     static func storageError(_ operation: String, _ path: String, _ error: Int32 = errno) -> AgentError {
-        AgentError(.storage, "\(operation) \(path): \(describe(error))")
+        AgentError.system(operation, path, errno: error)
+    }
+
+    /// An open file descriptor, closed when this value goes (a `close` error on a descriptor only read from or
+    /// locked says nothing the caller could act on; writes are made durable with `fsync` before).
+    final class OpenFile: Sendable {
+        let path: String
+        let descriptor: Int32
+
+        fileprivate init(path: String, descriptor: Int32) {
+            self.path = path
+            self.descriptor = descriptor
+        }
+
+        deinit { close(descriptor) }
+
+        /// `fstat` of the descriptor: what was opened, not what the path names now.
+        func status() throws(AgentError) -> stat {
+            var info = stat()
+            if fstat(descriptor, &info) != 0 { throw storageError("fstat", path) }
+            return info
+        }
+
+        /// Reads to the end; nil when there is more than `limit` bytes.
+        func readAll(limit: Int) throws(AgentError) -> [UInt8]? {
+            var bytes: [UInt8] = []
+            var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+            while true {
+                let count = chunk.withUnsafeMutableBytes { buffer in
+                    retryingEINTR { read(descriptor, buffer.baseAddress, buffer.count) }
+                }
+                if count < 0 { throw storageError("read", path) }
+                if count == 0 { return bytes }
+                bytes.append(contentsOf: chunk[0..<count])
+                if bytes.count > limit { return nil }
+            }
+        }
+
+        /// Up to `count` bytes from the start of the file (without moving the offset).
+        func readPrefix(_ count: Int) throws(AgentError) -> [UInt8] {
+            var buffer = [UInt8](repeating: 0, count: count)
+            let read = buffer.withUnsafeMutableBytes { raw in
+                retryingEINTR { pread(descriptor, raw.baseAddress, raw.count, 0) }
+            }
+            if read < 0 { throw storageError("read", path) }
+            return Array(buffer[0..<read])
+        }
+
+        /// Makes `bytes` the whole content of the file (truncate, then write at offset 0).
+        func replaceContents(_ bytes: [UInt8]) throws(AgentError) {
+            if retryingEINTR({ ftruncate(descriptor, 0) }) != 0 { throw storageError("ftruncate", path) }
+            var written = 0
+            while written < bytes.count {
+                let count = bytes.withUnsafeBytes { buffer in
+                    retryingEINTR {
+                        pwrite(descriptor, buffer.baseAddress! + written, buffer.count - written, off_t(written))
+                    }
+                }
+                if count < 0 { throw storageError("write", path) }
+                written += count
+            }
+        }
+
+        /// Takes an exclusive `flock` without waiting: false when another open file description holds one.
+        func tryLock() throws(AgentError) -> Bool {
+            if retryingEINTR({ flock(descriptor, LOCK_EX | LOCK_NB) }) == 0 { return true }
+            if errno == EWOULDBLOCK { return false }
+            throw storageError("flock", path)
+        }
+    }
+
+    /// `open(2)` with `flags` (add `O_CLOEXEC`); the error's `systemError` carries the errno (`ENOENT`, …).
+    static func openFile(_ path: String, _ flags: Int32, mode: mode_t = 0) throws(AgentError) -> OpenFile {
+        let fd = retryingEINTR { open(path, flags, mode) }
+        if fd < 0 { throw storageError("open", path) }
+        return OpenFile(path: path, descriptor: fd)
+    }
+
+    static func renameFile(_ from: String, to: String) throws(AgentError) {
+        if rename(from, to) != 0 { throw storageError("rename", from) }
+    }
+
+    static func setMode(_ path: String, _ mode: mode_t) throws(AgentError) {
+        if chmod(path, mode) != 0 { throw storageError("chmod", path) }
+    }
+
+    /// `mkdir`; false when something already has that name.
+    @discardableResult
+    static func makeDirectory(_ path: String, _ mode: mode_t) throws(AgentError) -> Bool {
+        if mkdir(path, mode) == 0 { return true }
+        if errno == EEXIST { return false }
+        throw storageError("mkdir", path)
+    }
+
+    /// `unlink`; a missing file is not an error. Not made durable (see `removeFile`).
+    static func unlinkEntry(_ path: String) throws(AgentError) {
+        if unlink(path) != 0 && errno != ENOENT { throw storageError("unlink", path) }
+    }
+
+    /// The names in a directory, without `.` and `..`, sorted.
+    static func directoryEntries(_ path: String) throws(AgentError) -> [String] {
+        guard let directory = opendir(path) else { throw storageError("opendir", path) }
+        defer { closedir(directory) }
+        var names: [String] = []
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) {
+                String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names.sorted()
     }
 
     /// `stat`, or nil when the path does not exist.
@@ -56,23 +168,15 @@ enum POSIX {
 
     /// Reads a whole file, or nil when it does not exist. Refuses files over `limit` bytes.
     static func readFile(_ path: String, limit: Int = 1 << 20) throws(AgentError) -> [UInt8]? {
-        let fd = retryingEINTR { open(path, O_RDONLY | O_CLOEXEC) }
-        if fd < 0 {
-            if errno == ENOENT { return nil }
-            throw storageError("open", path)
+        let file: OpenFile
+        do { file = try openFile(path, O_RDONLY | O_CLOEXEC) } catch {
+            if error.systemError?.errno == ENOENT { return nil }
+            throw error
         }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 16 * 1024)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { buffer in
-                retryingEINTR { read(fd, buffer.baseAddress, buffer.count) }
-            }
-            if count < 0 { throw storageError("read", path) }
-            if count == 0 { return bytes }
-            bytes.append(contentsOf: chunk[0..<count])
-            if bytes.count > limit { throw AgentError(.storage, "\(path) is larger than \(limit) bytes") }
+        guard let bytes = try file.readAll(limit: limit) else {
+            throw AgentError(.storage, "\(path) is larger than \(limit) bytes")
         }
+        return bytes
     }
 
     /// Writes `bytes` to `path` so that a reader (or a power cut) sees either the old file or the new one,
@@ -89,6 +193,7 @@ enum POSIX {
             }
             if count < 0 {
                 let error = errno
+                // Best effort: the write already failed, and a temp file left behind is removed at the next start.
                 close(fd)
                 unlink(temp)
                 throw storageError("write", temp, error)
@@ -102,6 +207,7 @@ enum POSIX {
             unlink(temp)
             throw storageError("fsync", temp, error)
         }
+        // fsync succeeded, so the data is on disk; a close error could add nothing to that.
         close(fd)
         if rename(temp, path) != 0 {
             let error = errno

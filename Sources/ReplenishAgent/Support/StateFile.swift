@@ -104,20 +104,24 @@ enum StateFile {
     {
         // O_NOFOLLOW: a symbolic link fails with ELOOP instead of being followed out of the state directory.
         // O_NONBLOCK: opening a FIFO for reading returns at once instead of waiting for a writer.
-        let fd = POSIX.retryingEINTR { open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY) }
-        if fd < 0 {
-            let error = errno
-            switch error {
+        let file: POSIX.OpenFile
+        do { file = try POSIX.openFile(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY) } catch {
+            switch error.systemError?.errno {
             case ENOENT: return .missing
             case ELOOP: return .unusable(reason: "is a symbolic link, not a regular file")
             case ENXIO, ENODEV: return .unusable(reason: "is not a regular file (a socket or a device)")
-            case EACCES, EPERM: return .unusable(reason: "cannot be opened: \(POSIX.describe(error))")
-            default: throw POSIX.storageError("open", path, error)
+            case let code? where code == EACCES || code == EPERM:
+                // Another owner's file the agent may not read is that owner's, not a state file. When the path
+                // itself cannot be looked at (`status` run by another user), that is thrown: the file may be fine.
+                guard let info = try POSIX.linkStatus(path) else { return .missing }
+                if info.st_uid != owner {
+                    return .unusable(reason: "is owned by uid \(info.st_uid), not the agent's uid \(owner)")
+                }
+                return .unusable(reason: "cannot be opened: \(POSIX.describe(code))")
+            default: throw error
             }
         }
-        defer { close(fd) }
-        var info = stat()
-        if fstat(fd, &info) != 0 { throw POSIX.storageError("fstat", path) }
+        let info = try file.status()
         if (info.st_mode & S_IFMT) != S_IFREG {
             return .unusable(reason: "is not a regular file (a \(POSIX.fileKind(info.st_mode)))")
         }
@@ -125,19 +129,11 @@ enum StateFile {
             return .unusable(reason: "is owned by uid \(info.st_uid), not the agent's uid \(owner)")
         }
         if Int(info.st_size) > limit { return .unusable(reason: "is larger than \(limit) bytes (\(info.st_size))") }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(Int(info.st_size))
-        var chunk = [UInt8](repeating: 0, count: 16 * 1024)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { buffer in
-                POSIX.retryingEINTR { Glibc.read(fd, buffer.baseAddress, buffer.count) }
-            }
-            if count < 0 { throw POSIX.storageError("read", path) }
-            if count == 0 { return .read(bytes) }
-            bytes.append(contentsOf: chunk[0..<count])
-            // The file grew while being read.
-            if bytes.count > limit { return .unusable(reason: "is larger than \(limit) bytes") }
+        // nil: the file grew past the limit while being read.
+        guard let bytes = try file.readAll(limit: limit) else {
+            return .unusable(reason: "is larger than \(limit) bytes")
         }
+        return .read(bytes)
     }
 
     /// Renames `path` to `path.corrupt-<epoch seconds>` (with a `-N` suffix when that name is taken) and returns
@@ -152,11 +148,11 @@ enum StateFile {
             aside = "\(base)-\(suffix)"
         }
         if let info = try POSIX.linkStatus(path), (info.st_mode & S_IFMT) == S_IFREG, info.st_uid == geteuid(),
-            info.st_mode & 0o077 != 0, chmod(path, 0o600) != 0
+            info.st_mode & 0o077 != 0
         {
-            throw POSIX.storageError("chmod", path)
+            try POSIX.setMode(path, 0o600)
         }
-        if rename(path, aside) != 0 { throw POSIX.storageError("rename", path) }
+        try POSIX.renameFile(path, to: aside)
         try POSIX.syncDirectory(POSIX.parentDirectory(of: path))
         return aside
     }

@@ -33,7 +33,8 @@ struct FileTokenStore: TokenStore {
         case .unusable(let why): reason = why
         }
         let aside = try StateFile.moveAside(path)
-        throw AgentError(.storage, "\(path) \(reason); it was moved to \(aside); the device must be paired again")
+        throw AgentError(
+            .storage, "state file \(path) \(reason); it was moved to \(aside); the device must be paired again")
     }
 
     /// Reads the token file without the side effects of `load` (no moving aside): for `status`, whose `owner`

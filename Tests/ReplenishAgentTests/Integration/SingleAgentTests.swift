@@ -89,4 +89,77 @@ import Testing
         #expect(agent.isRunning)
         harness.expectNoSecretsInAgentOutput()
     }
+
+    /// `check-config` names each file problem and exits 1; with `--before-run` (the unit's ExecStartPre) the
+    /// problems `run` deals with itself are notes, so they never keep the agent from starting and repairing them.
+    @Test func checkConfigNamesEachFileAndBeforeRunLetsTheAgentRepairThem() throws {
+        let harness = Harness()
+        let config = try harness.writeConfig(emulator: "http://127.0.0.1:9", pairingPort: try Harness.freePort())
+        let state = harness.directory + "/state"
+        #expect(mkdir(state, 0o700) == 0)
+        #expect(mkfifo(state + "/outbox.json", 0o600) == 0)
+        try "{}".write(toFile: state + "/status.json", atomically: false, encoding: .utf8)
+        chmod(state + "/status.json", 0o644)
+        let ok = try harness.run("replenish-agent", ["check-config", "--config", config])
+        #expect(ok.status == 1)
+        let lines = ok.error.split(separator: "\n").map(String.init)
+        #expect(lines.contains { $0.hasPrefix("stateDirectory: \(state)/outbox.json is a FIFO, not a regular file") })
+        #expect(lines.contains("stateDirectory: \(state)/status.json has mode 644; it must be 600"))
+        #expect(lines.count == 2, "\(lines)")
+
+        let beforeRun = try harness.run("replenish-agent", ["check-config", "--before-run", "--config", config])
+        #expect(beforeRun.status == 0)
+        #expect(beforeRun.error.split(separator: "\n").allSatisfy { $0.hasPrefix("note: stateDirectory: ") })
+        #expect(beforeRun.error.contains("\(state)/outbox.json is a FIFO"))
+
+        // The state directory itself open to others stops both, as it stops `run`.
+        chmod(state, 0o755)
+        let open = try harness.run("replenish-agent", ["check-config", "--before-run", "--config", config])
+        #expect(open.status == 1)
+        #expect(open.error.contains("stateDirectory: \(state) has mode 755; group and others must have no access"))
+    }
+
+    /// The agent as its own user (not root), as systemd runs it: another owner's 0600 token file cannot even be
+    /// opened, and is still moved aside for its owner instead of stopping the start.
+    @Test(.enabled(if: geteuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")))
+    func anAgentThatIsNotRootMovesAsideAFileItCannotOpen() throws {
+        let harness = Harness()
+        let emulator = try harness.startEmulator()
+        let pairingPort = try Harness.freePort()
+        let config = try harness.writeConfig(emulator: emulator, pairingPort: pairingPort)
+        let state = harness.directory + "/state"
+        let uid: uid_t = 4243
+        #expect(chown(harness.directory, uid, uid) == 0)
+        #expect(mkdir(state, 0o700) == 0 && chown(state, uid, uid) == 0)
+        let tokens = state + "/tokens.json"
+        try
+            #"{"version":1,"clientId":"c","refreshToken":"Atzr|fixture-refresh","accessToken":"Atza|fixture-access","accessTokenExpiresAt":1800000000,"accessTokenLifetime":3600}"#
+            .write(toFile: tokens, atomically: false, encoding: .utf8)
+        #expect(chmod(tokens, 0o600) == 0)  // root's, unreadable to the agent
+
+        let agent = Process()
+        agent.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        agent.arguments = [
+            "--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", Harness.binDirectory + "/replenish-agent", "run",
+            "--config", config,
+        ]
+        let log = harness.directory + "/agent-as-user.log"
+        FileManager.default.createFile(atPath: log, contents: nil)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
+        agent.standardOutput = handle
+        agent.standardError = handle
+        try agent.run()
+        defer {
+            if agent.isRunning { kill(agent.processIdentifier, SIGKILL) }
+        }
+        try harness.waitUntil("the pairing endpoints") { pairingServed(pairingPort) }
+        #expect(agent.isRunning)
+        let text = harness.read("agent-as-user.log")
+        #expect(text.contains("state file \(tokens) is owned by uid 0, not the agent's uid \(uid)"), "\(text)")
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: state).contains { $0.hasPrefix("tokens.json.corrupt-") }
+        )
+        #expect(!FileManager.default.fileExists(atPath: tokens))
+        harness.expectNoSecretsInAgentOutput()
+    }
 }
