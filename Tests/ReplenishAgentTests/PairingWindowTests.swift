@@ -45,11 +45,14 @@ import Testing
         #expect(apply(&window, .longPress, at(700)))
     }
 
-    @Test func theServiceServesOnlyWhileOpenAndTellsObservers() async throws {
+    @Test func theServiceServesOnlyWhileOpenAndPublishesItsState() async throws {
         let service = PairingWindowService(
             length: .seconds(600), clock: clock, wallTime: { 1_800_000_000 }, logger: .init(label: "test"))
         let seen = Mutex<[PairingWindowService<ManualClock>.State]>([])
-        await service.onChange { state in seen.withLock { $0.append(state) } }
+        // Follows the service's stream in its own task, as the LED and the status file do.
+        let changes = service.changes.subscribe()
+        let follower = Task { for await state in changes { seen.withLock { $0.append(state) } } }
+        defer { follower.cancel() }
         let serving = Mutex(0)
         let starts = Mutex(0)
         let answeredWaker = Mutex<Waker?>(nil)
@@ -67,7 +70,7 @@ import Testing
         await service.handle(.started(paired: false))
         #expect(await settle({ serving.withLock { $0 } == 1 }, attempts: 200_000))
         // (A "closed" may come first, when the loop looked before the start.)
-        #expect(seen.withLock { $0.last } == .init(open: true, closesAt: 1_800_000_600))
+        #expect(await settle({ seen.withLock { $0.last } == .init(open: true, closesAt: 1_800_000_600) }))
         #expect(seen.withLock { $0.filter(\.open).count } == 1)
         #expect(await settle({ clock.sleeperCount == 1 }, attempts: 200_000))
         clock.advance(by: .seconds(599))
@@ -75,7 +78,7 @@ import Testing
         #expect(serving.withLock { $0 } == 1)
         clock.advance(by: .seconds(1))
         #expect(await settle({ serving.withLock { $0 } == 0 }, attempts: 200_000))
-        #expect(seen.withLock { $0.last } == .init(open: false, closesAt: nil))
+        #expect(await settle({ seen.withLock { $0.last } == .init(open: false, closesAt: nil) }))
         #expect(await service.state == .init(open: false, closesAt: nil))
         // A long press opens it again; pairing closes it once the 204 is out.
         await service.handle(.longPress)

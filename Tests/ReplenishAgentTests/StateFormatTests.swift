@@ -127,9 +127,9 @@ import Testing
                 #expect(record.tokenState == nil && record.tokenStateReason == nil)
             case "status-v1.json":
                 #expect(record.slots["slot-2"] == StatusRecord.Slot(subscribed: false))
-                #expect(record.tokenState == "retry-wait" && record.tokenStateReason == "LWA answered 503")
+                #expect(record.tokenState == .retryWait && record.tokenStateReason == "LWA answered 503")
             default:
-                #expect(record.tokenState == "fresh")
+                #expect(record.tokenState == .fresh)
                 #expect(record.slots["slot-1"]?.lastEventInstanceId == nil)
             }
         }

@@ -106,11 +106,15 @@ import Testing
         let manager = try TokenManager(
             store: store, lwa: lwa(http), clock: clock, wallTime: wallTime,
             logger: .init(label: "test"))
-        let lost = Mutex(false)
-        await manager.onPairingLost { lost.withLock { $0 = true } }
+        let events = manager.events.subscribe()
         await #expect(throws: AgentError.self) { try await manager.accessToken() }
         #expect(store.tokens == nil)
-        #expect(lost.withLock { $0 })
+        // Published before the call returned: the stream holds it (finishing ends the stream after it).
+        manager.events.finish()
+        var seen: [TokenEvent] = []
+        for await event in events { seen.append(event) }
+        #expect(seen.contains(.pairingLost))
+        #expect(seen.last == .changed(.needsPairing(reason: "LWA refused the refresh token (invalid_grant)")))
         #expect(await manager.state == .needsPairing(reason: "LWA refused the refresh token (invalid_grant)"))
         await #expect(throws: AgentError.self) { try await manager.accessToken() }
         #expect(http.requests.count == 1)

@@ -53,7 +53,7 @@ struct StatusCommand: AsyncParsableCommand {
         var pairingState: String
         var pairingWindow: PairingWindow
         /// unpaired, fresh, refreshing, retry-wait or needs-pairing.
-        var tokenState: String
+        var tokenState: TokenState.Kind
         var tokenStateReason: String?
         var accessTokenExpiresAt: String?
         var accessTokenExpiresInSeconds: Int?
@@ -86,28 +86,29 @@ struct StatusCommand: AsyncParsableCommand {
                 lastResultAt: known?.lastResultAt.map(ISO8601.format), pending: entry.map { !$0.isParked } ?? false,
                 parkedReason: entry?.parkedReason)
         }
-        let tokenState: String
+        // The token file decides whether the device is paired; the recorded state says more only when it agrees.
+        let tokenState: TokenState.Kind
         if tokens != nil {
-            tokenState = record.tokenState.flatMap { ["unpaired", "needs-pairing"].contains($0) ? nil : $0 } ?? "fresh"
+            tokenState = record.tokenState.flatMap { $0.isPaired ? $0 : nil } ?? .fresh
         } else {
-            tokenState = record.tokenState == "needs-pairing" ? "needs-pairing" : "unpaired"
+            tokenState = record.tokenState == .needsPairing ? .needsPairing : .unpaired
         }
         // The agent writes when an open window closes; a time already past (or a paired device) is closed.
         let windowClosesAt = record.pairingWindowClosesAt.flatMap { tokens == nil && $0 > now ? $0 : nil }
         let windowState = windowClosesAt == nil ? "pairing window closed (a long press opens it)" : "pairing mode"
         let pairingState =
             switch tokenState {
-            case "needs-pairing":
+            case .needsPairing:
                 "needs pairing again (\(record.tokenStateReason ?? "LWA refused the refresh token")); \(windowState)"
-            case "unpaired": "not paired; \(windowState)"
-            default: "paired"
+            case .unpaired: "not paired; \(windowState)"
+            case .fresh, .refreshing, .retryWait: "paired"
             }
         return Report(
             serial: config.device.serial, phase: config.device.phase.rawValue, paired: tokens != nil,
             pairingState: pairingState,
             pairingWindow: .init(open: windowClosesAt != nil, closesAt: windowClosesAt.map(ISO8601.format)),
             tokenState: tokenState,
-            tokenStateReason: tokens != nil || tokenState == "needs-pairing" ? record.tokenStateReason : nil,
+            tokenStateReason: tokens != nil || tokenState == .needsPairing ? record.tokenStateReason : nil,
             accessTokenExpiresAt: tokens.map { ISO8601.format($0.accessTokenExpiresAt) },
             accessTokenExpiresInSeconds: tokens.map { Int(($0.accessTokenExpiresAt - now).rounded()) },
             pendingOrders: outbox.pending.count, parkedOrders: outbox.parked.count,

@@ -162,3 +162,10 @@ actor Duties<C: Clock> where C.Duration == Duration {
 private struct SubscriptionInfo: Decodable {
     var slotsSubscriptionStatus: [String: Bool]
 }
+
+extension Duties {
+    /// A new pairing makes the duties due at once.
+    nonisolated func follow(tokens: AsyncStream<TokenEvent>) async {
+        for await case .paired in tokens { await pairingChanged() }
+    }
+}

@@ -21,7 +21,7 @@ struct StatusRecord: Codable, Sendable, Equatable, StateFormat {
     var lastDeviceStatusAt: Double?
     var lastSubscriptionCheckAt: Double?
     /// The token lifecycle state (`TokenManager.State.name`) and its reason, as the daemon last saw them.
-    var tokenState: String?
+    var tokenState: TokenState.Kind?
     var tokenStateReason: String?
     /// When the open pairing window closes (wall-clock seconds); nil while it is closed.
     var pairingWindowClosesAt: Double?

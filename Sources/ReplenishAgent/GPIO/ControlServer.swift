@@ -1,4 +1,6 @@
 import FoundationEssentials
+import Logging
+import NIOCore
 
 /// The daemon's control socket (`control.sock` in the state directory, 0600: only the agent's user and root
 /// reach it). On every board it takes owner commands (`reset`); on the simulated board `replenish-agent press`
@@ -115,5 +117,20 @@ struct ControlServer: Sendable {
         return .json(
             200,
             Answer(ok: true, message: "\(input.name) is now \(request.active ? "low (active)" : "full (inactive)")"))
+    }
+}
+
+extension ControlServer {
+    /// Serves the control socket (mode 0600) at `path` until cancelled.
+    func serve(at path: String, group: any EventLoopGroup, logger: Logger) async throws {
+        try await LocalHTTPServer.serve(
+            at: .unix(path: path), group: group,
+            onBound: { _ in
+                // The umask already made it 0600; a failure here is worth a line, not a stop.
+                do { try POSIX.setMode(path, 0o600) } catch {
+                    logger.warning("control socket mode", metadata: ["error": "\(error)"])
+                }
+                logger.info("control socket ready", metadata: ["control.socket": "\(path)"])
+            }, handler: { request in await handle(request) })
     }
 }

@@ -25,7 +25,8 @@ actor OrderService<C: Clock> where C.Duration == Duration {
     private var saveFailures = 0
     /// Slots whose last try found no token to send with: they are tried again as soon as the tokens change.
     private var waitingForTokens: Set<String> = []
-    private var eventHandlers: [@Sendable (Event, Outbox) async -> Void] = []
+    /// Every order event with the outbox as it then is; published, never awaited.
+    nonisolated let updates = Broadcast<Update>()
 
     /// What happened to an order, for the LED and the logs.
     enum Event: Sendable, Equatable {
@@ -35,12 +36,14 @@ actor OrderService<C: Clock> where C.Duration == Duration {
         case parked(slot: String, reason: String)
     }
 
-    /// Called after every order event with the outbox as it then is.
-    func onEvent(_ handler: @escaping @Sendable (Event, Outbox) async -> Void) { eventHandlers.append(handler) }
+    /// An order event and the outbox right after it.
+    struct Update: Sendable {
+        var event: Event
+        var outbox: Outbox
+    }
 
-    private func publish(_ event: Event) async {
-        let outbox = outbox
-        for handler in eventHandlers { await handler(event, outbox) }
+    private func publish(_ event: Event) {
+        updates.publish(Update(event: event, outbox: outbox))
     }
 
     init(
@@ -82,7 +85,7 @@ actor OrderService<C: Clock> where C.Duration == Duration {
         if acceptance == .queued { notBefore[slot] = nil }
         logger.info("press accepted", metadata: ["order.slot": "\(slot)", "order.acceptance": "\(acceptance)"])
         waker.ring()
-        await publish(.queued(slot: slot))
+        publish(.queued(slot: slot))
         return acceptance
     }
 
@@ -147,7 +150,7 @@ actor OrderService<C: Clock> where C.Duration == Duration {
         saveOrRetryLater(next)
         for (slot, reason) in parked {
             logger.error("order parked", metadata: ["order.slot": "\(slot)", "order.reason": "\(reason)"])
-            await publish(.parked(slot: slot, reason: reason))
+            publish(.parked(slot: slot, reason: reason))
         }
         return true
     }
@@ -170,7 +173,7 @@ actor OrderService<C: Clock> where C.Duration == Duration {
                         slot, after: error.retryAfter ?? Backoff.tokenRefresh.minimum(attempt: 1),
                         reason: error.message, countAttempt: false)
                 }
-                await publish(.retrying(slot: slot, network: error.code == .network))
+                publish(.retrying(slot: slot, network: error.code == .network))
                 return
             }
             // "Sent, answer unknown" is durable before the call leaves: after a power cut the agent knows it
@@ -210,7 +213,7 @@ actor OrderService<C: Clock> where C.Duration == Duration {
                     record.slots[slot, default: .init()].lastResultAt = at
                     record.slots[slot, default: .init()].lastEventInstanceId = eventInstanceId
                 }
-                await publish(.acknowledged(slot: slot, detailCode: detailCode))
+                publish(.acknowledged(slot: slot, detailCode: detailCode))
                 return
             case .refreshTokenAndRetry:
                 refreshed = true
@@ -219,15 +222,15 @@ actor OrderService<C: Clock> where C.Duration == Duration {
                     schedule(
                         slot, after: error.retryAfter ?? Backoff.orders.delay(attempt: attempt, using: &random),
                         reason: error.message, countAttempt: true)
-                    await publish(.retrying(slot: slot, network: error.code == .network))
+                    publish(.retrying(slot: slot, network: error.code == .network))
                     return
                 }
             case .retry(let delay, let reason):
                 schedule(slot, after: delay, reason: reason, countAttempt: true)
                 if case .failure(let error) = result {
-                    await publish(.retrying(slot: slot, network: error.code == .network))
+                    publish(.retrying(slot: slot, network: error.code == .network))
                 } else {
-                    await publish(.retrying(slot: slot, network: false))
+                    publish(.retrying(slot: slot, network: false))
                 }
                 return
             case .park(let reason):
@@ -241,7 +244,7 @@ actor OrderService<C: Clock> where C.Duration == Duration {
                     record.slots[slot, default: .init()].lastResultAt = at
                     if reason == "not subscribed" { record.slots[slot, default: .init()].subscribed = false }
                 }
-                await publish(.parked(slot: slot, reason: reason))
+                publish(.parked(slot: slot, reason: reason))
                 return
             }
         }
@@ -285,5 +288,12 @@ actor OrderService<C: Clock> where C.Duration == Duration {
                 metadata: ["error": "\(error.message)", "order.retryIn": "\(delay.components.seconds)s"])
             return false
         }
+    }
+}
+
+extension OrderService {
+    /// New tokens (a pairing, a refresh) let the entries that waited for them go at once.
+    nonisolated func follow(tokens: AsyncStream<TokenEvent>) async {
+        for await case .changed in tokens { await poke() }
     }
 }

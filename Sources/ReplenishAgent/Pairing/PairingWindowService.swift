@@ -1,8 +1,8 @@
 import Logging
 
 /// Opens the pairing port while the `PairingWindow` is open and closes it when the window closes (time up,
-/// or paired). Thin: every decision is the window's; this only applies events at the clock's time, tells
-/// observers (LED, status), and starts and stops the server.
+/// or paired). Thin: every decision is the window's; this only applies events at the clock's time, publishes
+/// its state (LED, status), and starts and stops the server.
 actor PairingWindowService<C: Clock> where C.Duration == Duration {
     /// What observers see: open or not, and when it closes (wall-clock seconds since 1970).
     struct State: Sendable, Equatable {
@@ -15,7 +15,8 @@ actor PairingWindowService<C: Clock> where C.Duration == Duration {
     private let wallTime: @Sendable () -> Double
     private let logger: Logger
     private let waker = Waker()
-    private var observers: [@Sendable (State) async -> Void] = []
+    /// The window's state at every change (and once at the first event); published, never awaited.
+    nonisolated let changes = Broadcast<State>()
     private var published: State?
 
     init(length: Duration, clock: C, wallTime: @escaping @Sendable () -> Double, logger: Logger) {
@@ -24,9 +25,6 @@ actor PairingWindowService<C: Clock> where C.Duration == Duration {
         self.wallTime = wallTime
         self.logger = logger
     }
-
-    /// Called with the state at every change (and once at the first event).
-    func onChange(_ observer: @escaping @Sendable (State) async -> Void) { observers.append(observer) }
 
     var state: State {
         let now = clock.now
@@ -49,7 +47,7 @@ actor PairingWindowService<C: Clock> where C.Duration == Duration {
             logger.notice("pairing window closed", metadata: ["pairing.window.event": "\(event)"])
         }
         waker.ring()
-        await publish()
+        publish()
     }
 
     /// Closes the window if its time is up; returns when it closes (nil: closed).
@@ -60,15 +58,15 @@ actor PairingWindowService<C: Clock> where C.Duration == Duration {
         if wasOpen && window.closesAt == nil && !window.paired {
             logger.notice("pairing window closed: time is up; a long press on the button opens it again")
         }
-        await publish()
+        publish()
         return window.closesAt
     }
 
-    private func publish() async {
+    private func publish() {
         let current = state
         guard current != published else { return }
         published = current
-        for observer in observers { await observer(current) }
+        changes.publish(current)
     }
 
     /// Serves (`serve`, until cancelled) while the window is open. `serve` rings its `answered` waker once
@@ -103,5 +101,18 @@ actor PairingWindowService<C: Clock> where C.Duration == Duration {
 
     static func seconds(_ duration: Duration) -> Double {
         Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+}
+
+extension PairingWindowService {
+    /// A pairing closes the window; a lost pairing opens it.
+    nonisolated func follow(tokens: AsyncStream<TokenEvent>) async {
+        for await event in tokens {
+            switch event {
+            case .paired: await handle(.paired)
+            case .pairingLost: await handle(.pairingLost)
+            case .changed: break
+            }
+        }
     }
 }

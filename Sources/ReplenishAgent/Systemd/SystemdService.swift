@@ -23,10 +23,9 @@ enum SystemdService {
         let status = SystemdStatus<C>(
             notifier: notifier, token: await tokens.state, pending: outbox.pending.count,
             parked: outbox.parked.count)
-        await tokens.onChange { state in await status.update(token: state) }
-        await orders.onEvent { _, outbox in
-            await status.update(pending: outbox.pending.count, parked: outbox.parked.count)
-        }
+        // Subscribed now, before any service starts, so the line misses no change.
+        let tokenEvents = tokens.events.subscribe()
+        let orderUpdates = orders.updates.subscribe()
         var probes = [
             // A job on NIO's event loop (pairing endpoints, control socket) runs.
             HealthProbe(name: "event loop") { (try? await group.next().submit {}.get()) != nil },
@@ -46,26 +45,54 @@ enum SystemdService {
         }
         let healthProbes = probes
         return LoopService(name: "systemd") {
-            if let failure = await status.ready() { logger.warning("systemd: \(failure)") }
-            if let interval = notifier.watchdogInterval {
-                logger.info("systemd watchdog on", metadata: ["watchdog.ping": "\(interval)"])
-                let pinger = WatchdogPinger(
-                    interval: interval, clock: ContinuousClock(), probes: healthProbes,
-                    ping: {
-                        if let failure = notifier.watchdog() { logger.warning("systemd watchdog: \(failure)") }
-                    },
-                    onHealthChange: { failing in
-                        if let failing {
-                            logger.error("systemd watchdog: \(failing) is not answering; no more pings")
-                        } else {
-                            logger.notice("systemd watchdog: healthy again; pinging")
-                        }
-                    })
-                await pinger.run()
-            } else {
-                while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
+            await withDiscardingTaskGroup { tasks in
+                tasks.addTask { await status.follow(tokens: tokenEvents, orders: orderUpdates) }
+                await runNotifications(
+                    notifier: notifier, status: status, probes: healthProbes, logger: logger)
+                tasks.cancelAll()
             }
-            _ = await status.stopping()
+        }
+    }
+
+    /// READY=1, then watchdog pings while every probe answers, then STOPPING=1 when cancelled.
+    private static func runNotifications<C: Clock>(
+        notifier: SystemdNotifier, status: SystemdStatus<C>, probes healthProbes: [HealthProbe], logger: Logger
+    ) async where C.Duration == Duration {
+        if let failure = await status.ready() { logger.warning("systemd: \(failure)") }
+        if let interval = notifier.watchdogInterval {
+            logger.info("systemd watchdog on", metadata: ["watchdog.ping": "\(interval)"])
+            let pinger = WatchdogPinger(
+                interval: interval, clock: ContinuousClock(), probes: healthProbes,
+                ping: {
+                    if let failure = notifier.watchdog() { logger.warning("systemd watchdog: \(failure)") }
+                },
+                onHealthChange: { failing in
+                    if let failing {
+                        logger.error("systemd watchdog: \(failing) is not answering; no more pings")
+                    } else {
+                        logger.notice("systemd watchdog: healthy again; pinging")
+                    }
+                })
+            await pinger.run()
+        } else {
+            while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
+        }
+        _ = await status.stopping()
+    }
+}
+
+extension SystemdStatus {
+    /// Keeps the STATUS= line up to date with the token state and the outbox.
+    nonisolated func follow(tokens: AsyncStream<TokenEvent>, orders: AsyncStream<OrderService<C>.Update>) async {
+        await withDiscardingTaskGroup { group in
+            group.addTask {
+                for await case .changed(let state) in tokens { await self.update(token: state) }
+            }
+            group.addTask {
+                for await update in orders {
+                    await self.update(pending: update.outbox.pending.count, parked: update.outbox.parked.count)
+                }
+            }
         }
     }
 }

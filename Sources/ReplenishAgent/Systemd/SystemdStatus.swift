@@ -1,8 +1,7 @@
 /// The `STATUS=` line `systemctl status replenish-agent` shows: pairing and token state, and the outbox.
 /// Never a token or any other secret (the token state's reason is the one `status` prints too).
 enum SystemdStatusLine {
-    static func text<C: Clock>(token: TokenManager<C>.State, pending: Int, parked: Int) -> String
-    where C.Duration == Duration {
+    static func text(token: TokenState, pending: Int, parked: Int) -> String {
         var orders = "\(pending) order\(pending == 1 ? "" : "s") pending"
         if parked > 0 { orders += ", \(parked) parked" }
         switch token {
@@ -23,7 +22,7 @@ enum SystemdStatusLine {
 /// Keeps the latest facts for the `STATUS=` line and sends the line to systemd whenever its text changes.
 actor SystemdStatus<C: Clock> where C.Duration == Duration {
     private let notifier: SystemdNotifier
-    private var token: TokenManager<C>.State
+    private var token: TokenState
     private var pending: Int
     private var parked: Int
     /// Lines go out only between READY and STOPPING.
@@ -34,7 +33,7 @@ actor SystemdStatus<C: Clock> where C.Duration == Duration {
     }
     private var phase = Phase.starting
 
-    init(notifier: SystemdNotifier, token: TokenManager<C>.State, pending: Int, parked: Int) {
+    init(notifier: SystemdNotifier, token: TokenState, pending: Int, parked: Int) {
         self.notifier = notifier
         self.token = token
         self.pending = pending
@@ -43,7 +42,7 @@ actor SystemdStatus<C: Clock> where C.Duration == Duration {
 
     var text: String { SystemdStatusLine.text(token: token, pending: pending, parked: parked) }
 
-    func update(token: TokenManager<C>.State) {
+    func update(token: TokenState) {
         self.token = token
         publish()
     }

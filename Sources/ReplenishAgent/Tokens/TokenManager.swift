@@ -5,32 +5,7 @@ import Logging
 /// durably before the new access token is used. `invalid_grant` means the customer removed the device: the
 /// tokens are wiped and the agent goes back to pairing mode.
 actor TokenManager<C: Clock> where C.Duration == Duration {
-    /// The lifecycle: unpaired → fresh → refreshing → (fresh | retry-wait | needs-pairing). What `status`
-    /// shows of the tokens (never a token).
-    enum State: Sendable, Equatable {
-        case unpaired
-        case fresh(expiresAt: Double)
-        case refreshing(expiresAt: Double)
-        case retryWait(expiresAt: Double, reason: String)
-        case needsPairing(reason: String)
-
-        var name: String {
-            switch self {
-            case .unpaired: "unpaired"
-            case .fresh: "fresh"
-            case .refreshing: "refreshing"
-            case .retryWait: "retry-wait"
-            case .needsPairing: "needs-pairing"
-            }
-        }
-
-        var reason: String? {
-            switch self {
-            case .retryWait(_, let reason), .needsPairing(let reason): reason
-            default: nil
-            }
-        }
-    }
+    typealias State = TokenState
 
     private let store: any TokenStore
     private let lwa: LWAClient
@@ -57,9 +32,8 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     /// The last refresh failure, until a refresh succeeds (the retry-wait state).
     private var lastFailure: String?
     private var jitter: Double
-    private var pairingLostHandlers: [@Sendable () async -> Void] = []
-    private var changeHandlers: [@Sendable (State) async -> Void] = []
-    private var pairedHandlers: [@Sendable () async -> Void] = []
+    /// What the token manager tells the services that follow it; published, never awaited.
+    nonisolated let events = Broadcast<TokenEvent>()
 
     init(
         store: any TokenStore, lwa: LWAClient, clock: C, wallTime: @escaping @Sendable () -> Double,
@@ -101,15 +75,6 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     /// The tag of the current pairing (nil when unpaired, or paired before tags existed).
     var pairingId: String? { tokens?.pairingId }
 
-    /// Called after the tokens are wiped because LWA no longer accepts them.
-    func onPairingLost(_ handler: @escaping @Sendable () async -> Void) { pairingLostHandlers.append(handler) }
-
-    /// Called after a pairing stored new tokens.
-    func onPaired(_ handler: @escaping @Sendable () async -> Void) { pairedHandlers.append(handler) }
-
-    /// Called after every change of `state` (pairing, refresh, loss).
-    func onChange(_ handler: @escaping @Sendable (State) async -> Void) { changeHandlers.append(handler) }
-
     /// Stores the tokens from a pairing durably, then starts using them.
     func install(_ grant: TokenGrant, clientId: String) async throws(AgentError) {
         guard let refreshToken = grant.refreshToken else {
@@ -127,8 +92,8 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
         clearRetryState()
         waker.ring()
         logger.info("paired", metadata: ["token.expiresIn": "\(Int(grant.expiresIn))"])
-        await notifyChange()
-        for handler in pairedHandlers { await handler() }
+        notifyChange()
+        events.publish(.paired)
     }
 
     /// Forgets the pairing on the customer's request (re-pairing from the button): wipes the tokens and
@@ -140,8 +105,8 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
         clearRetryState()
         waker.ring()
         logger.notice("pairing forgotten", metadata: ["token.reason": "\(reason)"])
-        await notifyChange()
-        for handler in pairingLostHandlers { await handler() }
+        notifyChange()
+        events.publish(.pairingLost)
     }
 
     /// An access token that is not expired, refreshing first when it is (or is about to be).
@@ -182,11 +147,11 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
         guard tokens != nil else { throw AgentError(.notPaired, "the device is not paired") }
         let task = Task { try await self.performRefresh(reason: reason) }
         inFlight = task
-        await notifyChange()
+        notifyChange()
         let result: Result<TokenSet, AgentError>
         do { result = .success(try await Self.value(of: task)) } catch { result = .failure(error) }
         inFlight = nil
-        await notifyChange()
+        notifyChange()
         return try result.get()
     }
 
@@ -243,7 +208,7 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
             lostReason = "LWA refused the refresh token (invalid_grant)"
             clearRetryState()
             waker.ring()
-            for handler in pairingLostHandlers { await handler() }
+            events.publish(.pairingLost)
             throw error
         } catch  where error.code == .notPaired {
             throw error
@@ -312,9 +277,8 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     /// True while the tokens in memory are newer than the token file.
     var hasUnsavedTokens: Bool { unsaved }
 
-    private func notifyChange() async {
-        let state = state
-        for handler in changeHandlers { await handler(state) }
+    private func notifyChange() {
+        events.publish(.changed(state))
     }
 
     /// Scheduled refreshes are at least this far apart, whatever lifetime LWA grants: an answer with a

@@ -6,7 +6,7 @@ import Testing
 /// The proof that a confirmed press ends as exactly one accepted replenish: many presses across three slots
 /// with a seeded 30 % fault rate on every LWA and DRS path and random SIGKILLs of the agent. Run by hand with
 /// `scripts/soak.sh [PRESSES] [SEED]` (1,000 presses by default); CI runs 200 as part of the tests.
-@Suite(.serialized) struct SoakTests {
+@Suite(.serialized, .onOwnThread) struct SoakTests {
     static let presses = Int(ProcessInfo.processInfo.environment["SOAK_PRESSES"] ?? "") ?? 200
     static let seed = UInt64(ProcessInfo.processInfo.environment["SOAK_SEED"] ?? "") ?? 20_261_122
 

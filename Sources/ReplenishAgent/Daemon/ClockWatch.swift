@@ -1,0 +1,17 @@
+import Logging
+
+/// A board without a battery clock starts in 1970: once NTP sets the time, what failed meanwhile (TLS
+/// "certificate not yet valid") is retried at once instead of at the end of a long backoff.
+enum ClockWatch {
+    static func run<C: Clock>(
+        clock: C, logger: Logger, isTrusted: @escaping @Sendable () -> Bool = { WallClock.isTrusted() },
+        whenSet: @Sendable () async -> Void
+    ) async throws where C.Duration == Duration {
+        guard !isTrusted() else { return await Waker().wait(timeout: nil, clock: clock) }
+        logger.notice("the wall clock is not set yet (before this build's date); waiting for it")
+        while !isTrusted() && !Task.isCancelled { try await clock.sleep(for: .seconds(2)) }
+        logger.notice("the wall clock is set now; retrying what waited for it")
+        await whenSet()
+        await Waker().wait(timeout: nil, clock: clock)
+    }
+}

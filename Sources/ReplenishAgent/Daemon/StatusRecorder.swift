@@ -1,0 +1,24 @@
+/// Writes what `status` reads of the running daemon into the status file: the token state (never a token)
+/// and when the pairing window closes. It follows the streams in its own task, so no token or window change
+/// waits for this file's fsync.
+enum StatusRecorder {
+    static func follow<C: Clock>(
+        status: StatusBook, tokens: AsyncStream<TokenEvent>, window: AsyncStream<PairingWindowService<C>.State>
+    ) async where C.Duration == Duration {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for await case .changed(let state) in tokens {
+                    try? await status.update { record in
+                        record.tokenState = state.kind
+                        record.tokenStateReason = state.reason
+                    }
+                }
+            }
+            group.addTask {
+                for await state in window {
+                    try? await status.update { $0.pairingWindowClosesAt = state.closesAt }
+                }
+            }
+        }
+    }
+}

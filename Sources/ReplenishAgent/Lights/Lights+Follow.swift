@@ -1,0 +1,58 @@
+/// The LED follows the token lifecycle, the outbox and the pairing window through their streams.
+extension Lights {
+    /// The facts known before the streams say anything (the state files as loaded).
+    func start(paired: Bool, outbox: Outbox) {
+        update { facts in
+            facts.paired = paired
+            facts.pendingOrders = outbox.pending.count
+            facts.parkedOrders = outbox.parked.count
+        }
+    }
+
+    /// Applies every event until the streams end or the task is cancelled.
+    nonisolated func follow(
+        tokens: AsyncStream<TokenEvent>, orders: AsyncStream<OrderService<C>.Update>,
+        window: AsyncStream<PairingWindowService<C>.State>
+    ) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for await case .changed(let state) in tokens {
+                    await self.update { Self.apply(state, to: &$0) }
+                }
+            }
+            group.addTask {
+                for await update in orders { await self.apply(update) }
+            }
+            group.addTask {
+                for await state in window { await self.update { $0.pairingWindowOpen = state.open } }
+            }
+        }
+    }
+
+    static func apply(_ state: TokenState, to facts: inout LEDPattern.Facts) {
+        switch state {
+        case .fresh, .refreshing:
+            facts.paired = true
+            facts.tokenFault = false
+        case .retryWait:
+            facts.paired = true
+            facts.tokenFault = true
+        case .unpaired, .needsPairing:
+            facts.paired = false
+            facts.tokenFault = false
+        }
+    }
+
+    private func apply(_ update: OrderService<C>.Update) {
+        self.update { facts in
+            facts.pendingOrders = update.outbox.pending.count
+            facts.parkedOrders = update.outbox.parked.count
+            switch update.event {
+            case .retrying(_, let network): facts.lastAttemptFailedForNetwork = network
+            case .acknowledged: facts.lastAttemptFailedForNetwork = false
+            default: break
+            }
+        }
+        if case .acknowledged = update.event { orderPlaced() }
+    }
+}

@@ -1,0 +1,50 @@
+/// The token lifecycle: unpaired → fresh → refreshing → (fresh | retry-wait | needs-pairing). What the
+/// daemon publishes, the status file records and `status` shows of the tokens (never a token).
+enum TokenState: Sendable, Equatable, Codable {
+    case unpaired
+    case fresh(expiresAt: Double)
+    case refreshing(expiresAt: Double)
+    case retryWait(expiresAt: Double, reason: String)
+    case needsPairing(reason: String)
+
+    /// The state's kind, as `status` names it.
+    enum Kind: String, Sendable, Codable, CaseIterable {
+        case unpaired
+        case fresh
+        case refreshing
+        case retryWait = "retry-wait"
+        case needsPairing = "needs-pairing"
+
+        /// The device holds tokens in this state.
+        var isPaired: Bool { self != .unpaired && self != .needsPairing }
+    }
+
+    var kind: Kind {
+        switch self {
+        case .unpaired: .unpaired
+        case .fresh: .fresh
+        case .refreshing: .refreshing
+        case .retryWait: .retryWait
+        case .needsPairing: .needsPairing
+        }
+    }
+
+    var name: String { kind.rawValue }
+
+    var reason: String? {
+        switch self {
+        case .retryWait(_, let reason), .needsPairing(let reason): reason
+        default: nil
+        }
+    }
+}
+
+/// What the token manager tells the services that follow it.
+enum TokenEvent: Sendable, Equatable {
+    /// The state changed (pairing, refresh started or ended, loss).
+    case changed(TokenState)
+    /// A pairing stored new tokens.
+    case paired
+    /// The tokens were wiped: LWA no longer accepts them, or the customer asked.
+    case pairingLost
+}

@@ -1,0 +1,77 @@
+import Foundation
+import Testing
+
+/// Runs each test of a suite on a thread of its own instead of Swift Concurrency's cooperative pool.
+///
+/// The process-level tests block (they poll files, wait for processes to exit). On the cooperative pool, which
+/// has one thread per core, two of them on a two-core machine stopped every other test: manual-clock tests that
+/// take milliseconds took minutes, and the in-process tests with real deadlines (the watchdog, the two curl
+/// lanes) were starved into failing. With this trait a blocked test blocks only its own thread.
+struct OwnThread: SuiteTrait, TestTrait, TestScoping {
+    var isRecursive: Bool { true }
+
+    func provideScope(
+        for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
+    ) async throws {
+        // The suite itself is scoped too (testCase nil); only its test cases need the thread.
+        guard testCase != nil else { return try await function() }
+        let executor = ThreadExecutor(name: test.name)
+        defer { executor.stop() }
+        try await withTaskExecutorPreference(executor) { try await function() }
+    }
+}
+
+extension Trait where Self == OwnThread {
+    /// See `OwnThread`.
+    static var onOwnThread: Self { OwnThread() }
+}
+
+/// A task executor with one thread of its own, which runs the jobs it is given in order until stopped.
+final class ThreadExecutor: TaskExecutor, @unchecked Sendable {
+    private let condition = NSCondition()
+    private var jobs: [UnownedJob] = []
+    private var stopped = false
+    private var finished = false
+
+    init(name: String) {
+        let thread = Thread { [self] in loop() }
+        thread.name = name
+        thread.start()
+    }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        condition.lock()
+        guard !finished else {
+            // Work that outlives its test (a late continuation) runs on the shared pool.
+            condition.unlock()
+            return globalConcurrentExecutor.enqueue(job)
+        }
+        jobs.append(job)
+        condition.signal()
+        condition.unlock()
+    }
+
+    /// Lets the thread end once the jobs queued so far have run.
+    func stop() {
+        condition.lock()
+        stopped = true
+        condition.signal()
+        condition.unlock()
+    }
+
+    private func loop() {
+        while true {
+            condition.lock()
+            while jobs.isEmpty && !stopped { condition.wait() }
+            if jobs.isEmpty {
+                finished = true
+                condition.unlock()
+                return
+            }
+            let job = jobs.removeFirst()
+            condition.unlock()
+            job.runSynchronously(on: asUnownedTaskExecutor())
+        }
+    }
+}
