@@ -72,33 +72,17 @@ import Testing
                 headers: [("Content-Type", "application/json")], body: [UInt8](repeating: 120, count: 5_000_000)))
         #expect(curled.status == 413)
 
-        // A peer that trickles its head a byte a second is closed at the 10 s request deadline.
-        let slow = try RawConnection(port: port)
-        let started = Date()
-        var closed = false
-        for byte in "GET / HTTP/1.1\r\nX-Slow: " + String(repeating: "a", count: 30) where !closed {
-            slow.send(String(byte))
-            closed = slow.receive(within: 1)?.closed == true
-        }
-        let after = Date().timeIntervalSince(started)
-        #expect(closed && after >= 9 && after < 14, "closed: \(closed) after \(after) s")
-        // So is a silent one.
-        let idle = try RawConnection(port: port)
-        let idleStarted = Date()
-        #expect(idle.receive(within: 20)?.closed == true)
-        #expect(Date().timeIntervalSince(idleStarted) >= 9, "closed after \(Date().timeIntervalSince(idleStarted)) s")
+        // The request deadline (a trickling or silent peer closed, a slow answer still sent) is the server's
+        // code with its limits: `LocalHTTPServerTests` runs it with the deadline shortened.
         #expect([200, 429].contains(try deviceInfo().status))
-
-        // The request deadline times a request's arrival, not its answer: a simulated press held for 35 s
-        // (the control socket has the same guards) still gets the agent's answer.
-        let held = try harness.run(
-            "replenish-agent", ["press", "button", "--hold", "35", "--config", config], timeout: 90)
-        #expect(!(held.output + held.error).contains("curl"), "\(held.error)")
         #expect(agent.isRunning)
         harness.expectNoSecretsInAgentOutput()
     }
 
-    @Test func theWindowClosesAfterItsMinutesALongPressOpensItAgainAndPairingClosesIt() throws {
+    /// The window's port as a process shows it: open at the start of an unpaired device, closed (refused, not
+    /// answered) once paired, open again after a reset. When it closes on time and how a long press opens it
+    /// are `PairingWindow`'s rules, tested on the manual clock (`PairingWindowTests`).
+    @Test func theWindowIsOpenAtStartClosedOncePairedAndOpenAgainAfterAReset() throws {
         let harness = Harness()
         let emulator = try harness.startEmulator(["--slots", "slot-1"])
         let port = try Harness.freePort()
@@ -108,30 +92,28 @@ import Testing
         try harness.waitUntil("the pairing endpoints") { Harness.pairingPortAnswers(port) }
         let window = { try harness.statusJSON(config: config)["pairingWindow"] as? [String: Any] ?? [:] }
         #expect(try window()["open"] as? Bool == true)
-        #expect(try (window()["closesAt"] as? String)?.hasSuffix("Z") == true)
-        #expect(try led(harness) == "pairingMode")
-
-        // A minute later the port is closed (refused, not answered) and the LED asks for attention.
-        try harness.waitUntil("the window to close", timeout: 90) { !Harness.pairingPortAnswers(port) }
-        #expect(Date().timeIntervalSince(started) >= 55)
-        #expect(throws: AgentError.self) { try RawConnection(port: port) }
-        #expect(try window()["open"] as? Bool == false)
-        #expect(try window()["closesAt"] is NSNull)
-        try harness.waitUntil("the LED") { try led(harness) == "needsAttention" }
-
-        // A long press (5 s on the simulated board) opens it again.
-        let press = try harness.run("replenish-agent", ["press", "button", "--hold", "5.5", "--config", config])
-        #expect(press.status == 0 && press.output.contains("pairing window open"), "\(press.output)\(press.error)")
-        try harness.waitUntil("the pairing endpoints again") { Harness.pairingPortAnswers(port) }
-        #expect(try window()["open"] as? Bool == true)
+        // Closes a minute after the start (the configured length), as an ISO 8601 time.
+        let closesAt = try #require(try window()["closesAt"] as? String)
+        let closes = try #require(ISO8601DateFormatter().date(from: closesAt))
+        #expect(closes.timeIntervalSince(started) > 50 && closes.timeIntervalSince(started) <= 62, "\(closesAt)")
         try harness.waitUntil("the LED") { try led(harness) == "pairingMode" }
 
-        // Paired: closed.
+        // Paired: the port is closed (refused, not answered) and the status says so.
         try harness.pair(emulator: emulator, pairingPort: port)
         try harness.waitUntil("the port to close once paired") { !Harness.pairingPortAnswers(port) }
+        #expect(throws: AgentError.self) { try RawConnection(port: port) }
         let status = try harness.statusJSON(config: config)
         #expect(status["paired"] as? Bool == true)
         #expect((status["pairingWindow"] as? [String: Any])?["open"] as? Bool == false)
+        #expect((status["pairingWindow"] as? [String: Any])?["closesAt"] is NSNull)
+        try harness.waitUntil("the LED") { try led(harness) != "pairingMode" }
+
+        // A factory reset (the next owner) opens it again.
+        let reset = try harness.run("replenish-agent", ["reset", "--config", config])
+        #expect(reset.status == 0, "\(reset.output)\(reset.error)")
+        try harness.waitUntil("the pairing endpoints again") { Harness.pairingPortAnswers(port) }
+        #expect(try window()["open"] as? Bool == true)
+        try harness.waitUntil("the LED") { try led(harness) == "pairingMode" }
         harness.expectNoSecretsInAgentOutput()
     }
 
