@@ -15,7 +15,7 @@ import Testing
 
     /// Serves `handler` on a loopback port with a short request deadline; `body` gets the port.
     func withServer(
-        handler: @escaping LocalHTTPServer.Handler, _ body: (Int) throws -> Void
+        handler: @escaping LocalHTTPServer.Handler = { _ in .noContent }, _ body: (Int) throws -> Void
     ) async throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         var limits = LocalHTTPServer.Limits()
@@ -44,7 +44,7 @@ import Testing
     }
 
     @Test func aTricklingPeerAndASilentOneAreClosedAtTheRequestDeadline() async throws {
-        try await withServer(handler: { _ in .noContent }) { port in
+        try await withServer { port in
             let slow = try RawConnection(port: port)
             let started = Date()
             var closed = false
@@ -65,10 +65,11 @@ import Testing
 
     @Test func theDeadlineTimesTheRequestNotTheAnswer() async throws {
         // The handler takes three deadlines (a simulated press held down): the answer still comes.
-        try await withServer(handler: { _ in
+        let slowHandler: LocalHTTPServer.Handler = { _ in
             try? await Task.sleep(for: .milliseconds(Int64(Self.deadline * 3000)))
             return .json(200, ["ok": true])
-        }) { port in
+        }
+        try await withServer(handler: slowHandler) { port in
             let connection = try RawConnection(port: port)
             connection.send("GET /slow HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             let answer = connection.receive(within: 10)
@@ -77,7 +78,7 @@ import Testing
     }
 
     @Test func aBodyOverTheLimitIsAnswered413() async throws {
-        try await withServer(handler: { _ in .noContent }) { port in
+        try await withServer { port in
             let connection = try RawConnection(port: port)
             connection.send(
                 "POST /x HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n"
