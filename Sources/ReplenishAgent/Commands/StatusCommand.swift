@@ -19,6 +19,8 @@ struct StatusCommand: AsyncParsableCommand {
             var lastResultAt: String?
             var pending: Bool
             var parkedReason: String?
+            /// What the slot is subscribed to (`subscriptionInfo` @2.0), when DRS said.
+            var products: [SubscriptionInfo.Product]? = nil
 
             func encode(to encoder: any Encoder) throws {
                 var container = encoder.container(keyedBy: CodingKeys.self)
@@ -28,9 +30,12 @@ struct StatusCommand: AsyncParsableCommand {
                 try container.encodeIfPresent(lastResultAt, forKey: .lastResultAt)
                 try container.encode(pending, forKey: .pending)
                 try container.encodeIfPresent(parkedReason, forKey: .parkedReason)
+                try container.encodeIfPresent(products, forKey: .products)
             }
 
-            enum CodingKeys: String, CodingKey { case subscribed, lastResult, lastResultAt, pending, parkedReason }
+            enum CodingKeys: String, CodingKey {
+                case subscribed, lastResult, lastResultAt, pending, parkedReason, products
+            }
         }
 
         /// Whether the pairing endpoints are served, and until when.
@@ -84,7 +89,7 @@ struct StatusCommand: AsyncParsableCommand {
             slots[slot] = Report.Slot(
                 subscribed: known?.subscribed, lastResult: entry?.parkedReason ?? known?.lastResult,
                 lastResultAt: known?.lastResultAt.map(ISO8601.format), pending: entry.map { !$0.isParked } ?? false,
-                parkedReason: entry?.parkedReason)
+                parkedReason: entry?.parkedReason, products: known?.products)
         }
         // The token file decides whether the device is paired; the recorded state says more only when it agrees.
         let tokenState: TokenState.Kind
@@ -113,6 +118,15 @@ struct StatusCommand: AsyncParsableCommand {
             accessTokenExpiresInSeconds: tokens.map { Int(($0.accessTokenExpiresAt - now).rounded()) },
             pendingOrders: outbox.pending.count, parkedOrders: outbox.parked.count,
             lastDeviceStatusAt: record.lastDeviceStatusAt.map(ISO8601.format), slots: slots, problems: problems)
+    }
+
+    /// `B00EXAMPLE (2 count)`.
+    static func describe(_ product: SubscriptionInfo.Product) -> String {
+        let amount = product.quantity.map { quantity in
+            let number = quantity == quantity.rounded() && abs(quantity) < 1e15 ? String(Int(quantity)) : "\(quantity)"
+            return " (\(number)\(product.unit.map { " \($0)" } ?? ""))"
+        }
+        return product.asin + (amount ?? "")
     }
 
     private static func readState<T: StateFormat>(_ type: T.Type, _ path: String, _ problems: inout [String]) throws
@@ -147,7 +161,10 @@ struct StatusCommand: AsyncParsableCommand {
         }
         Output.line("pending orders: \(report.pendingOrders), parked: \(report.parkedOrders)")
         for (slot, info) in report.slots.sorted(by: { $0.key < $1.key }) {
-            let subscribed = info.subscribed.map { $0 ? "subscribed" : "not subscribed" } ?? "subscription unknown"
+            var subscribed = info.subscribed.map { $0 ? "subscribed" : "not subscribed" } ?? "subscription unknown"
+            if let products = info.products, !products.isEmpty {
+                subscribed += " to " + products.map(Self.describe).joined(separator: ", ")
+            }
             Output.line(
                 "slot \(slot): \(subscribed); last result: \(info.lastResult ?? "none")\(info.pending ? "; order pending" : "")"
             )

@@ -26,6 +26,8 @@ actor Duties<C: Clock> where C.Duration == Duration {
     /// dates, and a board without a clock starts in 1970, so nothing is sent until it is set.
     private let clockTrusted: @Sendable () -> Bool
     private var waitingForClock = false
+    /// When a press last made the agent ask DRS about subscriptions again.
+    private var lastRecheck: C.Instant?
 
     init(
         drs: DRSClient, tokens: TokenManager<C>, status: StatusBook, slots: [String], clock: C,
@@ -135,32 +137,53 @@ actor Duties<C: Clock> where C.Duration == Duration {
             throw AgentError(.server, "deviceStatus answered \(answer.status)")
         }
         logger.info("device status sent")
-        let subscription = try await drs.subscriptionInfo(token: try await tokens.accessToken())
-        guard subscription.status == 200 else {
-            throw AgentError(.server, "subscriptionInfo answered \(subscription.status)")
+        try await status.update { $0.lastDeviceStatusAt = now }
+        try await checkSubscriptions()
+    }
+
+    /// Asks DRS which slots are subscribed (and to what) and records it; presses for an unsubscribed slot are
+    /// refused at the button until a check finds it subscribed.
+    private func checkSubscriptions() async throws(AgentError) {
+        let token = try await tokens.accessToken()
+        let answer = try await drs.subscriptionInfo(token: token)
+        guard answer.status == 200 else {
+            if DRSClient.isTokenRejection(answer) { _ = try await tokens.accessTokenReplacing(token) }
+            throw AgentError(.server, "subscriptionInfo answered \(answer.status)")
         }
-        guard let info = try? JSONDecoder().decode(SubscriptionInfo.self, from: Data(subscription.body)) else {
-            throw AgentError(.server, "subscriptionInfo answer is unreadable")
-        }
-        let slots = slots
+        let info = try SubscriptionInfo.decode(answer.body)
+        let (slots, now) = (slots, wallTime())
         try await status.update { record in
-            record.lastDeviceStatusAt = now
             record.lastSubscriptionCheckAt = now
             for slot in slots {
-                record.slots[slot, default: .init()].subscribed = info.slotsSubscriptionStatus[slot] ?? false
+                let known = info.slots[slot]
+                record.slots[slot, default: .init()].subscribed = known?.subscribed ?? false
+                record.slots[slot, default: .init()].products =
+                    known.map { $0.products.isEmpty ? nil : $0.products } ?? nil
             }
         }
         logger.info(
             "subscriptions checked",
-            metadata: [
-                "drs.subscribed": "\(slots.filter { info.slotsSubscriptionStatus[$0] == true }.count)/\(slots.count)"
-            ])
+            metadata: ["drs.subscribed": "\(slots.filter { info.slots[$0]?.subscribed == true }.count)/\(slots.count)"])
     }
-}
 
-/// `GET /subscriptionInfo` @1.0: slot id → subscribed.
-private struct SubscriptionInfo: Decodable {
-    var slotsSubscriptionStatus: [String: Bool]
+    /// A press for a slot marked unsubscribed: the customer may have subscribed since the last check, so ask
+    /// DRS again, at most once a minute (a child pressing the button again and again is not a stream of
+    /// calls). Returns the slot's subscription as now known, or nil when no check could be made.
+    func recheckSubscription(slot: String) async -> Bool? {
+        if let last = lastRecheck, clock.now < last.advanced(by: Self.recheckSpacing) { return nil }
+        // The spacing counts from the attempt: a failing DRS is not asked again on every press either.
+        lastRecheck = clock.now
+        do throws(AgentError) {
+            try await checkSubscriptions()
+            return await status.subscribed(slot)
+        } catch {
+            logger.warning(
+                "subscription re-check failed", metadata: ["order.slot": "\(slot)", "error": "\(error.message)"])
+            return nil
+        }
+    }
+
+    static var recheckSpacing: Duration { .seconds(60) }
 }
 
 extension Duties {

@@ -67,7 +67,7 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
             }
         case .order(let slot), .orderFromSensor(let slot):
             do {
-                let acceptance = try await orders.accept(slot: slot)
+                let acceptance = try await accept(slot: slot)
                 policy.orderAccepted(slot: slot, at: now)
                 if case .orderFromSensor = decision {
                     // Saved before anything else: from here a restart while still low orders nothing.
@@ -121,6 +121,18 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
             )
         case .unmapped:
             return .failure(AgentError(.invalidInput, "input \(press.input) is not mapped to a slot"))
+        }
+    }
+
+    /// The outbox takes the press; a slot marked unsubscribed is checked with DRS again first (at most once a
+    /// minute, `Duties.recheckSubscription`), so the button works as soon as the customer subscribes.
+    private func accept(slot: String) async throws(AgentError) -> Outbox.Acceptance {
+        do {
+            return try await orders.accept(slot: slot)
+        } catch  where error.code == .accessDenied {
+            guard await duties.recheckSubscription(slot: slot) == true else { throw error }
+            logger.notice("the slot is subscribed now; taking the press", metadata: ["order.slot": "\(slot)"])
+            return try await orders.accept(slot: slot)
         }
     }
 

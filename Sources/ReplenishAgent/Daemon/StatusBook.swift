@@ -14,6 +14,8 @@ struct StatusRecord: Codable, Sendable, Equatable, StateFormat {
         /// A level sensor of this slot ordered and no refill has been seen since: a restart while the supply
         /// is still low (its level reads "low" again at start) must not order again.
         var sensorOrderedWhileLow: Bool?
+        /// What the slot is subscribed to (`subscriptionInfo` @2.0), as of the last check.
+        var products: [SubscriptionInfo.Product]?
     }
 
     var version = StatusRecord.formatVersion

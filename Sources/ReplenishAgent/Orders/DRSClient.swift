@@ -49,10 +49,11 @@ struct DRSClient: Sendable {
         }
     }
 
+    /// Asks for `@2.0` (products and quantities per slot); `SubscriptionInfo` reads `@1.0` as well.
     func subscriptionInfo(token: Secret) async throws(AgentError) -> HTTPResponse {
         try await call(
             .get, "/subscriptionInfo", input: "DrsSubscriptionInfoInput@1.0",
-            accept: "DrsSubscriptionInfoResult@1.0", token: token)
+            accept: "DrsSubscriptionInfoResult@2.0", token: token)
     }
 
     func deregister(token: Secret) async throws(AgentError) -> HTTPResponse {

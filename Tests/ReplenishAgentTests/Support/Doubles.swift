@@ -79,3 +79,13 @@ func temporaryDirectory() -> String {
 #if canImport(Glibc)
     import Glibc
 #endif
+
+/// A value shared between a test and the doubles it scripts.
+final class Locked<Value: Sendable>: Sendable {
+    private let storage: Mutex<Value>
+    init(_ value: Value) { storage = Mutex(value) }
+    var value: Value {
+        get { storage.withLock { $0 } }
+        set { storage.withLock { $0 = newValue } }
+    }
+}

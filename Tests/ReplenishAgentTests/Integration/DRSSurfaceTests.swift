@@ -1,0 +1,40 @@
+import Foundation
+import Testing
+
+@testable import ReplenishAgent
+
+/// The DRS calls besides replenish, against the emulator: subscriptions @2.0 with their products, and a
+/// button that works as soon as the customer subscribes.
+@Suite(.serialized, .onOwnThread) struct DRSSurfaceTests {
+    @Test func aSlotSubscribedAfterTheDailyCheckOrdersAtTheNextPress() throws {
+        let harness = Harness()
+        let emulator = try harness.startEmulator(["--slots", "slot-1,slot-2"])
+        _ = try harness.emulator(emulator, .post, "/admin/subscription/slot-2?subscribed=false")
+        let pairingPort = try Harness.freePort()
+        let config = try harness.writeConfig(
+            emulator: emulator, pairingPort: pairingPort, slots: ["slot-1", "slot-2"])
+        try harness.startAgent(config: config)
+        try harness.pair(emulator: emulator, pairingPort: pairingPort)
+        try harness.waitUntil("the first subscription check") {
+            let slots = try harness.statusJSON(config: config)["slots"] as? [String: [String: Any]]
+            return slots?["slot-1"]?["subscribed"] as? Bool == true && slots?["slot-2"]?["subscribed"] as? Bool == false
+        }
+        // @2.0: what each slot is subscribed to is shown.
+        let slot1 = try harness.slotStatus(config: config, "slot-1")
+        let products = try #require(slot1["products"] as? [[String: Any]], "\(slot1)")
+        #expect(products.first?["asin"] is String)
+        #expect(try harness.run("replenish-agent", ["status", "--config", config]).output.contains("subscribed to "))
+
+        // The customer subscribes slot 2 in the app; the next press asks DRS again and orders.
+        let callsBefore = try harness.stats(emulator)["subscriptionInfoCalls"] as? Int ?? 0
+        _ = try harness.emulator(emulator, .post, "/admin/subscription/slot-2?subscribed=true")
+        let press = try harness.run("replenish-agent", ["press", "button2", "--config", config])
+        #expect(press.status == 0, "\(press.output)\(press.error)")
+        #expect(try harness.stats(emulator)["subscriptionInfoCalls"] as? Int == callsBefore + 1)
+        try harness.waitUntil("the order for slot 2") {
+            (try harness.stats(emulator)["ordersPlaced"] as? [String: Int])?["slot-2"] == 1
+        }
+        #expect(try harness.slotStatus(config: config, "slot-2")["subscribed"] as? Bool == true)
+        harness.expectNoSecretsInAgentOutput()
+    }
+}
