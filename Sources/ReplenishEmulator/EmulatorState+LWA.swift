@@ -28,8 +28,8 @@ extension EmulatorState {
         guard let model = drs["device_model"]?.stringValue, Self.isValidIdentifier(model) else {
             return bad("scope_data device_model missing or malformed")
         }
-        guard let serial = drs["serial"]?.stringValue, Self.isValidIdentifier(serial) else {
-            return bad("scope_data serial missing or malformed")
+        guard let serial = drs["serial"]?.stringValue, Self.isValidSerial(serial) else {
+            return bad("scope_data serial missing or malformed (1 to 50 characters of A-Z a-z 0-9)")
         }
         var flags: [String: Bool] = [:]
         for name in ["is_test_device", "should_include_non_live"] {
@@ -220,6 +220,14 @@ extension EmulatorState {
     }
 
     /// Serials and model ids: 1 to 64 characters of `A-Z a-z 0-9 - + _` (the web guide's wider rule).
+    /// Serials: `[A-Za-z0-9]{1,50}` (the DRS integration guide).
+    static func isValidSerial(_ text: String) -> Bool {
+        let bytes = Array(text.utf8)
+        return (1...50).contains(bytes.count)
+            && bytes.allSatisfy { b in (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A)
+            }
+    }
+
     static func isValidIdentifier(_ text: String) -> Bool {
         let bytes = Array(text.utf8)
         return (1...64).contains(bytes.count)

@@ -104,14 +104,23 @@ import Testing
         #expect(found.contains { $0.hasPrefix("device.phase:") })
     }
 
-    @Test(arguments: ["", "has space", "semi;colon", String(repeating: "a", count: 65)])
+    @Test(arguments: [
+        "", "has space", "semi;colon", String(repeating: "a", count: 51), "SN-1", "SN+1", "SN_1", "séria1",
+    ])
     func serialCharacterSet(serial: String) throws {
         let found = try problems { $0["device"] = ["serial": serial, "model": "m", "phase": "test"] }
         #expect(found.contains { $0.hasPrefix("device.serial:") })
     }
 
+    @Test func aSerialOfFiftyAlphanumericsIsAccepted() throws {
+        let serial = String(repeating: "aZ9", count: 16) + "xy"
+        #expect(serial.count == 50)
+        let found = try problems { $0["device"] = ["serial": serial, "model": "m", "phase": "test"] }
+        #expect(found.isEmpty, "\(found)")
+    }
+
     @Test func modelCharacterSet() throws {
-        let found = try problems { $0["device"] = ["serial": "SN-1+x_y", "model": "bad/model", "phase": "test"] }
+        let found = try problems { $0["device"] = ["serial": "SN1", "model": "bad/model", "phase": "test"] }
         #expect(found == ["device.model: must be 1 to 64 characters of A-Z a-z 0-9 - + _"])
     }
 

@@ -38,8 +38,9 @@ extension AgentConfig {
             path: "device", problems: &problems)
         {
             let serial = reader.string("serial", problems: &problems)
-            if let serial, !isValidIdentifier(serial) {
-                problems.add("device.serial", "must be 1 to 64 characters of A-Z a-z 0-9 - + _")
+            if let serial, !isValidSerial(serial) {
+                problems.add(
+                    "device.serial", "must be 1 to 50 characters of A-Z a-z 0-9 (the DRS integration guide's rule)")
             }
             let model = reader.string("model", problems: &problems)
             if let model, !isValidIdentifier(model) {
@@ -199,6 +200,13 @@ extension AgentConfig {
     }
 
     /// Serials and model ids: `A-Z a-z 0-9 - + _`, 1 to 64 characters (the DRS web guide's rule).
+    /// A serial number: alphanumeric, at most 50 characters (the DRS integration guide; stricter than the web
+    /// guide, so a serial that passes is accepted by both).
+    static func isValidSerial(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.count <= 50 && text.utf8.allSatisfy(isAlphanumeric)
+    }
+
+    /// A device model id: `A-Z a-z 0-9 - + _`, at most 64 (model ids are often UUIDs).
     static func isValidIdentifier(_ text: String) -> Bool {
         !text.isEmpty && text.utf8.count <= 64
             && text.utf8.allSatisfy {

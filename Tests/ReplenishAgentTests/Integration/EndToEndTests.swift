@@ -199,7 +199,9 @@ import Testing
         let result = try harness.run("replenish-agent", ["check-config", "--config", path])
         #expect(result.status == 1)
         let lines = result.error.split(separator: "\n")
-        #expect(lines.contains("device.serial: must be 1 to 64 characters of A-Z a-z 0-9 - + _"))
+        #expect(
+            lines.contains(
+                "device.serial: must be 1 to 50 characters of A-Z a-z 0-9 (the DRS integration guide's rule)"))
         #expect(lines.contains { $0.hasPrefix("device.phase:") })
         #expect(lines.contains("extra: unknown key"))
         #expect(lines.contains("lwa: is required"))
