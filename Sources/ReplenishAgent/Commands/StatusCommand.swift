@@ -21,6 +21,15 @@ struct StatusCommand: AsyncParsableCommand {
             var parkedReason: String?
             /// What the slot is subscribed to (`subscriptionInfo` @2.0), when DRS said.
             var products: [SubscriptionInfo.Product]? = nil
+            /// The slot's last placed order: DRS's id, whether it is still followed, its state as DRS said.
+            var order: Order? = nil
+
+            struct Order: Encodable, Equatable {
+                var eventInstanceId: String
+                var open: Bool
+                var status: String?
+                var checkedAt: String?
+            }
 
             func encode(to encoder: any Encoder) throws {
                 var container = encoder.container(keyedBy: CodingKeys.self)
@@ -31,10 +40,11 @@ struct StatusCommand: AsyncParsableCommand {
                 try container.encode(pending, forKey: .pending)
                 try container.encodeIfPresent(parkedReason, forKey: .parkedReason)
                 try container.encodeIfPresent(products, forKey: .products)
+                try container.encodeIfPresent(order, forKey: .order)
             }
 
             enum CodingKeys: String, CodingKey {
-                case subscribed, lastResult, lastResultAt, pending, parkedReason, products
+                case subscribed, lastResult, lastResultAt, pending, parkedReason, products, order
             }
         }
 
@@ -89,7 +99,12 @@ struct StatusCommand: AsyncParsableCommand {
             slots[slot] = Report.Slot(
                 subscribed: known?.subscribed, lastResult: entry?.parkedReason ?? known?.lastResult,
                 lastResultAt: known?.lastResultAt.map(ISO8601.format), pending: entry.map { !$0.isParked } ?? false,
-                parkedReason: entry?.parkedReason, products: known?.products)
+                parkedReason: entry?.parkedReason, products: known?.products,
+                order: known?.lastEventInstanceId.map { id in
+                    .init(
+                        eventInstanceId: id, open: known?.orderOpen ?? false, status: known?.orderStatus,
+                        checkedAt: known?.orderCheckedAt.map(ISO8601.format))
+                })
         }
         // The token file decides whether the device is paired; the recorded state says more only when it agrees.
         let tokenState: TokenState.Kind
@@ -167,6 +182,7 @@ struct StatusCommand: AsyncParsableCommand {
             }
             Output.line(
                 "slot \(slot): \(subscribed); last result: \(info.lastResult ?? "none")\(info.pending ? "; order pending" : "")"
+                    + (info.order.map { "; order \($0.status ?? "placed")\($0.open ? " (followed)" : "")" } ?? "")
             )
         }
         for problem in report.problems { Output.error(problem) }

@@ -39,6 +39,9 @@ struct Agent {
         let duties = Duties(
             drs: drs, tokens: tokens, status: status, slots: config.slots, clock: clock,
             wallTime: wallTime, clockTrusted: { WallClock.isTrusted() }, logger: logger)
+        let followUp = OrderFollowUpService(
+            drs: drs, tokens: tokens, status: status, slots: config.slots, phase: config.device.phase, clock: clock,
+            wallTime: wallTime, logger: logger)
         let listenHost = config.pairingListen.host
         let pairing = PairingCoordinator(
             device: config.device, clientId: config.lwa.clientId, lwa: lwa, tokens: tokens, clock: clock,
@@ -77,8 +80,9 @@ struct Agent {
             tokens.events.subscribe(), tokens.events.subscribe(), tokens.events.subscribe(),
             tokens.events.subscribe(), tokens.events.subscribe()
         )
-        let (ordersToLights, windowToLights, windowToStatus) = (
-            orders.updates.subscribe(), window.changes.subscribe(), window.changes.subscribe()
+        let (ordersToLights, ordersToFollowUp, windowToLights, windowToStatus) = (
+            orders.updates.subscribe(), orders.updates.subscribe(), window.changes.subscribe(),
+            window.changes.subscribe()
         )
         await window.handle(.started(paired: paired))
 
@@ -103,6 +107,13 @@ struct Agent {
                 await withDiscardingTaskGroup { tasks in
                     tasks.addTask { await duties.follow(tokens: tokensToDuties) }
                     await duties.run()
+                    tasks.cancelAll()
+                }
+            },
+            LoopService(name: "order follow-up") {
+                await withDiscardingTaskGroup { tasks in
+                    tasks.addTask { await followUp.follow(orders: ordersToFollowUp) }
+                    await followUp.run()
                     tasks.cancelAll()
                 }
             },

@@ -16,6 +16,11 @@ struct StatusRecord: Codable, Sendable, Equatable, StateFormat {
         var sensorOrderedWhileLow: Bool?
         /// What the slot is subscribed to (`subscriptionInfo` @2.0), as of the last check.
         var products: [SubscriptionInfo.Product]?
+        /// The slot's last placed order (`lastEventInstanceId`) is followed with `getOrderInfo` while this is
+        /// true; `orderStatus` is DRS's word for it (nil until asked), `orderCheckedAt` when it was asked.
+        var orderOpen: Bool?
+        var orderStatus: String?
+        var orderCheckedAt: Double?
     }
 
     var version = StatusRecord.formatVersion

@@ -56,6 +56,13 @@ struct DRSClient: Sendable {
             accept: "DrsSubscriptionInfoResult@2.0", token: token)
     }
 
+    /// What DRS says of one of the device's orders.
+    func orderInfo(eventInstanceId: String, token: Secret) async throws(AgentError) -> HTTPResponse {
+        try await call(
+            .get, "/getOrderInfo/\(CurlEasy.formEscape(eventInstanceId))", input: "DrsOrderInfoInput@1.0",
+            accept: "DrsOrderInfoResult@1.0", token: token)
+    }
+
     func deregister(token: Secret) async throws(AgentError) -> HTTPResponse {
         try await call(
             .delete, "/registration", input: "DrsDeregisterInput@2.0", accept: "DrsDeregisterResult@1.0",

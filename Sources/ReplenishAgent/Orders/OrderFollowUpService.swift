@@ -1,0 +1,117 @@
+import Logging
+
+/// Follows each slot's last placed order with `getOrderInfo` (`OrderFollowUp`'s cadence) until DRS says it is
+/// shipped, delivered or cancelled, and records its state for `status`. Woken by the order stream when an
+/// order is placed; asks nothing while no order is open.
+actor OrderFollowUpService<C: Clock> where C.Duration == Duration {
+    private let drs: DRSClient
+    private let tokens: TokenManager<C>
+    private let status: StatusBook
+    private let slots: [String]
+    private let phase: AgentConfig.Phase
+    private let clock: C
+    private let wallTime: @Sendable () -> Double
+    private let logger: Logger
+    private let waker = Waker()
+    private var random: RandomSource
+    /// When each open order is asked about next (in memory: after a restart, one delay from the start).
+    private var dueAt: [String: C.Instant] = [:]
+    private var failures = 0
+
+    init(
+        drs: DRSClient, tokens: TokenManager<C>, status: StatusBook, slots: [String], phase: AgentConfig.Phase,
+        clock: C, wallTime: @escaping @Sendable () -> Double, random: RandomSource = .system, logger: Logger
+    ) {
+        self.drs = drs
+        self.tokens = tokens
+        self.status = status
+        self.slots = slots
+        self.phase = phase
+        self.clock = clock
+        self.wallTime = wallTime
+        self.random = random
+        self.logger = logger
+    }
+
+    func run() async {
+        while !Task.isCancelled {
+            guard await tokens.isPaired else {
+                await waker.wait(timeout: nil, clock: clock)
+                continue
+            }
+            let record = await status.record
+            let open = slots.filter {
+                record.slots[$0]?.orderOpen == true && record.slots[$0]?.lastEventInstanceId != nil
+            }
+            dueAt = dueAt.filter { open.contains($0.key) }
+            for slot in open where dueAt[slot] == nil {
+                dueAt[slot] = clock.now.advanced(by: OrderFollowUp.delay(phase: phase, using: &random))
+            }
+            guard let (slot, at) = dueAt.min(by: { $0.value < $1.value }) else {
+                await waker.wait(timeout: nil, clock: clock)
+                continue
+            }
+            if clock.now < at {
+                await waker.wait(timeout: clock.now.duration(to: at), clock: clock)
+                continue
+            }
+            guard let id = record.slots[slot]?.lastEventInstanceId else { continue }
+            await check(slot: slot, eventInstanceId: id)
+        }
+    }
+
+    /// An order was placed: look at the open orders again.
+    func wake() { waker.ring() }
+
+    private func check(slot: String, eventInstanceId id: String) async {
+        do throws(AgentError) {
+            let token = try await tokens.accessToken()
+            let answer = try await drs.orderInfo(eventInstanceId: id, token: token)
+            if DRSClient.isTokenRejection(answer) {
+                _ = try await tokens.accessTokenReplacing(token)
+                throw AgentError(.server, "getOrderInfo: DRS rejected the access token")
+            }
+            let state: String
+            switch answer.status {
+            case 200: state = try OrderFollowUp.status(fromAnswer: answer.body, slot: slot)
+            // DRS no longer knows the order: nothing more to ask.
+            case 404: state = "Unknown"
+            default:
+                throw AgentError(.server, "getOrderInfo answered \(answer.status)", retryAfter: answer.retryAfter)
+            }
+            let open = answer.status == 200 && !OrderFollowUp.isFinal(state)
+            let now = wallTime()
+            try await status.update { record in
+                // A newer order replaced this one meanwhile: its own follow-up decides.
+                guard record.slots[slot]?.lastEventInstanceId == id else { return }
+                record.slots[slot, default: .init()].orderStatus = state
+                record.slots[slot, default: .init()].orderCheckedAt = now
+                record.slots[slot, default: .init()].orderOpen = open
+            }
+            failures = 0
+            dueAt[slot] = open ? clock.now.advanced(by: OrderFollowUp.delay(phase: phase, using: &random)) : nil
+            logger.info(
+                "order followed up",
+                metadata: ["order.slot": "\(slot)", "order.status": "\(state)", "order.open": "\(open)"])
+        } catch {
+            failures += 1
+            let delay = DutySchedule.retryDelay(after: error, attempt: failures, using: &random)
+            dueAt[slot] = clock.now.advanced(by: delay)
+            logger.warning(
+                "order follow-up failed; will retry",
+                metadata: [
+                    "order.slot": "\(slot)", "error": "\(error.message)",
+                    "order.retryIn": "\(delay.components.seconds)s",
+                ])
+        }
+    }
+}
+
+extension OrderFollowUpService {
+    /// A placed order (the order stream's `.acknowledged`) is followed from now on.
+    nonisolated func follow(orders: AsyncStream<OrderService<C>.Update>) async {
+        for await update in orders {
+            if case .acknowledged = update.event { await wake() }
+        }
+    }
+}
