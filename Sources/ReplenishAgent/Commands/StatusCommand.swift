@@ -167,7 +167,3 @@ extension FileTokenStore {
         }
     }
 }
-
-#if canImport(Glibc)
-    import Glibc
-#endif
