@@ -19,7 +19,7 @@ final class SignalWaiter: Sendable {
     }
 
     private let waker = Waker()
-    // SAFETY (`nonisolated(unsafe)`): set once in init and read only in deinit (to cancel the sources), when no
+    // SAFETY: `nonisolated(unsafe)` is sound here: set once in init and read only in deinit (to cancel the sources), when no
     // other reference to this waiter is left; dispatch sources themselves are thread-safe.
     private nonisolated(unsafe) let sources: [any DispatchSourceSignal]
 
