@@ -183,13 +183,13 @@ import Testing
     func timedPipeline(_ clock: ManualClock) -> (InputPipeline<ManualClock>, PressLog, (Int) -> Duration) {
         let origin = Duration.seconds(1000)
         let seen = PressLog()
+        let monotonicNow: @Sendable () -> Duration = { origin + clock.now.offset }
         let pipeline = InputPipeline(
-            board: Self.buttonBoard, clock: clock, monotonicNow: { origin + clock.now.offset },
-            logger: .init(label: "test")
-        ) { press in
-            seen.append(press)
-            return .success("ok")
-        }
+            board: Self.buttonBoard, clock: clock, monotonicNow: monotonicNow, logger: .init(label: "test"),
+            handler: { press in
+                seen.append(press)
+                return .success("ok")
+            })
         // The kernel's timestamp of an edge that happened at `milliseconds` on the manual clock.
         return (pipeline, seen, { origin + .milliseconds($0) })
     }
