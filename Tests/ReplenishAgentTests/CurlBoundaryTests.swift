@@ -1,67 +1,11 @@
 import CCurl
-import Foundation
 import Testing
 
 @testable import ReplenishAgent
 
-/// The one typed C boundary for libcurl: every raw call in `Sources/ReplenishAgent/Curl/`, each unsafe pointer
-/// use there explained, and libcurl's failures carried as typed `CurlError`s.
+/// libcurl's failures carried as typed `CurlError`s, and what the easy handle allows. (That every raw libcurl
+/// call sits in `Sources/ReplenishAgent/Curl/` is `BoundaryTests`' job.)
 @Suite struct CurlBoundaryTests {
-    static let sources = packageRoot() + "/Sources/ReplenishAgent"
-    static let boundary = "Curl/"
-
-    /// Every Swift file of the agent, as (path relative to `Sources/ReplenishAgent`, lines).
-    static func agentSources() throws -> [(path: String, lines: [Substring])] {
-        let enumerator = try #require(FileManager.default.enumerator(atPath: sources))
-        var files: [(String, [Substring])] = []
-        while let path = enumerator.nextObject() as? String {
-            guard path.hasSuffix(".swift") else { continue }
-            let text = try String(contentsOfFile: sources + "/" + path, encoding: .utf8)
-            files.append((path, text.split(separator: "\n", omittingEmptySubsequences: false)))
-        }
-        return files
-    }
-
-    @Test func noRawLibcurlCallOutsideTheCurlFolder() throws {
-        let files = try Self.agentSources()
-        #expect(files.count > 20, "the agent's sources were not found at \(Self.sources)")
-        #expect(
-            files.contains {
-                $0.path.hasPrefix(Self.boundary) && $0.lines.contains { $0.contains("curl_easy_perform(") }
-            })
-        var offenders: [String] = []
-        for file in files where !file.path.hasPrefix(Self.boundary) {
-            for (number, line) in file.lines.enumerated() {
-                // Any libcurl function (curl_…, and the CCurl wrappers ccurl_…), and the module itself.
-                if line.contains("curl_") || line.contains("import CCurl") || line.contains("CURLOPT_") {
-                    offenders.append("\(file.path):\(number + 1): \(line.trimmingCharacters(in: .whitespaces))")
-                }
-            }
-        }
-        #expect(
-            offenders.isEmpty, "raw libcurl outside Sources/ReplenishAgent/Curl/:\n\(offenders.joined(separator: "\n"))"
-        )
-    }
-
-    @Test func everyUnsafePointerUseInTheCurlFolderSaysWhyItIsSafe() throws {
-        let files = try Self.agentSources().filter { $0.path.hasPrefix(Self.boundary) }
-        #expect(!files.isEmpty)
-        let markers = ["Unsafe", "Unmanaged", ".allocate(", ".deallocate(", "curl_free(", "curl_slist_free_all("]
-        var unexplained: [String] = []
-        for file in files {
-            for (number, line) in file.lines.enumerated()
-            where markers.contains(where: line.contains) && !line.trimmingCharacters(in: .whitespaces).hasPrefix("//") {
-                // The line itself or one of the three above it carries the `// SAFETY:` comment.
-                let window = file.lines[max(0, number - 3)...number]
-                if !window.contains(where: { $0.contains("SAFETY:") }) {
-                    unexplained.append("\(file.path):\(number + 1): \(line.trimmingCharacters(in: .whitespaces))")
-                }
-            }
-        }
-        #expect(
-            unexplained.isEmpty, "unsafe pointer use without a SAFETY comment:\n\(unexplained.joined(separator: "\n"))")
-    }
-
     @Test func onlyGetsMayReuseAConnection() {
         #expect(CurlEasy.mayReuseConnection(.get))
         #expect(!CurlEasy.mayReuseConnection(.post))

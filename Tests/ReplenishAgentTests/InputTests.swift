@@ -168,4 +168,120 @@ import Testing
         // Idle: no timer is left running.
         #expect(await settle({ clock.sleeperCount == 0 }))
     }
+
+    /// A one-button board for the pipeline tests: debounce 30 ms, long press from 5 s.
+    static let buttonBoard = BoardFile(
+        name: "t", backend: .simulated, chip: nil,
+        inputs: [
+            .init(
+                name: "button", kind: .button, line: nil, activeLow: false, bias: .asIs, debounceMilliseconds: 30,
+                longPressMilliseconds: 5000)
+        ], outputs: [])
+
+    /// A pipeline on `clock` whose CLOCK_MONOTONIC is the manual clock's time plus 1000 s (another origin than
+    /// the pipeline's clock: only an edge's age may cross from one to the other), and the presses it recognised.
+    func timedPipeline(_ clock: ManualClock) -> (InputPipeline<ManualClock>, PressLog, (Int) -> Duration) {
+        let origin = Duration.seconds(1000)
+        let seen = PressLog()
+        let monotonicNow: @Sendable () -> Duration = { origin + clock.now.offset }
+        let pipeline = InputPipeline(
+            board: Self.buttonBoard, clock: clock, monotonicNow: monotonicNow, logger: .init(label: "test"),
+            handler: { press in
+                seen.append(press)
+                return .success("ok")
+            })
+        // The kernel's timestamp of an edge that happened at `milliseconds` on the manual clock.
+        return (pipeline, seen, { origin + .milliseconds($0) })
+    }
+
+    /// Edges read late, all at once (a busy device): with their kernel times they are one press of 196 ms; timed
+    /// by when they arrived (all at 500 ms) they would be four edges at one instant and no press at all.
+    @Test func aBurstDeliveredLateDebouncesByItsKernelTimes() async throws {
+        let clock = ManualClock()
+        let (pipeline, seen, kernel) = timedPipeline(clock)
+        clock.advance(by: .milliseconds(500))
+        for (active, at) in [(true, 100), (false, 102), (true, 104), (false, 300)] {
+            await pipeline.receive(InputEdge(input: "button", active: active, timestamp: kernel(at)))
+        }
+        // The release settled at 330 ms, already past: its timer fires without the clock moving.
+        #expect(await settle({ seen.count == 1 }))
+        #expect(seen.all == [ButtonPress(input: "button", kind: .short)])
+        #expect(await settle({ clock.sleeperCount == 0 }))
+
+        // The same edges without timestamps are timed by their arrival: no press.
+        let (untimed, none, _) = timedPipeline(clock)
+        for active in [true, false, true, false] { await untimed.receive(InputEdge(input: "button", active: active)) }
+        clock.advance(by: .milliseconds(100))
+        for _ in 0..<200 { await Task.yield() }
+        #expect(none.all.isEmpty)
+    }
+
+    /// A release the kernel saw at 4 s but that reached the pipeline at 6 s is a short press (held 4 s), not a
+    /// long one: the edge's own timestamp decides, not the time the pipeline got it.
+    @Test func aLateReleaseIsMeasuredByItsKernelTime() async throws {
+        let clock = ManualClock()
+        let (pipeline, seen, kernel) = timedPipeline(clock)
+        await pipeline.receive(InputEdge(input: "button", active: true, timestamp: kernel(0)))
+        #expect(await settle({ clock.sleeperCount == 1 }))
+        clock.advance(by: .milliseconds(30))
+        #expect(await settle({ await pipeline.isActive("button") == true }))
+        clock.advance(by: .milliseconds(5970))
+        await pipeline.receive(InputEdge(input: "button", active: false, timestamp: kernel(4000)))
+        // (Timed by its arrival, this release would settle here, 30 ms on, as a 6 s long press.)
+        clock.advance(by: .milliseconds(30))
+        #expect(await settle({ seen.count == 1 }))
+        #expect(seen.all == [ButtonPress(input: "button", kind: .short)])
+
+        // And one the kernel saw at 5.5 s, read at 5.6 s, is long.
+        let (second, long, secondKernel) = timedPipeline(clock)
+        let start = 6000
+        await second.receive(InputEdge(input: "button", active: true, timestamp: secondKernel(start)))
+        clock.advance(by: .milliseconds(5600))
+        await second.receive(InputEdge(input: "button", active: false, timestamp: secondKernel(start + 5500)))
+        clock.advance(by: .milliseconds(30))
+        #expect(await settle({ long.count == 1 }))
+        #expect(long.all == [ButtonPress(input: "button", kind: .long)])
+    }
+
+    /// Two presses read together (the second's press and release before the first's release was read) are
+    /// still two presses, in order: a change that had settled before the next edge happened is settled first.
+    @Test func twoPressesReadTogetherAreTwoPresses() async throws {
+        let clock = ManualClock()
+        let (pipeline, seen, kernel) = timedPipeline(clock)
+        clock.advance(by: .milliseconds(7000))
+        for (active, at) in [(true, 0), (false, 200), (true, 1000), (false, 6500)] {
+            await pipeline.receive(InputEdge(input: "button", active: active, timestamp: kernel(at)))
+        }
+        #expect(await settle({ seen.count == 2 }))
+        #expect(
+            seen.all == [ButtonPress(input: "button", kind: .short), ButtonPress(input: "button", kind: .long)])
+    }
+
+    /// A timestamp ahead of CLOCK_MONOTONIC's now is from another clock (a kernel before 5.7 stamps libgpiod v1
+    /// events with CLOCK_REALTIME): the edge is timed by its arrival instead, never placed in the future.
+    @Test func aTimestampFromAnotherClockFallsBackToArrival() async throws {
+        let clock = ManualClock()
+        let (pipeline, seen, kernel) = timedPipeline(clock)
+        let realtime = kernel(1_800_000_000_000)
+        await pipeline.receive(InputEdge(input: "button", active: true, timestamp: realtime))
+        #expect(await settle({ clock.sleeperCount == 1 }))
+        clock.advance(by: .milliseconds(29))
+        for _ in 0..<200 { await Task.yield() }
+        #expect(await pipeline.isActive("button") == false)
+        clock.advance(by: .milliseconds(1))
+        #expect(await settle({ await pipeline.isActive("button") == true }))
+        clock.advance(by: .milliseconds(200))
+        await pipeline.receive(InputEdge(input: "button", active: false, timestamp: realtime))
+        clock.advance(by: .milliseconds(30))
+        #expect(await settle({ seen.all == [ButtonPress(input: "button", kind: .short)] }))
+    }
+}
+
+/// The presses a test pipeline's handler was given, in order.
+final class PressLog: Sendable {
+    private let presses = Mutex<[ButtonPress]>([])
+
+    func append(_ press: ButtonPress) { presses.withLock { $0.append(press) } }
+    var all: [ButtonPress] { presses.withLock { $0 } }
+    var count: Int { presses.withLock { $0.count } }
 }

@@ -218,7 +218,7 @@ import Testing
             } catch { return nil }
         }
         #expect(
-            cause { _ = try POSIX.openFile(missing, O_RDONLY | O_CLOEXEC) }
+            cause { _ = try POSIX.openFile(missing) }
                 == SystemError("open", path: missing, errno: ENOENT))
         #expect(cause { try POSIX.setMode(missing, 0o600) } == SystemError("chmod", path: missing, errno: ENOENT))
         #expect(

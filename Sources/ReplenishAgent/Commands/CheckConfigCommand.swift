@@ -1,9 +1,5 @@
 import ArgumentParser
 
-#if canImport(Glibc)
-    import Glibc
-#endif
-
 /// `check-config`: every problem of the config, the board file and the state directory, one a line.
 struct CheckConfigCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -57,22 +53,22 @@ struct CheckConfigCommand: AsyncParsableCommand {
     /// A config that holds the client secret must not be readable by others, and must be owned by root or the
     /// agent's user (whoever owns it can change the secret and the URLs the agent trusts). The group may read it
     /// (root:replenish 0640 is the usual way).
-    static func secretFileProblems(_ path: String, config: AgentConfig, agentUID: uid_t) -> [String] {
+    static func secretFileProblems(_ path: String, config: AgentConfig, agentUID: UserID) -> [String] {
         guard config.lwa.clientSecret != nil else { return [] }
-        let info: stat
+        let info: FileInfo
         do {
             guard let found = try POSIX.status(path) else { return [] }
             info = found
         } catch { return ["\(path): \(error.message)"] }
         var lines: [String] = []
-        if info.st_mode & 0o004 != 0 {
+        if info.permissions & 0o004 != 0 {
             lines.append(
-                "\(path): holds lwa.clientSecret and is readable by others (mode \(String(info.st_mode & 0o777, radix: 8))); chmod o-rwx (for example 640, owner root, group of the agent)"
+                "\(path): holds lwa.clientSecret and is readable by others (mode \(info.octalPermissions)); chmod o-rwx (for example 640, owner root, group of the agent)"
             )
         }
-        if info.st_uid != 0 && info.st_uid != agentUID {
+        if info.owner != 0 && info.owner != agentUID {
             lines.append(
-                "\(path): holds lwa.clientSecret and is owned by uid \(info.st_uid); it must be owned by root or the agent's uid \(agentUID)"
+                "\(path): holds lwa.clientSecret and is owned by uid \(info.owner); it must be owned by root or the agent's uid \(agentUID)"
             )
         }
         return lines

@@ -12,18 +12,21 @@ struct GPIOWatchCommand: AsyncParsableCommand {
     @Option(name: .long, help: "A board file to watch (instead of the board of --config).")
     var board: String?
 
-    @Option(name: .long, help: "Path of the agent's config file (used when --board is not given).")
-    var config: String = "/etc/replenish-agent/agent.json"
+    @OptionGroup var options: ConfigOption
 
     @Option(name: .long, help: "How long to watch, in seconds.")
     var seconds: Double = 30
 
+    /// The level every output is driven to while watching.
+    enum OutputLevel: String, CaseIterable, ExpressibleByArgument, Sendable {
+        case on, off
+    }
+
     @Option(name: .long, help: "Level to drive every output to while watching: on or off.")
-    var outputs: String = "on"
+    var outputs: OutputLevel = .on
 
     func validate() throws {
         guard seconds > 0, seconds <= 86400 else { throw ValidationError("--seconds must be from 0 to 86400") }
-        guard ["on", "off"].contains(outputs) else { throw ValidationError("--outputs must be on or off") }
     }
 
     func run() async throws {
@@ -35,7 +38,7 @@ struct GPIOWatchCommand: AsyncParsableCommand {
             case .simulated: backend = SimulatedBackend(board: boardFile)
             case .gpiod: backend = try GpiodBackend(board: boardFile)
             }
-            for output in boardFile.outputs { try backend.setOutput(output.name, on: outputs == "on") }
+            for output in boardFile.outputs { try backend.setOutput(output.name, on: outputs == .on) }
         } catch {
             Output.error("gpio-watch: \(error.message)")
             throw ExitCode(1)
@@ -53,14 +56,15 @@ struct GPIOWatchCommand: AsyncParsableCommand {
             return .success("printed")
         }
         let api = boardFile.backend == .gpiod ? GpiodBackend.apiDescription : "simulated"
-        Output.line("ready board=\"\(boardFile.name)\" inputs=\(boardFile.inputs.count) outputs=\(outputs) \(api)")
+        Output.line(
+            "ready board=\"\(boardFile.name)\" inputs=\(boardFile.inputs.count) outputs=\(outputs.rawValue) \(api)")
         let watcher = Task {
             for await edge in backend.edges {
                 Output.line("edge \(edge.input) \(edge.active ? "active" : "inactive") \(stamp())")
                 await pipeline.receive(edge)
             }
         }
-        let signals = SignalWaiter(signals: [SIGINT, SIGTERM])
+        let signals = SignalWaiter(signals: [.interrupt, .terminate])
         await signals.wait(orFor: .milliseconds(Int64(seconds * 1000)), clock: clock)
         let failure = backend.failure
         backend.shutdown()
@@ -73,14 +77,7 @@ struct GPIOWatchCommand: AsyncParsableCommand {
     }
 
     private func loadBoard() throws -> BoardFile {
-        let path: String
-        if let board {
-            path = board
-        } else {
-            var option = ConfigOption()
-            option.config = config
-            path = try option.load().boardPath
-        }
+        let path = try board ?? options.load().boardPath
         var problems = Problems()
         guard let bytes = try? POSIX.readFile(path), let json = try? JSONValue.parse(bytes),
             let parsed = BoardFile.parse(json, file: path, problems: &problems)
@@ -93,7 +90,3 @@ struct GPIOWatchCommand: AsyncParsableCommand {
         return parsed
     }
 }
-
-#if canImport(Glibc)
-    import Glibc
-#endif

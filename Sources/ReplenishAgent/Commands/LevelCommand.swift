@@ -12,12 +12,15 @@ struct LevelCommand: AsyncParsableCommand {
     @Argument(help: "The level input's name in the board file.")
     var input: String
 
-    @Argument(help: "low (running out: the sensor is active) or full.")
-    var level: String
-
-    func validate() throws {
-        guard ["low", "full"].contains(level) else { throw ValidationError("the level must be low or full") }
+    /// What the sensor reads.
+    enum Level: String, CaseIterable, ExpressibleByArgument, Sendable {
+        /// Running out: the sensor is active.
+        case low
+        case full
     }
+
+    @Argument(help: "low (running out: the sensor is active) or full.")
+    var level: Level
 
     func run() async throws {
         let config = try options.load()
@@ -25,7 +28,7 @@ struct LevelCommand: AsyncParsableCommand {
             var input: String
             var active: Bool
         }
-        let body = try JSONEncoder().encode(Body(input: input, active: level == "low"))
+        let body = try JSONEncoder().encode(Body(input: input, active: level == .low))
         try ControlClient.send("level", path: "/level", body: Array(body), config: config, timeoutSeconds: 10)
     }
 }

@@ -16,7 +16,7 @@ struct RunCommand: AsyncParsableCommand {
         // Everything the daemon creates is private from the moment it exists, whatever umask it was started
         // with: the control socket is bound before it can be chmod-ed, and a SIGKILL in between must not leave
         // a file that group or others can reach (systemd's unit sets UMask=0077 as well).
-        umask(0o077)
+        POSIX.setFileCreationMask(0o077)
         // No core dumps, whoever started it: one would hold the tokens (the unit also sets LimitCORE=0).
         POSIX.disableCoreDumps()
         let config = try options.load()
@@ -35,15 +35,3 @@ struct RunCommand: AsyncParsableCommand {
         }
     }
 }
-
-/// The `--log-level` values: swift-log's levels, parsed by the argument parser (a wrapper rather than a
-/// retroactive conformance of `Logger.Level`, which a future swift-log could add itself).
-enum LogLevel: String, CaseIterable, ExpressibleByArgument, Sendable {
-    case trace, debug, info, notice, warning, error, critical
-
-    var level: Logger.Level { Logger.Level(rawValue: rawValue) ?? .info }
-}
-
-#if canImport(Glibc)
-    import Glibc
-#endif

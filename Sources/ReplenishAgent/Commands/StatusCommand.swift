@@ -200,7 +200,3 @@ extension FileTokenStore {
         }
     }
 }
-
-#if canImport(Glibc)
-    import Glibc
-#endif

@@ -1,7 +1,3 @@
-#if canImport(Glibc)
-    import Glibc
-#endif
-
 /// The state directory holds the tokens, the outbox, the status and the control socket: mode 0700, owned by the
 /// agent's user, every file in it 0600. `run` opens it with `open(_:report:)`: created when missing, refused when
 /// others can reach it, locked for one agent, swept of what a killed agent left.
@@ -34,7 +30,7 @@ enum StateDirectory {
             // mkdir's mode is filtered by the umask; set exactly 0700.
             try POSIX.setMode(path, 0o700)
         }
-        let problems = try directoryProblems(path, agentUID: geteuid())
+        let problems = try directoryProblems(path, agentUID: POSIX.effectiveUserID())
         if let first = problems.first { throw AgentError(.storage, first) }
     }
 
@@ -67,7 +63,7 @@ enum StateDirectory {
                 .storage, "another replenish-agent (pid \(holder.map(String.init) ?? "unknown")) is running on \(path)")
         }
         // The pid is only for the message above: the lock itself is the flock, not the file's content.
-        try file.replaceContents(Array("\(getpid())\n".utf8))
+        try file.replaceContents(Array("\(POSIX.processID())\n".utf8))
         return StateDirectoryLock(file: file)
     }
 
@@ -75,12 +71,13 @@ enum StateDirectory {
     private static func openLockFile(_ name: String) throws(AgentError) -> POSIX.OpenFile? {
         let file: POSIX.OpenFile
         do {
-            file = try POSIX.openFile(name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, mode: 0o600)
+            file = try POSIX.openFile(name, [.readWrite, .create, .noFollow, .nonBlocking], mode: 0o600)
         } catch {
-            if let code = error.systemError?.errno, [ELOOP, EISDIR, ENXIO, ENODEV].contains(code) { return nil }
+            let notAFile = [Errno.symbolicLink, Errno.isDirectory, Errno.noDeviceOrAddress, Errno.noDevice]
+            if let code = error.systemError?.errno, notAFile.contains(code) { return nil }
             throw error
         }
-        return (try file.status().st_mode & S_IFMT) == S_IFREG ? file : nil
+        return try file.status().kind == .regular ? file : nil
     }
 
     /// What a killed agent or a careless hand may have left, dealt with under the lock before any state is read:
@@ -92,7 +89,7 @@ enum StateDirectory {
         for name in try POSIX.directoryEntries(path) {
             let file = POSIX.join(path, name)
             guard let info = try POSIX.linkStatus(file) else { continue }
-            let kind = info.st_mode & S_IFMT
+            let kind = info.kind
             if isTempFile(name) {
                 do {
                     try POSIX.unlinkEntry(file)
@@ -101,18 +98,19 @@ enum StateDirectory {
                 continue
             }
             // Sockets are bound anew at each start; a moved-aside copy was reported when it was moved.
-            if kind == S_IFSOCK || isMovedAside(name) || stateFileNames.contains(name) && kind != S_IFREG { continue }
-            if kind != S_IFREG {
-                report("state directory: \(file) is a \(POSIX.fileKind(info.st_mode)), not a regular file")
-            } else if info.st_uid != geteuid() {
+            if kind == .socket || isMovedAside(name) || stateFileNames.contains(name) && kind != .regular { continue }
+            let agentUID = POSIX.effectiveUserID()
+            if kind != .regular {
+                report("state directory: \(file) is a \(kind), not a regular file")
+            } else if info.owner != agentUID {
                 if !stateFileNames.contains(name) {
-                    report("state directory: \(file) is owned by uid \(info.st_uid), not the agent's uid \(geteuid())")
+                    report("state directory: \(file) is owned by uid \(info.owner), not the agent's uid \(agentUID)")
                 }
-            } else if info.st_mode & 0o777 != 0o600 {
+            } else if info.permissions & 0o777 != 0o600 {
                 do {
                     try POSIX.setMode(file, 0o600)
-                    report("state directory: \(file) had mode \(octal(info.st_mode & 0o777)); set to 600")
-                } catch { report("state directory: \(file) has mode \(octal(info.st_mode & 0o777)): \(error.message)") }
+                    report("state directory: \(file) had mode \(info.octalPermissions); set to 600")
+                } catch { report("state directory: \(file) has mode \(info.octalPermissions): \(error.message)") }
             }
         }
         try POSIX.syncDirectory(path)
@@ -121,61 +119,61 @@ enum StateDirectory {
     /// The agent's uid as a command that does not run as the agent can know it: its own, or, when a root shell
     /// runs it, the owner of the state directory (systemd creates that for the agent's user); root when there is
     /// no state directory yet.
-    static func agentUID(_ path: String) -> uid_t {
-        if geteuid() != 0 { return geteuid() }
-        return (try? POSIX.status(path))??.st_uid ?? 0
+    static func agentUID(_ path: String) -> UserID {
+        let own = POSIX.effectiveUserID()
+        if own != 0 { return own }
+        return (try? POSIX.status(path))??.owner ?? 0
     }
 
     /// Every problem of the directory and its files, one line each naming the file; empty when all is well or
     /// when the directory does not exist yet (`run` will create it). The agent's uid is `agentUID`, by default
     /// this process's (when checked as root, the state directory's owner: a root shell checking an agent that
     /// runs as its own user).
-    static func problems(_ path: String, agentUID: uid_t? = nil) throws(AgentError) -> [String] {
+    static func problems(_ path: String, agentUID: UserID? = nil) throws(AgentError) -> [String] {
         let uid = agentUID ?? self.agentUID(path)
         return try directoryProblems(path, agentUID: uid) + fileProblems(path, agentUID: uid)
     }
 
     /// The problems of the files in the directory (kind, owner, mode), one line each naming the file. None of
     /// them stops `run`: it moves a bad state file aside, sets its own files to 0600 and logs the rest.
-    static func fileProblems(_ path: String, agentUID uid: uid_t) throws(AgentError) -> [String] {
-        guard let info = try POSIX.status(path), (info.st_mode & S_IFMT) == S_IFDIR else { return [] }
+    static func fileProblems(_ path: String, agentUID uid: UserID) throws(AgentError) -> [String] {
+        guard let info = try POSIX.status(path), info.kind == .directory else { return [] }
         var problems: [String] = []
         for name in try POSIX.directoryEntries(path) where !isMovedAside(name) {
             let file = POSIX.join(path, name)
             guard let fileInfo = try POSIX.linkStatus(file) else { continue }
-            let kind = fileInfo.st_mode & S_IFMT
             // A socket (the simulated board's control socket) is removed and bound anew at every start, so a
             // stale one's mode says nothing; files hold the secrets.
-            if kind == S_IFSOCK { continue }
-            if kind != S_IFREG {
+            if fileInfo.kind == .socket { continue }
+            if fileInfo.kind != .regular {
                 problems.append(
-                    "stateDirectory: \(file) is a \(POSIX.fileKind(fileInfo.st_mode)), not a regular file (run moves a bad state file aside)"
+                    "stateDirectory: \(file) is a \(fileInfo.kind), not a regular file (run moves a bad state file aside)"
                 )
                 continue
             }
-            if fileInfo.st_uid != uid {
+            if fileInfo.owner != uid {
                 problems.append(
-                    "stateDirectory: \(file) is owned by uid \(fileInfo.st_uid), not the agent's uid \(uid)")
+                    "stateDirectory: \(file) is owned by uid \(fileInfo.owner), not the agent's uid \(uid)")
             }
-            if fileInfo.st_mode & 0o077 != 0 {
-                problems.append("stateDirectory: \(file) has mode \(octal(fileInfo.st_mode & 0o777)); it must be 600")
+            if fileInfo.isReachableByOthers {
+                problems.append("stateDirectory: \(file) has mode \(fileInfo.octalPermissions); it must be 600")
             }
         }
         return problems
     }
 
     /// The problems of the directory itself: not a directory, group or others have access, another owner.
-    static func directoryProblems(_ path: String, agentUID: uid_t) throws(AgentError) -> [String] {
+    static func directoryProblems(_ path: String, agentUID: UserID) throws(AgentError) -> [String] {
         guard let info = try POSIX.status(path) else { return [] }
-        guard (info.st_mode & S_IFMT) == S_IFDIR else { return ["stateDirectory: \(path) is not a directory"] }
+        guard info.kind == .directory else { return ["stateDirectory: \(path) is not a directory"] }
         var problems: [String] = []
-        if info.st_mode & 0o077 != 0 {
+        if info.isReachableByOthers {
             problems.append(
-                "stateDirectory: \(path) has mode \(octal(info.st_mode & 0o777)); group and others must have no access (chmod 700)"
+                "stateDirectory: \(path) has mode \(info.octalPermissions); group and others must have no access (chmod 700)"
             )
         }
-        if info.st_uid != agentUID {
-            problems.append("stateDirectory: \(path) is owned by uid \(info.st_uid), not the agent's uid \(agentUID)")
+        if info.owner != agentUID {
+            problems.append("stateDirectory: \(path) is owned by uid \(info.owner), not the agent's uid \(agentUID)")
         }
         return problems
     }
@@ -189,8 +187,6 @@ enum StateDirectory {
 
     /// `NAME.corrupt-<time>[-N]`, as `StateFile.moveAside` names what it moves.
     static func isMovedAside(_ name: String) -> Bool { name.contains(".corrupt-") }
-
-    private static func octal(_ mode: mode_t) -> String { String(mode, radix: 8) }
 }
 
 /// The held lock of a state directory (see `StateDirectory.lock`); released when this value goes.

@@ -3,6 +3,16 @@
 struct InputEdge: Sendable, Equatable {
     var input: String
     var active: Bool
+    /// When the kernel saw the edge, as time on CLOCK_MONOTONIC (libgpiod's event timestamp; see
+    /// `POSIX.monotonicNow`); nil when the backend has none (the simulated board, a level read at start).
+    /// `InputPipeline` times the edge by it rather than by when the edge reached the pipeline.
+    var timestamp: Duration?
+
+    init(input: String, active: Bool, timestamp: Duration? = nil) {
+        self.input = input
+        self.active = active
+        self.timestamp = timestamp
+    }
 }
 
 /// The device's GPIO: input edges in, LED levels out. `GpiodBackend` drives a real chip through libgpiod;

@@ -81,19 +81,32 @@ enum InputMachine<Instant: InstantProtocol>: Sendable where Instant.Duration == 
 /// Feeds a backend's raw edges through one `ButtonDebouncer` per input, wakes at each debounce deadline
 /// (no polling: a timer exists only while a change is settling), and hands recognised presses to `handler`.
 /// Whoever caused a press (the control socket's `press`) can wait for the handler's outcome.
+///
+/// An edge is timed by the kernel's timestamp when it has one (`InputEdge.timestamp`, CLOCK_MONOTONIC): its
+/// time on `clock` is now minus its age, so edges that reach the pipeline late (a busy device, a burst read
+/// at once) still debounce and measure a press by when they happened. Only the age crosses clocks, so
+/// `clock` need not be CLOCK_MONOTONIC (`ContinuousClock` on Linux is CLOCK_BOOTTIME).
 actor InputPipeline<C: Clock> where C.Duration == Duration {
     typealias Outcome = Result<String, AgentError>
 
     private let clock: C
+    /// CLOCK_MONOTONIC now, the clock of the edges' timestamps (a test passes its manual clock's time).
+    private let monotonicNow: @Sendable () -> Duration
     private let logger: Logger
     private let handler: @Sendable (ButtonPress) async -> Outcome
     private var machines: [String: InputMachine<C.Instant>] = [:]
+    /// The time of each input's latest edge: an input's edges are never taken to go back in time.
+    private var latestEdgeAt: [String: C.Instant] = [:]
     private var timers: [String: Task<Void, Never>] = [:]
     private var waiters: [Waiter] = []
     private var nextWaiterID = 0
 
-    init(board: BoardFile, clock: C, logger: Logger, handler: @escaping @Sendable (ButtonPress) async -> Outcome) {
+    init(
+        board: BoardFile, clock: C, monotonicNow: @escaping @Sendable () -> Duration = { POSIX.monotonicNow() },
+        logger: Logger, handler: @escaping @Sendable (ButtonPress) async -> Outcome
+    ) {
         self.clock = clock
+        self.monotonicNow = monotonicNow
         self.logger = logger
         self.handler = handler
         for input in board.inputs { machines[input.name] = InputMachine(input) }
@@ -102,7 +115,7 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
     /// Consumes `edges` until it ends or the task is cancelled.
     func run(edges: AsyncStream<InputEdge>) async {
         for await edge in edges {
-            receive(edge)
+            await receive(edge)
         }
         for timer in timers.values { timer.cancel() }
     }
@@ -110,14 +123,35 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
     /// The settled level of an input (for tests and diagnostics).
     func isActive(_ input: String) -> Bool? { machines[input]?.isActive }
 
-    func receive(_ edge: InputEdge) {
+    /// Takes one raw edge. When it completes a press (a change that had settled before this edge happened, but
+    /// whose timer had not fired yet because the edges came late), returns once the handler has taken it.
+    func receive(_ edge: InputEdge) async {
         guard var machine = machines[edge.input] else {
             logger.warning("edge on an unknown input", metadata: ["gpio.input": "\(edge.input)"])
             return
         }
-        machine.edge(active: edge.active, at: clock.now)
+        var at = time(of: edge)
+        if let latest = latestEdgeAt[edge.input], at < latest { at = latest }
+        latestEdgeAt[edge.input] = at
+        // A change whose debounce period ended before this edge happened had settled by then: settle it at this
+        // edge's time first, whether or not its timer has fired yet.
+        var settled: ButtonPress.Kind?
+        if let deadline = machine.deadline, deadline <= at { settled = machine.tick(at: at) }
+        machine.edge(active: edge.active, at: at)
         machines[edge.input] = machine
         arm(edge.input)
+        if let settled { await deliver(ButtonPress(input: edge.input, kind: settled)) }
+    }
+
+    /// When the edge happened on `clock`: now minus its age on CLOCK_MONOTONIC, or now when it has no kernel
+    /// timestamp, or one later than CLOCK_MONOTONIC's now (a kernel before Linux 5.7 stamps libgpiod v1 events
+    /// with CLOCK_REALTIME, which is decades ahead of the time since boot).
+    private func time(of edge: InputEdge) -> C.Instant {
+        let now = clock.now
+        guard let timestamp = edge.timestamp else { return now }
+        let age = monotonicNow() - timestamp
+        guard age >= .zero else { return now }
+        return now.advanced(by: .zero - age)
     }
 
     /// (Re)starts the input's timer for its debounce deadline, or drops it when nothing is settling.
@@ -139,10 +173,15 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
         timers[input] = nil
         arm(input)
         guard let kind else { return }
-        let press = ButtonPress(input: input, kind: kind)
-        logger.info("press recognised", metadata: ["gpio.input": "\(input)", "gpio.press": "\(press.kind.rawValue)"])
+        await deliver(ButtonPress(input: input, kind: kind))
+    }
+
+    /// Hands a recognised press to the handler and its outcome to whoever waits for it.
+    private func deliver(_ press: ButtonPress) async {
+        logger.info(
+            "press recognised", metadata: ["gpio.input": "\(press.input)", "gpio.press": "\(press.kind.rawValue)"])
         let outcome = await handler(press)
-        resolveOldestWaiter(input, with: outcome)
+        resolveOldestWaiter(press.input, with: outcome)
     }
 
     /// Registers interest in the outcome of the next press recognised on `input` (before causing it), so

@@ -1,4 +1,3 @@
-import CCrypto
 import FoundationEssentials
 
 /// A PKCE (RFC 7636) code verifier and its S256 challenge. The verifier never leaves the device: only the
@@ -23,23 +22,7 @@ struct PKCE: Sendable {
     /// The pair for a given verifier (for tests against the RFC's vector).
     init(verifier: Secret) {
         self.verifier = verifier
-        self.challenge = Self.base64URL(Self.sha256(Array(verifier.value.utf8)))
-    }
-
-    /// SHA-256 through OpenSSL's EVP interface.
-    static func sha256(_ bytes: [UInt8]) -> [UInt8] {
-        var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
-        var length: UInt32 = 0
-        let ok = bytes.withUnsafeBytes { input in
-            digest.withUnsafeMutableBytes { output in
-                EVP_Digest(
-                    input.baseAddress, input.count, output.baseAddress?.assumingMemoryBound(to: UInt8.self),
-                    &length, EVP_sha256(), nil)
-            }
-        }
-        // EVP_Digest with a built-in digest fails only when memory runs out; there is no safe way on.
-        precondition(ok == 1 && length == 32, "SHA-256 failed")
-        return Array(digest.prefix(32))
+        self.challenge = Self.base64URL(SHA256.hash(Array(verifier.value.utf8)))
     }
 
     /// base64url (RFC 4648 section 5) without `=` padding.

@@ -1,11 +1,5 @@
 import NIOHTTP1
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
-
 /// What a request to the pairing endpoints must look like before any endpoint sees it, so that a web page
 /// in a browser on the same network cannot use the endpoints (DNS rebinding, cross-origin requests):
 ///
@@ -75,41 +69,13 @@ enum PairingRequestGuard {
         if listenHost != "0.0.0.0" && listenHost != "::" && !listenHost.isEmpty {
             names.insert(listenHost.lowercased())
         }
-        var buffer = [CChar](repeating: 0, count: 256)
-        if gethostname(&buffer, buffer.count - 1) == 0 {
-            let name = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-                .lowercased()
-            if !name.isEmpty {
-                names.insert(name)
-                let short = name.split(separator: ".").first.map(String.init) ?? name
-                names.insert(short)
-                names.insert(short + ".local")
-            }
+        if let name = NetworkInterfaces.hostName()?.lowercased() {
+            names.insert(name)
+            let short = name.split(separator: ".").first.map(String.init) ?? name
+            names.insert(short)
+            names.insert(short + ".local")
         }
-        var list: UnsafeMutablePointer<ifaddrs>?
-        guard getifaddrs(&list) == 0 else { return names }
-        defer { freeifaddrs(list) }
-        var next = list
-        while let entry = next {
-            defer { next = entry.pointee.ifa_next }
-            guard let address = entry.pointee.ifa_addr else { continue }
-            var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
-            switch Int32(address.pointee.sa_family) {
-            case AF_INET:
-                address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { pointer in
-                    var raw = pointer.pointee.sin_addr
-                    _ = inet_ntop(AF_INET, &raw, &text, socklen_t(text.count))
-                }
-            case AF_INET6:
-                address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { pointer in
-                    var raw = pointer.pointee.sin6_addr
-                    _ = inet_ntop(AF_INET6, &raw, &text, socklen_t(text.count))
-                }
-            default: continue
-            }
-            let name = String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            if !name.isEmpty { names.insert(name.lowercased()) }
-        }
+        for address in NetworkInterfaces.addresses() { names.insert(address.lowercased()) }
         return names
     }
 }

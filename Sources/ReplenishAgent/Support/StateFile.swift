@@ -1,9 +1,5 @@
 import FoundationEssentials
 
-#if canImport(Glibc)
-    import Glibc
-#endif
-
 /// Reading and writing the agent's JSON state files (tokens, outbox, status) under the state directory.
 ///
 /// Nothing in a state file is trusted: it is opened without following a symbolic link and without blocking
@@ -41,7 +37,7 @@ enum StateFile {
     /// Reads and decodes the file at `path` without side effects (for `status`, and for `load`). `owner` is the
     /// agent's uid: this process's in the daemon; `status` run from a root shell passes the state directory's.
     static func read<T: StateFormat>(
-        _ type: T.Type, from path: String, limit: Int = readLimit, owner: uid_t = geteuid()
+        _ type: T.Type, from path: String, limit: Int = readLimit, owner: UserID = POSIX.effectiveUserID()
     ) throws(AgentError) -> Reading<T> {
         switch try readBytes(path, limit: limit, owner: owner) {
         case .missing: return .missing
@@ -99,36 +95,35 @@ enum StateFile {
     /// The bytes of a state file, or why it cannot be used: a symbolic link, not a regular file, owned by another
     /// uid, over `limit` bytes, or not openable for its permissions. Other failures (no descriptors left, an I/O
     /// error) are thrown: they say nothing about the file, so it is not moved aside for them.
-    static func readBytes(_ path: String, limit: Int, owner: uid_t = geteuid()) throws(AgentError)
+    static func readBytes(_ path: String, limit: Int, owner: UserID = POSIX.effectiveUserID()) throws(AgentError)
         -> Reading<[UInt8]>
     {
-        // O_NOFOLLOW: a symbolic link fails with ELOOP instead of being followed out of the state directory.
-        // O_NONBLOCK: opening a FIFO for reading returns at once instead of waiting for a writer.
+        // `.untrusted`: a symbolic link fails (O_NOFOLLOW) instead of being followed out of the state directory,
+        // and a FIFO opens at once (O_NONBLOCK) instead of waiting for a writer.
         let file: POSIX.OpenFile
-        do { file = try POSIX.openFile(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY) } catch {
+        do { file = try POSIX.openFile(path, .untrusted) } catch {
             switch error.systemError?.errno {
-            case ENOENT: return .missing
-            case ELOOP: return .unusable(reason: "is a symbolic link, not a regular file")
-            case ENXIO, ENODEV: return .unusable(reason: "is not a regular file (a socket or a device)")
-            case let code? where code == EACCES || code == EPERM:
+            case Errno.noSuchFile: return .missing
+            case Errno.symbolicLink: return .unusable(reason: "is a symbolic link, not a regular file")
+            case Errno.noDeviceOrAddress, Errno.noDevice:
+                return .unusable(reason: "is not a regular file (a socket or a device)")
+            case let code? where code == Errno.permissionDenied || code == Errno.notPermitted:
                 // Another owner's file the agent may not read is that owner's, not a state file. When the path
                 // itself cannot be looked at (`status` run by another user), that is thrown: the file may be fine.
                 guard let info = try POSIX.linkStatus(path) else { return .missing }
-                if info.st_uid != owner {
-                    return .unusable(reason: "is owned by uid \(info.st_uid), not the agent's uid \(owner)")
+                if info.owner != owner {
+                    return .unusable(reason: "is owned by uid \(info.owner), not the agent's uid \(owner)")
                 }
                 return .unusable(reason: "cannot be opened: \(POSIX.describe(code))")
             default: throw error
             }
         }
         let info = try file.status()
-        if (info.st_mode & S_IFMT) != S_IFREG {
-            return .unusable(reason: "is not a regular file (a \(POSIX.fileKind(info.st_mode)))")
+        if info.kind != .regular { return .unusable(reason: "is not a regular file (a \(info.kind))") }
+        if info.owner != owner {
+            return .unusable(reason: "is owned by uid \(info.owner), not the agent's uid \(owner)")
         }
-        if info.st_uid != owner {
-            return .unusable(reason: "is owned by uid \(info.st_uid), not the agent's uid \(owner)")
-        }
-        if Int(info.st_size) > limit { return .unusable(reason: "is larger than \(limit) bytes (\(info.st_size))") }
+        if info.size > limit { return .unusable(reason: "is larger than \(limit) bytes (\(info.size))") }
         // nil: the file grew past the limit while being read.
         guard let bytes = try file.readAll(limit: limit) else {
             return .unusable(reason: "is larger than \(limit) bytes")
@@ -147,8 +142,8 @@ enum StateFile {
             suffix += 1
             aside = "\(base)-\(suffix)"
         }
-        if let info = try POSIX.linkStatus(path), (info.st_mode & S_IFMT) == S_IFREG, info.st_uid == geteuid(),
-            info.st_mode & 0o077 != 0
+        if let info = try POSIX.linkStatus(path), info.kind == .regular, info.owner == POSIX.effectiveUserID(),
+            info.isReachableByOthers
         {
             try POSIX.setMode(path, 0o600)
         }

@@ -1,7 +1,3 @@
-#if canImport(Glibc)
-    import Glibc
-#endif
-
 /// Facts about the wall clock (CLOCK_REALTIME) that the agent's rules depend on. A board without a
 /// battery-backed clock starts in 1970 (or at the image's build time) until NTP sets the time; anything judged
 /// by wall time before then (a token's expiry, the date in device status, a certificate's validity) is wrong.
@@ -20,6 +16,6 @@ enum WallClock {
     /// systemd-timesyncd says it has synchronised it. (The kernel's `adjtimex` state is not read: Glibc's
     /// module does not bring `sys/timex.h` to Swift, and the unit's ProtectClock= filter refuses the call.)
     static func isTrusted() -> Bool {
-        isPlausible(POSIX.wallTime()) || access(timesyncMarker, F_OK) == 0
+        isPlausible(POSIX.wallTime()) || POSIX.exists(timesyncMarker)
     }
 }

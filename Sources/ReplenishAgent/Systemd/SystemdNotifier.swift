@@ -3,12 +3,8 @@
 /// leading `@`). No libsystemd. Without `$NOTIFY_SOCKET` (not started by systemd, or a unit that is not
 /// `Type=notify`) every call does nothing.
 struct SystemdNotifier: Sendable {
-    enum Address: Sendable, Equatable {
-        /// A socket file, e.g. `/run/systemd/notify`.
-        case path(String)
-        /// An abstract socket name (`@name` in the variable), without the leading NUL.
-        case abstract(String)
-    }
+    /// A socket file (`.path`) or an abstract socket name (`.abstract`, `@name` in the variable).
+    typealias Address = UnixDatagram.Address
 
     /// Where the messages go, or nil when systemd is not listening.
     let address: Address?
@@ -26,9 +22,9 @@ struct SystemdNotifier: Sendable {
     static func fromProcess() -> SystemdNotifier {
         var environment: [String: String] = [:]
         for name in ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"] {
-            if let value = getenv(name) { environment[name] = String(cString: value) }
+            if let value = POSIX.environment(name) { environment[name] = value }
         }
-        return SystemdNotifier(environment: environment, pid: getpid())
+        return SystemdNotifier(environment: environment, pid: POSIX.processID())
     }
 
     var isEnabled: Bool { address != nil }
@@ -72,40 +68,16 @@ struct SystemdNotifier: Sendable {
     }
     @discardableResult func watchdog() -> String? { send(Self.message(["WATCHDOG": "1"])) }
 
-    /// Sends one datagram; nothing without `$NOTIFY_SOCKET`. Never raises SIGPIPE (MSG_NOSIGNAL). Returns
-    /// nil once sent, else the reason (a notification is never worth stopping the agent for).
+    /// Sends one datagram; nothing without `$NOTIFY_SOCKET`. Never raises SIGPIPE. Returns nil once sent, else
+    /// the reason (a notification is never worth stopping the agent for).
     @discardableResult func send(_ message: String) -> String? {
         guard let address else { return nil }
-        var name: [UInt8]
-        switch address {
-        case .path(let path): name = Array(path.utf8)
-        case .abstract(let abstract): name = [0] + Array(abstract.utf8)
+        do throws(SystemError) {
+            try UnixDatagram.send(Array(message.utf8), to: address)
+            return nil
+        } catch {
+            if error.errno == Errno.nameTooLong { return "NOTIFY_SOCKET is longer than a socket address can hold" }
+            return "notify systemd: \(error)"
         }
-        var socketAddress = sockaddr_un()
-        socketAddress.sun_family = sa_family_t(AF_UNIX)
-        let capacity = MemoryLayout.size(ofValue: socketAddress.sun_path)
-        // A path keeps room for its terminating NUL; an abstract name uses every byte it is given.
-        guard name.count < capacity || (name.first == 0 && name.count <= capacity) else {
-            return "NOTIFY_SOCKET is longer than a socket address can hold"
-        }
-        withUnsafeMutableBytes(of: &socketAddress.sun_path) { $0.copyBytes(from: name) }
-        if name.first != 0 { name.append(0) }
-        let length = socklen_t(MemoryLayout<sa_family_t>.size + name.count)
-
-        let descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard descriptor >= 0 else { return "notify socket: \(POSIX.describe(errno))" }
-        defer { close(descriptor) }
-        var bytes = Array(message.utf8)
-        let sent = withUnsafePointer(to: &socketAddress) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { generic in
-                POSIX.retryingEINTR { sendto(descriptor, &bytes, bytes.count, Int32(MSG_NOSIGNAL), generic, length) }
-            }
-        }
-        guard sent == bytes.count else { return "notify systemd: \(sent < 0 ? POSIX.describe(errno) : "short send")" }
-        return nil
     }
 }
-
-#if canImport(Glibc)
-    import Glibc
-#endif

@@ -1,9 +1,5 @@
 import FoundationEssentials
 
-#if canImport(Glibc)
-    import Glibc
-#endif
-
 /// Durable storage of the device's tokens. The refresh token is the device's pairing: losing it means the
 /// customer must pair again, so writes replace the file atomically and never delete before writing.
 protocol TokenStore: Sendable {
@@ -39,7 +35,9 @@ struct FileTokenStore: TokenStore {
 
     /// Reads the token file without the side effects of `load` (no moving aside): for `status`, whose `owner`
     /// is the agent's uid as `StateDirectory.agentUID` knows it.
-    static func read(_ path: String, owner: uid_t = geteuid()) throws(AgentError) -> StateFile.Reading<TokenSet> {
+    static func read(_ path: String, owner: UserID = POSIX.effectiveUserID()) throws(AgentError)
+        -> StateFile.Reading<TokenSet>
+    {
         switch try StateFile.read(TokenSet.self, from: path, limit: readLimit, owner: owner) {
         case .missing: return .missing
         case .unusable(let reason): return .unusable(reason: reason)

@@ -1,0 +1,70 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The process's own facts and settings, and the clocks, as typed calls for the rest of the agent.
+extension POSIX {
+    /// This process's id.
+    static func processID() -> Int32 { getpid() }
+
+    /// This process's effective user id: the agent's uid when it runs as the agent.
+    static func effectiveUserID() -> UserID { geteuid() }
+
+    /// An environment variable's value, or nil when it is not set.
+    static func environment(_ name: String) -> String? { getenv(name).map { String(cString: $0) } }
+
+    /// Sets the file-creation mask (`umask`); returns the previous one.
+    @discardableResult
+    static func setFileCreationMask(_ mask: FileMode) -> FileMode { umask(mask) }
+
+    /// Writes one line's bytes to standard output (`1`) or standard error (`2`), unbuffered; a failure is
+    /// ignored (there is nowhere left to report it).
+    static func writeStandard(_ stream: StandardStream, _ bytes: [UInt8]) {
+        writeAll(bytes, to: stream.rawValue)
+    }
+
+    /// The two streams a command prints to.
+    enum StandardStream: Int32, Sendable {
+        case output = 1
+        case error = 2
+    }
+
+    /// Unblocks every signal in this thread. A process started by a test runner (or any parent) may inherit
+    /// a blocked mask, and then SIGTERM would never reach it.
+    static func unblockAllSignals() {
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigprocmask(SIG_SETMASK, &set, nil)
+    }
+
+    /// Sets RLIMIT_CORE to 0 (soft and hard), so no core file of this process can ever be written.
+    static func disableCoreDumps() {
+        var none = rlimit(rlim_cur: 0, rlim_max: 0)
+        _ = setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &none)
+    }
+
+    /// Seconds since the Unix epoch (wall clock): used only for absolute expiries and timestamps that must
+    /// survive a restart. Waits use a monotonic `Clock`.
+    static func wallTime() -> Double {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+    }
+
+    /// `CLOCK_MONOTONIC` now, as time since its (boot-time) origin: the clock the kernel stamps GPIO edge events
+    /// with. Not `ContinuousClock`: on Linux that reads `CLOCK_BOOTTIME` (the Swift runtime's `swift_get_time`),
+    /// which also counts time suspended; so a kernel timestamp is only ever turned into an age against this
+    /// clock, never compared with a `ContinuousClock` instant.
+    static func monotonicNow() -> Duration { now(CLOCK_MONOTONIC) }
+
+    /// `CLOCK_BOOTTIME` now (what `ContinuousClock` reads on Linux), for the test that shows which clock that is.
+    static func bootTimeNow() -> Duration { now(CLOCK_BOOTTIME) }
+
+    private static func now(_ clock: clockid_t) -> Duration {
+        var now = timespec()
+        clock_gettime(clock, &now)
+        return .seconds(Int64(now.tv_sec)) + .nanoseconds(Int64(now.tv_nsec))
+    }
+}
