@@ -138,6 +138,12 @@ import Testing
         harness.expectNoSecretsInAgentOutput()
     }
 
+}
+
+/// A suite of its own so that it runs beside the press soak (each on its own thread) instead of after it.
+@Suite(.serialized, .onOwnThread) struct TokenRotationSoakTests {
+    static let seed = SoakTests.seed
+
     @Test func killsDuringTokenRotationNeverCostThePairing() throws {
         let kills = Int(ProcessInfo.processInfo.environment["KILL_COUNT"] ?? "") ?? 200
         let harness = Harness()
