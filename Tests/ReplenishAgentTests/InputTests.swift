@@ -1,3 +1,4 @@
+import Logging
 import Synchronization
 import Testing
 
@@ -140,7 +141,7 @@ import Testing
                     longPressMilliseconds: 5000)
             ], outputs: [])
         let seen = Mutex<[ButtonPress]>([])
-        let pipeline = InputPipeline(board: board, clock: clock, logger: .init(label: "test")) { press in
+        let pipeline = InputPipeline(board: board, clock: clock, logger: Self.quiet) { press in
             seen.withLock { $0.append(press) }
             return .success("ok")
         }
@@ -159,7 +160,7 @@ import Testing
         for _ in 0..<200 { await Task.yield() }
         #expect(seen.withLock { $0 }.isEmpty)
         clock.advance(by: .milliseconds(1))
-        #expect(await settle({ seen.withLock { $0.count } == 1 }))
+        #expect(await settle({ seen.withLock { $0.count } == 1 }, attempts: 100_000))
         try #require(seen.withLock { $0 } == [ButtonPress(input: "button", kind: .short)])
         guard case .success = await pipeline.outcome(of: id, timeout: .seconds(1)) else {
             Issue.record("the waiter must get the press's outcome")
@@ -178,6 +179,9 @@ import Testing
                 longPressMilliseconds: 5000)
         ], outputs: [])
 
+    /// No log output: a log line written to standard error takes longer than `settle`'s yields allow.
+    static let quiet = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+
     /// A pipeline on `clock` whose CLOCK_MONOTONIC is the manual clock's time plus 1000 s (another origin than
     /// the pipeline's clock: only an edge's age may cross from one to the other), and the presses it recognised.
     func timedPipeline(_ clock: ManualClock) -> (InputPipeline<ManualClock>, PressLog, (Int) -> Duration) {
@@ -185,7 +189,7 @@ import Testing
         let seen = PressLog()
         let monotonicNow: @Sendable () -> Duration = { origin + clock.now.offset }
         let pipeline = InputPipeline(
-            board: Self.buttonBoard, clock: clock, monotonicNow: monotonicNow, logger: .init(label: "test"),
+            board: Self.buttonBoard, clock: clock, monotonicNow: monotonicNow, logger: Self.quiet,
             handler: { press in
                 seen.append(press)
                 return .success("ok")
@@ -204,7 +208,7 @@ import Testing
             await pipeline.receive(InputEdge(input: "button", active: active, timestamp: kernel(at)))
         }
         // The release settled at 330 ms, already past: its timer fires without the clock moving.
-        #expect(await settle({ seen.count == 1 }))
+        #expect(await settle({ seen.count == 1 }, attempts: 100_000))
         #expect(seen.all == [ButtonPress(input: "button", kind: .short)])
         #expect(await settle({ clock.sleeperCount == 0 }))
 
@@ -229,7 +233,7 @@ import Testing
         await pipeline.receive(InputEdge(input: "button", active: false, timestamp: kernel(4000)))
         // (Timed by its arrival, this release would settle here, 30 ms on, as a 6 s long press.)
         clock.advance(by: .milliseconds(30))
-        #expect(await settle({ seen.count == 1 }))
+        #expect(await settle({ seen.count == 1 }, attempts: 100_000))
         #expect(seen.all == [ButtonPress(input: "button", kind: .short)])
 
         // And one the kernel saw at 5.5 s, read at 5.6 s, is long.
@@ -239,7 +243,7 @@ import Testing
         clock.advance(by: .milliseconds(5600))
         await second.receive(InputEdge(input: "button", active: false, timestamp: secondKernel(start + 5500)))
         clock.advance(by: .milliseconds(30))
-        #expect(await settle({ long.count == 1 }))
+        #expect(await settle({ long.count == 1 }, attempts: 100_000))
         #expect(long.all == [ButtonPress(input: "button", kind: .long)])
     }
 
@@ -252,7 +256,7 @@ import Testing
         for (active, at) in [(true, 0), (false, 200), (true, 1000), (false, 6500)] {
             await pipeline.receive(InputEdge(input: "button", active: active, timestamp: kernel(at)))
         }
-        #expect(await settle({ seen.count == 2 }))
+        #expect(await settle({ seen.count == 2 }, attempts: 100_000))
         #expect(
             seen.all == [ButtonPress(input: "button", kind: .short), ButtonPress(input: "button", kind: .long)])
     }
@@ -273,7 +277,7 @@ import Testing
         clock.advance(by: .milliseconds(200))
         await pipeline.receive(InputEdge(input: "button", active: false, timestamp: realtime))
         clock.advance(by: .milliseconds(30))
-        #expect(await settle({ seen.all == [ButtonPress(input: "button", kind: .short)] }))
+        #expect(await settle({ seen.all == [ButtonPress(input: "button", kind: .short)] }, attempts: 100_000))
     }
 }
 

@@ -115,7 +115,7 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
     /// Consumes `edges` until it ends or the task is cancelled.
     func run(edges: AsyncStream<InputEdge>) async {
         for await edge in edges {
-            await receive(edge)
+            receive(edge)
         }
         for timer in timers.values { timer.cancel() }
     }
@@ -123,9 +123,10 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
     /// The settled level of an input (for tests and diagnostics).
     func isActive(_ input: String) -> Bool? { machines[input]?.isActive }
 
-    /// Takes one raw edge. When it completes a press (a change that had settled before this edge happened, but
-    /// whose timer had not fired yet because the edges came late), returns once the handler has taken it.
-    func receive(_ edge: InputEdge) async {
+    /// Takes one raw edge. A change that had settled before this edge happened, but whose timer had not fired
+    /// yet because the edges came late, is settled first; a press it completes goes to the handler in a task of
+    /// its own, as a timer's does, so the edges never wait for a handler (which may be calling DRS).
+    func receive(_ edge: InputEdge) {
         guard var machine = machines[edge.input] else {
             logger.warning("edge on an unknown input", metadata: ["gpio.input": "\(edge.input)"])
             return
@@ -140,7 +141,10 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
         machine.edge(active: edge.active, at: at)
         machines[edge.input] = machine
         arm(edge.input)
-        if let settled { await deliver(ButtonPress(input: edge.input, kind: settled)) }
+        if let settled {
+            let press = ButtonPress(input: edge.input, kind: settled)
+            Task { await self.deliver(press) }
+        }
     }
 
     /// When the edge happened on `clock`: now minus its age on CLOCK_MONOTONIC, or now when it has no kernel
