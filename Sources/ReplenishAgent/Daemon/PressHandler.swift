@@ -15,8 +15,9 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
     private let wallTime: @Sendable () -> Double
     private let logger: Logger
     private var policy = PressPolicy<C.Instant>()
-    /// Opens the pairing window (a long press on an unpaired device).
-    private let openPairingWindow: @Sendable () async -> Void
+    /// Opens the pairing window, or in code mode skips the linking's wait (a long press on an unpaired
+    /// device); returns what to tell the customer.
+    private let openPairingWindow: @Sendable () async -> String
     /// The owner-change gesture's work (`FactoryReset`); without it, a confirmed re-pairing only deregisters
     /// and forgets the tokens.
     private let factoryReset: (@Sendable () async -> Result<String, AgentError>)?
@@ -24,7 +25,7 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
     init(
         config: AgentConfig, orders: OrderService<C>, tokens: TokenManager<C>, duties: Duties<C>, status: StatusBook,
         drs: DRSClient, lights: Lights<C>, clock: C, wallTime: @escaping @Sendable () -> Double, logger: Logger,
-        openPairingWindow: @escaping @Sendable () async -> Void = {},
+        openPairingWindow: @escaping @Sendable () async -> String = { "pairing window open" },
         factoryReset: (@Sendable () async -> Result<String, AgentError>)? = nil
     ) {
         self.openPairingWindow = openPairingWindow
@@ -115,10 +116,7 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
             }
             return .success("pairing forgotten; the device is in pairing mode (pairing window open)")
         case .openPairingWindow:
-            await openPairingWindow()
-            return .success(
-                "pairing window open for \(config.pairingWindowMinutes) minutes: pair the device with the companion app"
-            )
+            return .success(await openPairingWindow())
         case .unmapped:
             return .failure(AgentError(.invalidInput, "input \(press.input) is not mapped to a slot"))
         }
