@@ -71,9 +71,10 @@ extension AgentConfig {
                 problems.add("lwa.clientSecret", "must not be empty (leave it out instead)")
             }
             let tokenURL = url(reader.string("tokenURL", problems: &problems), at: "lwa.tokenURL", problems: &problems)
+            // Given at all (even of the wrong type, reported as such): not also "required" below.
+            codePairURLGiven = reader.value("codePairURL", required: false, problems: &problems) != nil
             let codePairText = reader.string("codePairURL", required: false, problems: &problems)
             let codePairURL = url(codePairText, at: "lwa.codePairURL", problems: &problems)
-            codePairURLGiven = codePairText != nil
             reader.reportUnknownKeys(problems: &problems)
             if let clientId, let tokenURL, codePairText == nil || codePairURL != nil {
                 lwa = LWA(
