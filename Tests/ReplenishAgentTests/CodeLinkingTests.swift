@@ -469,9 +469,10 @@ import Testing
         facts.paired = true
         #expect(LEDPattern.pattern(for: facts) == .off, "a paired device shows no code")
         // It blinks, unlike any other pattern.
-        let steps = try? #require(LEDPattern.codeWaiting.steps)
-        let cycles = LEDPattern.allCases.compactMap { $0.steps.map { $0.map { "\($0.on)\($0.milliseconds)" } } }
-        #expect(steps != nil && cycles.filter { $0 == steps!.map { "\($0.on)\($0.milliseconds)" } }.count == 1)
+        let steps = LEDPattern.codeWaiting.steps?.map { "\($0.on)\($0.milliseconds)" }
+        #expect(steps == ["true1500", "false500"])
+        let cycles = LEDPattern.allCases.compactMap { $0.steps?.map { "\($0.on)\($0.milliseconds)" } }
+        #expect(cycles.filter { $0 == steps }.count == 1)
     }
 }
 

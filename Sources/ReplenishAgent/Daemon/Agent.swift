@@ -83,11 +83,20 @@ struct Agent {
                 await window.handle(.longPress)
                 return "pairing window open for \(minutes) minutes: pair the device with the companion app"
             },
-            factoryReset: { await reset.perform(reason: "factory reset confirmed with the button") })
+            factoryReset: {
+                let result = await reset.perform(reason: "factory reset confirmed with the button")
+                // The reset wiped status.json: the code being shown goes back in.
+                await linking?.republish()
+                return result
+            })
         let inputs = InputPipeline(board: config.board, clock: clock, logger: logger) { await presses.handle($0) }
         let control = ControlServer(
             backend: backend as? SimulatedBackend, inputs: inputs, lights: lights, board: config.board,
-            reset: { await reset.perform(reason: "factory reset requested with replenish-agent reset") })
+            reset: {
+                let result = await reset.perform(reason: "factory reset requested with replenish-agent reset")
+                await linking?.republish()
+                return result
+            })
 
         // The streams: every subscription is made here, before any service runs, so none misses an event.
         let (tokensToLights, tokensToStatus, tokensToOrders, tokensToDuties, tokensToWindow) = (

@@ -105,7 +105,7 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
             if let factoryReset {
                 // The owner-change gesture is a factory reset: the next owner gets no queued press of this one.
                 return await factoryReset().map { _ in
-                    "pairing forgotten, queued presses wiped; the device is in pairing mode (pairing window open)"
+                    "pairing forgotten, queued presses wiped; \(pairingAgain)"
                 }
             }
             await deregister()
@@ -114,11 +114,19 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
             } catch {
                 return .failure(error)
             }
-            return .success("pairing forgotten; the device is in pairing mode (pairing window open)")
+            return .success("pairing forgotten; \(pairingAgain)")
         case .openPairingWindow:
             return .success(await openPairingWindow())
         case .unmapped:
             return .failure(AgentError(.invalidInput, "input \(press.input) is not mapped to a slot"))
+        }
+    }
+
+    /// How the device pairs again, for the answers to a confirmed re-pairing.
+    private var pairingAgain: String {
+        switch config.pairingMode {
+        case .companion: "the device is in pairing mode (pairing window open)"
+        case .code: "code-based linking starts again (replenish-agent status shows the code)"
         }
     }
 

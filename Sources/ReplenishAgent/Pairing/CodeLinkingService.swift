@@ -50,6 +50,12 @@ actor CodeLinkingService<C: Clock> where C.Duration == Duration {
         publish()
     }
 
+    /// Publishes the current code again, changed or not (after a factory reset wiped the status file).
+    func republish() {
+        published = nil
+        publish()
+    }
+
     private func publish() {
         let current = shown
         if let published, published == current { return }

@@ -85,6 +85,14 @@ import Testing
         }
         // Polling stopped once paired (the duties and the order took longer than the interval).
         #expect(try polls(harness, emulator).values.reduce(0, +) == pollsWhenPaired)
+
+        // A factory reset unpairs: linking starts again, with a new code in status (the reset wiped the file).
+        let reset = try harness.run("replenish-agent", ["reset", "--config", config])
+        #expect(reset.status == 0, "\(reset.error)")
+        let again = try waitForCode(harness, config: config, otherThan: code)
+        #expect(try harness.statusJSON(config: config)["paired"] as? Bool == false)
+        #expect(try harness.stats(emulator)["codePairsIssued"] as? Int == 2)
+        #expect(!again.isEmpty)
         #expect(harness.agentLogs.contains(code), "the code is logged for a serial console")
         harness.expectNoSecretsInAgentOutput()
     }
