@@ -32,14 +32,20 @@ actor CodeLinkingService<C: Clock> where C.Duration == Duration {
         self.logger = logger
     }
 
+    /// The wall-clock expiry of the pair shown, computed once per pair (whole seconds), so that what is
+    /// published does not wobble with every reading of the two clocks.
+    private var wallExpiry: (deviceCode: Secret, at: Double)?
+
     /// The code the customer can enter now, if any.
     var shown: LinkingCode? {
         let now = clock.now
-        return linking.shown(at: now).map {
-            LinkingCode(
-                userCode: $0.userCode, verificationURI: $0.verificationURI,
-                expiresAt: wallTime() + PairingWindowService<C>.seconds(now.duration(to: $0.expiresAt)))
+        guard let pair = linking.shown(at: now) else { return nil }
+        if wallExpiry?.deviceCode != pair.deviceCode {
+            let at = wallTime() + PairingWindowService<C>.seconds(now.duration(to: pair.expiresAt))
+            wallExpiry = (pair.deviceCode, at.rounded(.down))
         }
+        return LinkingCode(
+            userCode: pair.userCode, verificationURI: pair.verificationURI, expiresAt: wallExpiry?.at ?? 0)
     }
 
     var isPaired: Bool { linking.isPaired }
