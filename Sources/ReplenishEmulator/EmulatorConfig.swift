@@ -12,6 +12,12 @@ struct EmulatorConfig: Sendable {
     var slots: [String] = ["slot-1", "slot-2", "slot-3"]
     var accessTokenLifetime: Double = 3600
     var codeLifetime: Double = 300
+    /// Code-based linking: how long a code pair can be entered, and the least time between two polls
+    /// (PROTOCOL.md's example: 600 s and 30 s).
+    var codePairLifetime: Double = 600
+    var codePairInterval: Double = 30
+    /// Where the customer enters the code (shown by the device, never fetched by it).
+    var verificationURI = "https://amazon.com/us/code"
     var rotateRefreshTokens = false
     var oldRefreshTokenPolicy: OldRefreshTokenPolicy = .untilUsed
     /// Send `expires_in` as a JSON string, as one Amazon page shows.

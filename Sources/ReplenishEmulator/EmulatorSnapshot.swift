@@ -7,6 +7,8 @@ import Foundation
 struct EmulatorSnapshot: Codable {
     var devices: [String: DeviceIdentity]
     var codes: [String: AuthorizationCode]
+    /// Absent in snapshots written before code-based linking.
+    var codePairs: [String: CodePairRecord]?
     var accessTokens: [String: AccessTokenRecord]
     var refreshTokens: [String: RefreshTokenRecord]
     var orders: [String: PlacedOrder]
@@ -18,6 +20,7 @@ struct EmulatorSnapshot: Codable {
     init(of state: EmulatorState) {
         devices = state.devices
         codes = state.codes
+        codePairs = state.codePairs
         accessTokens = state.accessTokens
         refreshTokens = state.refreshTokens
         orders = state.orders
@@ -31,6 +34,7 @@ struct EmulatorSnapshot: Codable {
     func restore(into state: inout EmulatorState) {
         state.devices = devices
         state.codes = codes
+        state.codePairs = codePairs ?? [:]
         state.accessTokens = accessTokens
         state.refreshTokens = refreshTokens
         state.orders = orders

@@ -45,14 +45,15 @@ extension EmulatorState {
         return .json(200, .obj(["expired": .number(Double(count))]))
     }
 
-    /// `GET /admin/pairing-secrets`: every authorization code issued and every `code_verifier` presented, so
-    /// that tests can check a device never printed them.
+    /// `GET /admin/pairing-secrets`: every authorization code issued, every `code_verifier` presented and every
+    /// device code of a code pair issued, so that tests can check a device never printed them.
     func adminPairingSecrets() -> EmulatorResponse {
         .json(
             200,
             .obj([
                 "codes": .array(codes.keys.sorted().map(JSONValue.string)),
                 "verifiers": .array(presentedVerifiers.map(JSONValue.string)),
+                "deviceCodes": .array(codePairs.keys.sorted().map(JSONValue.string)),
             ]))
     }
 }

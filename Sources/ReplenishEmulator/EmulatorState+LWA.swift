@@ -21,23 +21,10 @@ extension EmulatorState {
             return bad("scope must include dash:replenish")
         }
         guard let scopeDataText = query["scope_data"] else { return bad("Missing scope_data") }
-        guard let scopeData = try? JSONValue.parse(scopeDataText),
-            case .object = scopeData["dash:replenish"] ?? .null,
-            let drs = scopeData["dash:replenish"]
-        else { return bad("scope_data must be JSON with a dash:replenish object") }
-        guard let model = drs["device_model"]?.stringValue, Self.isValidIdentifier(model) else {
-            return bad("scope_data device_model missing or malformed")
-        }
-        guard let serial = drs["serial"]?.stringValue, Self.isValidSerial(serial) else {
-            return bad("scope_data serial missing or malformed (1 to 50 characters of A-Z a-z 0-9)")
-        }
-        var flags: [String: Bool] = [:]
-        for name in ["is_test_device", "should_include_non_live"] {
-            switch drs[name] {
-            case nil: flags[name] = false
-            case .bool(let value)?: flags[name] = value
-            default: return bad("scope_data \(name) must be a boolean")
-            }
+        let device: DeviceIdentity
+        switch Self.device(scopeData: scopeDataText, clientId: clientId) {
+        case .success(let found): device = found
+        case .failure(let reason): return bad(reason.message)
         }
         guard let redirectURI = query["redirect_uri"], !redirectURI.isEmpty else { return bad("Missing redirect_uri") }
         guard let challenge = query["code_challenge"] else { return bad("Missing code_challenge") }
@@ -46,9 +33,6 @@ extension EmulatorState {
         guard method == "S256" || method == "plain" else { return bad("code_challenge_method must be S256 or plain") }
         guard PKCE.isWellFormedChallenge(challenge, method: method) else { return bad("Malformed code_challenge") }
 
-        let device = DeviceIdentity(
-            serial: serial, model: model, isTestDevice: flags["is_test_device"]!,
-            shouldIncludeNonLive: flags["should_include_non_live"]!, clientId: clientId)
         let code = "AN" + RandomText.alphanumeric(18)
         codes[code] = AuthorizationCode(
             device: device, redirectURI: redirectURI, challenge: challenge, challengeMethod: method,
@@ -61,7 +45,39 @@ extension EmulatorState {
         return EmulatorResponse(status: 302, headers: [("Location", location)])
     }
 
-    /// `POST /auth/o2/token`: the authorization-code and refresh-token grants.
+    /// Why `scope_data` names no device.
+    struct ScopeDataProblem: Error {
+        var message: String
+    }
+
+    /// The device `scope_data` names (`{"dash:replenish":{"device_model","serial","is_test_device",
+    /// "should_include_non_live"}}`), for `/ap/oa` and the code pair alike.
+    static func device(scopeData text: String, clientId: String) -> Result<DeviceIdentity, ScopeDataProblem> {
+        guard let scopeData = try? JSONValue.parse(text), case .object = scopeData["dash:replenish"] ?? .null,
+            let drs = scopeData["dash:replenish"]
+        else { return .failure(.init(message: "scope_data must be JSON with a dash:replenish object")) }
+        guard let model = drs["device_model"]?.stringValue, isValidIdentifier(model) else {
+            return .failure(.init(message: "scope_data device_model missing or malformed"))
+        }
+        guard let serial = drs["serial"]?.stringValue, isValidSerial(serial) else {
+            return .failure(
+                .init(message: "scope_data serial missing or malformed (1 to 50 characters of A-Z a-z 0-9)"))
+        }
+        var flags: [String: Bool] = [:]
+        for name in ["is_test_device", "should_include_non_live"] {
+            switch drs[name] {
+            case nil: flags[name] = false
+            case .bool(let value)?: flags[name] = value
+            default: return .failure(.init(message: "scope_data \(name) must be a boolean"))
+            }
+        }
+        return .success(
+            DeviceIdentity(
+                serial: serial, model: model, isTestDevice: flags["is_test_device"]!,
+                shouldIncludeNonLive: flags["should_include_non_live"]!, clientId: clientId))
+    }
+
+    /// `POST /auth/o2/token`: the authorization-code, refresh-token and device-code grants.
     mutating func tokenGrant(_ request: EmulatorRequest, now: Date) -> EmulatorResponse {
         let params: [String: String]
         switch Self.tokenParameters(request) {
@@ -76,6 +92,8 @@ extension EmulatorState {
             response = redeemCode(params, now: now)
         case "refresh_token"?:
             response = refresh(params, now: now)
+        case "device_code"?:
+            response = pollCodePair(params, now: now)
         case let other?:
             response = .oauthError(400, "unsupported_grant_type", "Grant type \(other) is not supported")
         }
@@ -86,14 +104,14 @@ extension EmulatorState {
         return recordTokenError(response)
     }
 
-    private mutating func recordTokenError(_ response: EmulatorResponse) -> EmulatorResponse {
+    mutating func recordTokenError(_ response: EmulatorResponse) -> EmulatorResponse {
         let code = response.reason.flatMap { $0.split(separator: ":").first.map(String.init) } ?? "unknown"
         stats.tokenErrors[code, default: 0] += 1
         return response
     }
 
     /// The grant's parameters from a form body (or a JSON object of strings); a repeated one is an error.
-    private static func tokenParameters(_ request: EmulatorRequest) -> Outcome<[String: String]> {
+    static func tokenParameters(_ request: EmulatorRequest) -> Outcome<[String: String]> {
         let invalid = { (text: String) in EmulatorResponse.oauthError(400, "invalid_request", text) }
         var params: [String: String] = [:]
         if request.mediaType == "application/json" {
@@ -201,7 +219,7 @@ extension EmulatorState {
     }
 
     /// Issues a new access token for `device` and answers with it and `refreshToken`.
-    private mutating func tokenAnswer(
+    mutating func tokenAnswer(
         device: DeviceIdentity, refreshToken: String, grantType: String, now: Date
     ) -> EmulatorResponse {
         let accessToken = "Atza|" + RandomText.tokenBody(120)

@@ -10,6 +10,8 @@ struct EmulatorState: Sendable {
     /// Devices by `DeviceIdentity.key`, updated at every code redemption.
     var devices: [String: DeviceIdentity] = [:]
     var codes: [String: AuthorizationCode] = [:]
+    /// Code pairs of code-based linking, by device code.
+    var codePairs: [String: CodePairRecord] = [:]
     /// Every `code_verifier` a client presented, for tests that scan a device's output for it.
     var presentedVerifiers: [String] = []
     var accessTokens: [String: AccessTokenRecord] = [:]
@@ -62,6 +64,10 @@ struct EmulatorState: Sendable {
             guard request.method == "POST" else { return .oauthError(405, "invalid_request", "Use POST") }
             return tokenGrant(request, now: now)
         }
+        if request.path.lowercased() == "/auth/o2/create/codepair" {
+            guard request.method == "POST" else { return .oauthError(405, "invalid_request", "Use POST") }
+            return createCodePair(request, now: now)
+        }
         func only(_ method: String, _ answer: () -> EmulatorResponse) -> EmulatorResponse {
             request.method == method ? answer() : .message(405, "Method \(request.method) not allowed here")
         }
@@ -99,6 +105,8 @@ struct EmulatorState: Sendable {
             return only("GET") { orderInfo(request, eventInstanceId: id, now: now) }
         } else if match("admin/stats") != nil {
             return only("GET") { .json(200, stats.json) }
+        } else if match("admin/enter-code") != nil {
+            return only("POST") { adminEnterCode(request, now: now) }
         } else if match("admin/pairing-secrets") != nil {
             return only("GET") { adminPairingSecrets() }
         } else if let slot = match("admin/deliver/*")?.first {

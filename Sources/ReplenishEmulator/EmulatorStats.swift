@@ -38,6 +38,13 @@ struct EmulatorStats: Sendable {
     var faultsInjected: [Fault.Kind: Int] = [:]
     /// Every request to the token endpoint, whatever the answer (faults and `413` included).
     var tokenRequests = 0
+    /// Requests that reached `POST /auth/O2/create/codepair` (any answer), and the pairs handed out.
+    var codePairRequests = 0
+    var codePairsIssued = 0
+    /// `device_code` polls by answer: `authorization_pending`, `slow_down`, `invalid_code_pair`, `granted`, …
+    var codePairPolls: [String: Int] = [:]
+    /// Codes entered with `POST /admin/enter-code`.
+    var codesEntered = 0
     /// TCP connections accepted (HTTP and HTTPS alike).
     var connectionsAccepted = 0
     /// Requests read in full so far on each connection, by connection number (admin requests included).
@@ -92,6 +99,10 @@ struct EmulatorStats: Sendable {
             "faultsInjected": .object(
                 Fault.Kind.allCases.map { .init(key: $0.rawValue, value: .number(Double(faultsInjected[$0] ?? 0))) }),
             "tokenRequests": .number(Double(tokenRequests)),
+            "codePairRequests": .number(Double(codePairRequests)),
+            "codePairsIssued": .number(Double(codePairsIssued)),
+            "codePairPolls": counts(codePairPolls),
+            "codesEntered": .number(Double(codesEntered)),
             "connectionsAccepted": .number(Double(connectionsAccepted)),
             "requests": .number(Double(requests)),
             "requestsPerConnection": counts(requestsPerConnection),

@@ -9,6 +9,13 @@ enum RandomText {
         return String((0..<count).map { _ in alphanumerics.randomElement(using: &rng)! })
     }
 
+    /// What a customer types: 6 characters of `A-Z 2-9` without the look-alikes `I`, `O`, `0`, `1`.
+    static func userCode() -> String {
+        var rng = SystemRandomNumberGenerator()
+        let letters = Array("ABCDEFGHJKLMNPQRSTUVWXYZ23456789")
+        return String((0..<6).map { _ in letters.randomElement(using: &rng)! })
+    }
+
     /// `count` characters of `A-Z a-z 0-9 - _`, like the body of an LWA token.
     static func tokenBody(_ count: Int) -> String {
         var rng = SystemRandomNumberGenerator()

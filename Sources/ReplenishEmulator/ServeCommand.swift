@@ -32,6 +32,15 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "Lifetime of an authorization code in seconds.")
     var codeLifetime = 300
 
+    @Option(help: "Code-based linking: how long a code pair can be entered, in seconds.")
+    var codePairLifetime = 600
+
+    @Option(help: "Code-based linking: the least time between two polls of a code pair, in seconds.")
+    var codePairInterval = 30
+
+    @Option(help: "Code-based linking: the verification URI a code pair names.")
+    var verificationUri = "https://amazon.com/us/code"
+
     @Flag(help: "Each refresh grant returns a new refresh token.")
     var rotateRefreshTokens = false
 
@@ -63,8 +72,12 @@ struct ServeCommand: ParsableCommand {
             throw ValidationError("--slots needs non-empty slot ids without '/'")
         }
         guard Set(list).count == list.count else { throw ValidationError("--slots has a slot twice") }
-        guard accessTokenLifetime > 0, codeLifetime > 0 else {
+        guard accessTokenLifetime > 0, codeLifetime > 0, codePairLifetime > 0 else {
             throw ValidationError("lifetimes must be positive")
+        }
+        guard codePairInterval >= 1 else { throw ValidationError("--code-pair-interval must be at least 1") }
+        guard !verificationUri.isEmpty, !verificationUri.contains(where: { $0.isWhitespace }) else {
+            throw ValidationError("--verification-uri must be a URI without spaces")
         }
     }
 
@@ -73,6 +86,9 @@ struct ServeCommand: ParsableCommand {
         config.slots = slotList
         config.accessTokenLifetime = Double(accessTokenLifetime)
         config.codeLifetime = Double(codeLifetime)
+        config.codePairLifetime = Double(codePairLifetime)
+        config.codePairInterval = Double(codePairInterval)
+        config.verificationURI = verificationUri
         config.rotateRefreshTokens = rotateRefreshTokens
         config.oldRefreshTokenPolicy = oldRefreshTokenPolicy
         config.expiresInAsString = expiresInAsString

@@ -159,6 +159,43 @@ import Testing
         }
     }
 
+    @Test func pairingModeDefaultsToCompanionAndCodeModeNeedsACodePairURL() throws {
+        let companion = try #require(try load(Self.validConfig()).0)
+        #expect(companion.pairingMode == .companion && companion.lwa.codePairURL == nil)
+        func codeMode(_ lwa: [String: Any], pairing: [String: Any] = ["mode": "code"]) -> [String: Any] {
+            var config = Self.validConfig()
+            config["lwa"] = (config["lwa"] as! [String: Any]).merging(lwa) { $1 }
+            config["pairing"] = pairing
+            return config
+        }
+        // Code mode: no port, so no listen needed; the code pair URL is.
+        let (loaded, none) = try load(codeMode(["codePairURL": "https://api.amazon.com/auth/O2/create/codepair"]))
+        #expect(none == [])
+        #expect(loaded?.pairingMode == .code && loaded?.pairingListen == nil)
+        #expect(loaded?.lwa.codePairURL?.text == "https://api.amazon.com/auth/O2/create/codepair")
+        #expect(try load(codeMode(["codePairURL": "http://127.0.0.1:8641/auth/O2/create/codepair"])).1 == [])
+        #expect(try load(codeMode([:])).1 == [#"lwa.codePairURL: is required when pairing.mode is "code""#])
+        #expect(
+            try load(codeMode(["codePairURL": "http://example.com/auth/O2/create/codepair"])).1 == [
+                "lwa.codePairURL: http:// is allowed only for loopback hosts; use https://"
+            ])
+        #expect(try load(codeMode(["codePairURL": 5])).1 == ["lwa.codePairURL: must be a string, found a number"])
+        // Companion mode keeps listen required; a code pair URL there is allowed (unused).
+        #expect(
+            try load(codeMode(["codePairURL": "https://a.example/c"], pairing: ["mode": "companion"])).1 == [
+                "pairing.listen: is required"
+            ])
+        #expect(try load(codeMode(["codePairURL": "https://a.example/c"], pairing: ["listen": "0.0.0.0:1"])).1 == [])
+        #expect(
+            try load(codeMode([:], pairing: ["mode": "qr", "listen": "0.0.0.0:1"])).1 == [
+                #"pairing.mode: must be "companion" or "code", found "qr""#
+            ])
+        #expect(
+            try load(codeMode(["codePairURL": "https://a.example/c"], pairing: ["mode": "code", "colour": 1])).1 == [
+                "pairing.colour: unknown key"
+            ])
+    }
+
     @Test func stateDirectoryMustBeAbsolute() throws {
         #expect(try problems { $0["stateDirectory"] = "state" } == ["stateDirectory: must be an absolute path"])
     }

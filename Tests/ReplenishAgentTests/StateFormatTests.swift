@@ -135,6 +135,28 @@ import Testing
         }
     }
 
+    /// Code-based linking added an optional `linking` to version 1: files without it read as before (no code),
+    /// a file with it keeps the code, and a record round-trips.
+    @Test func statusFilesWithAndWithoutTheLinkingCodeAreRead() throws {
+        for fixture in ["status-v1-first.json", "status-v1.json", "status-v2.json"] {
+            let directory = try stateDirectory(with: fixture, as: "status.json")
+            let record = try StateFile.load(StatusRecord.self, from: directory + "/status.json") { _ in }
+            #expect(record != nil && record?.linking == nil, "\(fixture)")
+        }
+        let directory = try stateDirectory(with: "status-v1-linking.json", as: "status.json")
+        var reports: [String] = []
+        let record = try #require(
+            try StateFile.load(StatusRecord.self, from: directory + "/status.json") { reports.append($0) })
+        #expect(reports.isEmpty)
+        #expect(
+            record.linking
+                == LinkingCode(
+                    userCode: "FXCODE", verificationURI: "https://amazon.com/us/code", expiresAt: 1_763_790_600))
+        #expect(record.tokenState == .unpaired)
+        try StateFile.save(record, to: directory + "/status.json")
+        #expect(try StateFile.load(StatusRecord.self, from: directory + "/status.json") { _ in } == record)
+    }
+
     /// Two versions ahead: a format this build must not read. Moved aside with the reason; for tokens the
     /// device is unpaired and keeps working.
     @Test func aVersionThisBuildCannotReadIsMovedAsideWithTheReason() throws {

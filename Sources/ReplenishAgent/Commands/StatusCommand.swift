@@ -62,11 +62,21 @@ struct StatusCommand: AsyncParsableCommand {
             enum CodingKeys: String, CodingKey { case open, closesAt }
         }
 
+        /// Code-based linking: the code the customer can enter now, where, and until when. Absent otherwise.
+        struct Linking: Encodable, Equatable {
+            var userCode: String
+            var verificationURI: String
+            var expiresAt: String
+        }
+
         var serial: String
         var phase: String
         var paired: Bool
         var pairingState: String
+        /// `companion` or `code` (`pairing.mode`).
+        var pairingMode: String
         var pairingWindow: PairingWindow
+        var linking: Linking?
         /// unpaired, fresh, refreshing, retry-wait or needs-pairing.
         var tokenState: TokenState.Kind
         var tokenStateReason: String?
@@ -115,7 +125,20 @@ struct StatusCommand: AsyncParsableCommand {
         }
         // The agent writes when an open window closes; a time already past (or a paired device) is closed.
         let windowClosesAt = record.pairingWindowClosesAt.flatMap { tokens == nil && $0 > now ? $0 : nil }
-        let windowState = windowClosesAt == nil ? "pairing window closed (a long press opens it)" : "pairing mode"
+        // A code is shown while the device is unpaired in code mode and the code has not expired; the agent removes
+        // it once paired or expired, and a stopped agent's code is shown only until its expiry.
+        let linking = record.linking.flatMap { code in
+            config.pairingMode == .code && tokens == nil && code.expiresAt > now ? code : nil
+        }
+        let windowState =
+            switch config.pairingMode {
+            case .code:
+                linking.map {
+                    "code-based linking: enter code \($0.userCode) at \($0.verificationURI) before \(ISO8601.format($0.expiresAt))"
+                } ?? "code-based linking: no code to enter yet (the running agent asks LWA for one)"
+            case .companion:
+                windowClosesAt == nil ? "pairing window closed (a long press opens it)" : "pairing mode"
+            }
         let pairingState =
             switch tokenState {
             case .needsPairing:
@@ -125,8 +148,12 @@ struct StatusCommand: AsyncParsableCommand {
             }
         return Report(
             serial: config.device.serial, phase: config.device.phase.rawValue, paired: tokens != nil,
-            pairingState: pairingState,
+            pairingState: pairingState, pairingMode: config.pairingMode.rawValue,
             pairingWindow: .init(open: windowClosesAt != nil, closesAt: windowClosesAt.map(ISO8601.format)),
+            linking: linking.map {
+                Report.Linking(
+                    userCode: $0.userCode, verificationURI: $0.verificationURI, expiresAt: ISO8601.format($0.expiresAt))
+            },
             tokenState: tokenState,
             tokenStateReason: tokens != nil || tokenState == .needsPairing ? record.tokenStateReason : nil,
             accessTokenExpiresAt: tokens.map { ISO8601.format($0.accessTokenExpiresAt) },
@@ -167,9 +194,15 @@ struct StatusCommand: AsyncParsableCommand {
         }
         Output.line("device \(report.serial) (phase \(report.phase)): \(report.pairingState)")
         if !report.paired {
-            Output.line(
-                report.pairingWindow.closesAt.map { "pairing window open until \($0)" }
-                    ?? "pairing window closed: a long press on the button opens it")
+            if let linking = report.linking {
+                Output.line("enter code \(linking.userCode) at \(linking.verificationURI) (until \(linking.expiresAt))")
+            } else if report.pairingMode == AgentConfig.PairingMode.code.rawValue {
+                Output.line("no code to enter yet: the running agent asks LWA for one")
+            } else {
+                Output.line(
+                    report.pairingWindow.closesAt.map { "pairing window open until \($0)" }
+                        ?? "pairing window closed: a long press on the button opens it")
+            }
         }
         if let expiresAt = report.accessTokenExpiresAt, let seconds = report.accessTokenExpiresInSeconds {
             Output.line("access token expires \(expiresAt) (\(seconds >= 0 ? "in \(seconds) s" : "expired"))")

@@ -58,6 +58,7 @@ extension AgentConfig {
 
         // lwa
         var lwa: LWA?
+        var codePairURLGiven = false
         if var reader = ObjectReader(
             top.value("lwa", required: true, problems: &problems) ?? .object([:]),
             path: "lwa", problems: &problems)
@@ -71,9 +72,15 @@ extension AgentConfig {
                 problems.add("lwa.clientSecret", "must not be empty (leave it out instead)")
             }
             let tokenURL = url(reader.string("tokenURL", problems: &problems), at: "lwa.tokenURL", problems: &problems)
+            // Given at all (even of the wrong type, reported as such): not also "required" below.
+            codePairURLGiven = reader.value("codePairURL", required: false, problems: &problems) != nil
+            let codePairText = reader.string("codePairURL", required: false, problems: &problems)
+            let codePairURL = url(codePairText, at: "lwa.codePairURL", problems: &problems)
             reader.reportUnknownKeys(problems: &problems)
-            if let clientId, let tokenURL {
-                lwa = LWA(clientId: clientId, clientSecret: secret.map(Secret.init), tokenURL: tokenURL)
+            if let clientId, let tokenURL, codePairText == nil || codePairURL != nil {
+                lwa = LWA(
+                    clientId: clientId, clientSecret: secret.map(Secret.init), tokenURL: tokenURL,
+                    codePairURL: codePairURL)
             }
         }
 
@@ -165,27 +172,39 @@ extension AgentConfig {
         }
 
         // pairing
+        var mode = PairingMode.companion
         var listen: Listen?
         var windowMinutes = 10
         if var reader = ObjectReader(
             top.value("pairing", required: true, problems: &problems) ?? .object([:]),
             path: "pairing", problems: &problems)
         {
-            if let text = reader.string("listen", problems: &problems) {
+            if let name = reader.string("mode", required: false, problems: &problems) {
+                if let known = PairingMode(rawValue: name) {
+                    mode = known
+                } else {
+                    problems.add("pairing.mode", "must be \"companion\" or \"code\", found \"\(name)\"")
+                }
+            }
+            // The code flow opens no port: `listen` is needed only for the companion app.
+            if let text = reader.string("listen", required: mode == .companion, problems: &problems) {
                 listen = parseListen(text)
                 if listen == nil { problems.add("pairing.listen", "must be HOST:PORT with a port from 1 to 65535") }
             }
             windowMinutes = reader.integer("windowMinutes", in: 1...1440, problems: &problems) ?? 10
             reader.reportUnknownKeys(problems: &problems)
         }
+        if mode == .code, !codePairURLGiven {
+            problems.add("lwa.codePairURL", "is required when pairing.mode is \"code\"")
+        }
 
         top.reportUnknownKeys(problems: &problems)
         guard problems.lines.count == before, let device, let lwa, let drsBaseURL, let stateDirectory, let board,
-            let boardPath, let listen
+            let boardPath, mode == .code || listen != nil
         else { return nil }
         return AgentConfig(
             device: device, lwa: lwa, drsBaseURL: drsBaseURL, caFile: caFile, stateDirectory: stateDirectory,
-            boardPath: boardPath, board: board, buttons: buttons, pairingListen: listen,
+            boardPath: boardPath, board: board, buttons: buttons, pairingMode: mode, pairingListen: listen,
             pairingWindowMinutes: windowMinutes, path: path)
     }
 

@@ -19,6 +19,16 @@ struct AgentConfig: Sendable {
         var clientId: String
         var clientSecret: Secret?
         var tokenURL: EndpointURL
+        /// Where code-based linking asks for a code pair (`lwa.codePairURL`; required in code mode).
+        var codePairURL: EndpointURL? = nil
+    }
+
+    /// How the customer links the device to an account (`pairing.mode`).
+    enum PairingMode: String, Sendable, Equatable {
+        /// The companion app talks to the device's pairing endpoints (PROTOCOL.md section 5).
+        case companion
+        /// The device gets a code pair from LWA and shows the code; no pairing port (PROTOCOL.md section 3).
+        case code
     }
 
     struct Button: Sendable, Equatable {
@@ -41,7 +51,9 @@ struct AgentConfig: Sendable {
     var boardPath: String
     var board: BoardFile
     var buttons: [Button]
-    var pairingListen: Listen
+    var pairingMode: PairingMode = .companion
+    /// Where the pairing endpoints listen: required in companion mode, unused in code mode.
+    var pairingListen: Listen?
     /// How long the pairing window stays open (`pairing.windowMinutes`, 1 to 1440, default 10).
     var pairingWindowMinutes: Int = 10
     /// Where the config came from (for messages).

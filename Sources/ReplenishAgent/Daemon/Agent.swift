@@ -6,8 +6,9 @@ import ServiceLifecycle
 /// `ServiceGroup` until SIGTERM/SIGINT. Nothing here decides anything; the README's diagram is this file.
 /// - a button press: `GPIOBackend` → `InputPipeline` (debounce) → `PressHandler` → `OrderService.accept`
 ///   (durable outbox) → `OrderService.run` → `DRSClient.replenish`;
-/// - streams: `TokenManager.events`, `OrderService.updates`, `PairingWindowService.changes`, each read by
-///   the services that follow it in their own tasks (lights, status file, systemd, pairing window, duties).
+/// - streams: `TokenManager.events`, `OrderService.updates`, `PairingWindowService.changes` and (code mode)
+///   `CodeLinkingService.changes`, each read by the services that follow it in their own tasks (lights, status
+///   file, systemd, pairing window or code linking, duties).
 struct Agent {
     typealias Clock = ContinuousClock
 
@@ -42,12 +43,21 @@ struct Agent {
         let followUp = OrderFollowUpService(
             drs: drs, tokens: tokens, status: status, slots: config.slots, phase: config.device.phase, clock: clock,
             wallTime: wallTime, logger: logger)
-        let listenHost = config.pairingListen.host
-        let pairing = PairingCoordinator(
-            device: config.device, clientId: config.lwa.clientId, lwa: lwa, tokens: tokens, clock: clock,
-            deviceNames: { PairingRequestGuard.deviceNames(listenHost: listenHost) }, logger: logger)
+        // Pairing: the companion app's endpoints in their window, or code-based linking (no port).
         let window = PairingWindowService(
             length: .seconds(60 * config.pairingWindowMinutes), clock: clock, wallTime: wallTime, logger: logger)
+        let linking: CodeLinkingService<Clock>?
+        if config.pairingMode == .code {
+            guard let codePairURL = config.lwa.codePairURL else {
+                throw AgentError(.configuration, "lwa.codePairURL: is required when pairing.mode is \"code\"")
+            }
+            linking = CodeLinkingService(
+                device: config.device, clientId: config.lwa.clientId,
+                client: CodePairClient(lwa: lwa, codePairURL: codePairURL), tokens: tokens, clock: clock,
+                wallTime: wallTime, logger: logger)
+        } else {
+            linking = nil
+        }
         let deregistration = DeregistrationQueue(
             stateDirectory: config.stateDirectory, lwa: lwa, drs: drs, clock: clock, logger: logger)
         let reset = FactoryReset(
@@ -68,12 +78,28 @@ struct Agent {
         let presses = PressHandler(
             config: config, orders: orders, tokens: tokens, duties: duties, status: status, drs: drs,
             lights: lights, clock: clock, wallTime: wallTime, logger: logger,
-            openPairingWindow: { await window.handle(.longPress) },
-            factoryReset: { await reset.perform(reason: "factory reset confirmed with the button") })
+            openPairingWindow: { [minutes = config.pairingWindowMinutes] in
+                if let linking {
+                    await linking.handle(.retryNow)
+                    return "code-based linking: enter the code that replenish-agent status shows"
+                }
+                await window.handle(.longPress)
+                return "pairing window open for \(minutes) minutes: pair the device with the companion app"
+            },
+            factoryReset: {
+                let result = await reset.perform(reason: "factory reset confirmed with the button")
+                // The reset wiped status.json: the code being shown goes back in.
+                await linking?.republish()
+                return result
+            })
         let inputs = InputPipeline(board: config.board, clock: clock, logger: logger) { await presses.handle($0) }
         let control = ControlServer(
             backend: backend as? SimulatedBackend, inputs: inputs, lights: lights, board: config.board,
-            reset: { await reset.perform(reason: "factory reset requested with replenish-agent reset") })
+            reset: {
+                let result = await reset.perform(reason: "factory reset requested with replenish-agent reset")
+                await linking?.republish()
+                return result
+            })
 
         // The streams: every subscription is made here, before any service runs, so none misses an event.
         let (tokensToLights, tokensToStatus, tokensToOrders, tokensToDuties, tokensToWindow) = (
@@ -84,16 +110,26 @@ struct Agent {
             orders.updates.subscribe(), orders.updates.subscribe(), window.changes.subscribe(),
             window.changes.subscribe()
         )
-        await window.handle(.started(paired: paired))
+        let (tokensToLinking, linkingToLights, linkingToStatus) = (
+            linking.map { _ in tokens.events.subscribe() }, Self.stream(linking?.changes),
+            Self.stream(linking?.changes)
+        )
+        if let linking {
+            await linking.handle(.started(paired: paired))
+        } else {
+            await window.handle(.started(paired: paired))
+        }
 
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         // Started in this order, stopped in reverse: followers before the services they follow stop.
         var services: [LoopService] = [
             LoopService(name: "lights") {
-                await lights.follow(tokens: tokensToLights, orders: ordersToLights, window: windowToLights)
+                await lights.follow(
+                    tokens: tokensToLights, orders: ordersToLights, window: windowToLights, linking: linkingToLights)
             },
             LoopService(name: "status") {
-                await StatusRecorder.follow(status: status, tokens: tokensToStatus, window: windowToStatus)
+                await StatusRecorder.follow(
+                    status: status, tokens: tokensToStatus, window: windowToStatus, linking: linkingToStatus)
             },
             LoopService(name: "tokens") { await tokens.run() },
             LoopService(name: "orders") {
@@ -124,14 +160,9 @@ struct Agent {
                     await orders.retryNow()
                 }
             },
-            LoopService(name: "pairing") {
-                try await withThrowingDiscardingTaskGroup { tasks in
-                    tasks.addTask { await window.follow(tokens: tokensToWindow) }
-                    try await PairingServer.serveInItsWindow(
-                        listen: config.pairingListen, pairing: pairing, window: window, group: group, logger: logger)
-                    tasks.cancelAll()
-                }
-            },
+            Self.pairingService(
+                config: config, lwa: lwa, tokens: tokens, window: window, tokensToWindow: tokensToWindow,
+                linking: linking, tokensToLinking: tokensToLinking, clock: clock, group: group, logger: logger),
             LoopService(name: "inputs") {
                 await inputs.run(edges: backend.edges)
                 // The edges end early only when the hardware failed: stop with the reason (systemd restarts
@@ -158,11 +189,52 @@ struct Agent {
                 "board": "\(config.board.name)", "paired": "\(paired)",
             ])
         let result = await Result { try await Self.runGroup(services, logger: logger) }
+        // Nobody polls for the code any more: `status` must not offer it (the next start gets a new one).
+        if linking != nil { try? await status.update { $0.linking = nil } }
         await lights.stop()
         backend.shutdown()
         try? await group.shutdownGracefully()
         logger.info("replenish-agent stopped")
         try result.get()
+    }
+
+    /// The pairing service of the configured mode: the companion app's endpoints served in the pairing window,
+    /// or code-based linking (no port).
+    private static func pairingService(
+        config: AgentConfig, lwa: LWAClient, tokens: TokenManager<Clock>, window: PairingWindowService<Clock>,
+        tokensToWindow: AsyncStream<TokenEvent>, linking: CodeLinkingService<Clock>?,
+        tokensToLinking: AsyncStream<TokenEvent>?, clock: Clock, group: MultiThreadedEventLoopGroup, logger: Logger
+    ) -> LoopService {
+        if let linking, let tokensToLinking {
+            return LoopService(name: "linking") {
+                await withDiscardingTaskGroup { tasks in
+                    tasks.addTask { await linking.follow(tokens: tokensToLinking) }
+                    await linking.run()
+                    tasks.cancelAll()
+                }
+            }
+        }
+        guard let listen = config.pairingListen else {
+            return LoopService(name: "pairing") {
+                throw AgentError(.configuration, "pairing.listen: is required when pairing.mode is \"companion\"")
+            }
+        }
+        let pairing = PairingCoordinator(
+            device: config.device, clientId: config.lwa.clientId, lwa: lwa, tokens: tokens, clock: clock,
+            deviceNames: { PairingRequestGuard.deviceNames(listenHost: listen.host) }, logger: logger)
+        return LoopService(name: "pairing") {
+            try await withThrowingDiscardingTaskGroup { tasks in
+                tasks.addTask { await window.follow(tokens: tokensToWindow) }
+                try await PairingServer.serveInItsWindow(
+                    listen: listen, pairing: pairing, window: window, group: group, logger: logger)
+                tasks.cancelAll()
+            }
+        }
+    }
+
+    /// A subscription to `broadcast`, or a stream that has ended when there is none (the other pairing mode).
+    private static func stream<Element: Sendable>(_ broadcast: Broadcast<Element>?) -> AsyncStream<Element> {
+        broadcast?.subscribe() ?? AsyncStream { $0.finish() }
     }
 
     /// One service group; SIGTERM/SIGINT start a graceful shutdown of at most 10 s, below the unit's

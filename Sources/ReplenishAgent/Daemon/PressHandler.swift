@@ -15,8 +15,9 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
     private let wallTime: @Sendable () -> Double
     private let logger: Logger
     private var policy = PressPolicy<C.Instant>()
-    /// Opens the pairing window (a long press on an unpaired device).
-    private let openPairingWindow: @Sendable () async -> Void
+    /// Opens the pairing window, or in code mode skips the linking's wait (a long press on an unpaired
+    /// device); returns what to tell the customer.
+    private let openPairingWindow: @Sendable () async -> String
     /// The owner-change gesture's work (`FactoryReset`); without it, a confirmed re-pairing only deregisters
     /// and forgets the tokens.
     private let factoryReset: (@Sendable () async -> Result<String, AgentError>)?
@@ -24,7 +25,7 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
     init(
         config: AgentConfig, orders: OrderService<C>, tokens: TokenManager<C>, duties: Duties<C>, status: StatusBook,
         drs: DRSClient, lights: Lights<C>, clock: C, wallTime: @escaping @Sendable () -> Double, logger: Logger,
-        openPairingWindow: @escaping @Sendable () async -> Void = {},
+        openPairingWindow: @escaping @Sendable () async -> String = { "pairing window open" },
         factoryReset: (@Sendable () async -> Result<String, AgentError>)? = nil
     ) {
         self.openPairingWindow = openPairingWindow
@@ -104,7 +105,7 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
             if let factoryReset {
                 // The owner-change gesture is a factory reset: the next owner gets no queued press of this one.
                 return await factoryReset().map { _ in
-                    "pairing forgotten, queued presses wiped; the device is in pairing mode (pairing window open)"
+                    "pairing forgotten, queued presses wiped; \(pairingAgain)"
                 }
             }
             await deregister()
@@ -113,12 +114,9 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
             } catch {
                 return .failure(error)
             }
-            return .success("pairing forgotten; the device is in pairing mode (pairing window open)")
+            return .success("pairing forgotten; \(pairingAgain)")
         case .openPairingWindow:
-            await openPairingWindow()
-            return .success(
-                "pairing window open for \(config.pairingWindowMinutes) minutes: pair the device with the companion app"
-            )
+            return .success(await openPairingWindow())
         case .unmapped:
             return .failure(AgentError(.invalidInput, "input \(press.input) is not mapped to a slot"))
         }
@@ -133,6 +131,14 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
             guard await duties.recheckSubscription(slot: slot) == true else { throw error }
             logger.notice("the slot is subscribed now; taking the press", metadata: ["order.slot": "\(slot)"])
             return try await orders.accept(slot: slot)
+        }
+    }
+
+    /// How the device pairs again, for the answers to a confirmed re-pairing.
+    private var pairingAgain: String {
+        switch config.pairingMode {
+        case .companion: "the device is in pairing mode (pairing window open)"
+        case .code: "code-based linking starts again (replenish-agent status shows the code)"
         }
     }
 

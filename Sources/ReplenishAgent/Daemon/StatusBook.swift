@@ -32,6 +32,9 @@ struct StatusRecord: Codable, Sendable, Equatable, StateFormat {
     var tokenStateReason: String?
     /// When the open pairing window closes (wall-clock seconds); nil while it is closed.
     var pairingWindowClosesAt: Double?
+    /// Code-based linking: the code the customer can enter, while it can be (added to version 1 as an optional
+    /// field: older builds ignore it, files without it read as nil).
+    var linking: LinkingCode?
 }
 
 /// The daemon's single writer of `status.json`.

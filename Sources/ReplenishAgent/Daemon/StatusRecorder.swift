@@ -1,9 +1,10 @@
-/// Writes what `status` reads of the running daemon into the status file: the token state (never a token)
-/// and when the pairing window closes. It follows the streams in its own task, so no token or window change
-/// waits for this file's fsync.
+/// Writes what `status` reads of the running daemon into the status file: the token state (never a token),
+/// when the pairing window closes, and the code of code-based linking. It follows the streams in its own task,
+/// so no token, window or linking change waits for this file's fsync.
 enum StatusRecorder {
     static func follow<C: Clock>(
-        status: StatusBook, tokens: AsyncStream<TokenEvent>, window: AsyncStream<PairingWindowService<C>.State>
+        status: StatusBook, tokens: AsyncStream<TokenEvent>, window: AsyncStream<PairingWindowService<C>.State>,
+        linking: AsyncStream<LinkingCode?>
     ) async where C.Duration == Duration {
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
@@ -17,6 +18,11 @@ enum StatusRecorder {
             group.addTask {
                 for await state in window {
                     try? await status.update { $0.pairingWindowClosesAt = state.closesAt }
+                }
+            }
+            group.addTask {
+                for await code in linking {
+                    try? await status.update { $0.linking = code }
                 }
             }
         }

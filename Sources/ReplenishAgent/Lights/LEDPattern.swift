@@ -5,6 +5,9 @@ enum LEDPattern: String, Sendable, CaseIterable {
     case off
     /// Not paired and the pairing window open: waiting for the companion app. Slow blink.
     case pairingMode
+    /// Not paired, code-based linking: a code is waiting to be entered at LWA's page (`status` shows it).
+    /// Long on, short off.
+    case codeWaiting
     /// A press is queued and being sent to DRS. Fast blink.
     case orderSent
     /// DRS accepted the order. Solid for a few seconds, then off.
@@ -24,6 +27,7 @@ enum LEDPattern: String, Sendable, CaseIterable {
         switch self {
         case .off, .orderPlaced: nil
         case .pairingMode: [(true, 1000), (false, 1000)]
+        case .codeWaiting: [(true, 1500), (false, 500)]
         case .orderSent: [(true, 150), (false, 150)]
         case .needsAttention: [(true, 200), (false, 200), (true, 200), (false, 1400)]
         case .noNetwork: [(true, 100), (false, 150), (true, 100), (false, 150), (true, 100), (false, 2400)]
@@ -40,6 +44,8 @@ enum LEDPattern: String, Sendable, CaseIterable {
         var paired = false
         /// The pairing endpoints are served (`PairingWindow`).
         var pairingWindowOpen = false
+        /// Code-based linking has a code the customer can enter now (`CodeLinking`).
+        var codeWaiting = false
         var tokenFault = false
         var repairingArmed = false
         var pendingOrders = 0
@@ -52,7 +58,10 @@ enum LEDPattern: String, Sendable, CaseIterable {
     static func pattern(for facts: Facts) -> LEDPattern {
         if facts.repairingArmed { return .confirmRepairing }
         if facts.acknowledging { return .acknowledge }
-        if !facts.paired { return facts.pairingWindowOpen ? .pairingMode : .needsAttention }
+        if !facts.paired {
+            if facts.codeWaiting { return .codeWaiting }
+            return facts.pairingWindowOpen ? .pairingMode : .needsAttention
+        }
         if facts.tokenFault || facts.parkedOrders > 0 { return .needsAttention }
         if facts.pendingOrders > 0 { return facts.lastAttemptFailedForNetwork ? .noNetwork : .orderSent }
         if facts.orderJustPlaced { return .orderPlaced }

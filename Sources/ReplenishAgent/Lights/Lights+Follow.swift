@@ -1,4 +1,5 @@
-/// The LED follows the token lifecycle, the outbox and the pairing window through their streams.
+/// The LED follows the token lifecycle, the outbox, the pairing window and code-based linking through their
+/// streams.
 extension Lights {
     /// The facts known before the streams say anything (the state files as loaded).
     func start(paired: Bool, outbox: Outbox) {
@@ -12,7 +13,7 @@ extension Lights {
     /// Applies every event until the streams end or the task is cancelled.
     nonisolated func follow(
         tokens: AsyncStream<TokenEvent>, orders: AsyncStream<OrderService<C>.Update>,
-        window: AsyncStream<PairingWindowService<C>.State>
+        window: AsyncStream<PairingWindowService<C>.State>, linking: AsyncStream<LinkingCode?>
     ) async {
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
@@ -25,6 +26,9 @@ extension Lights {
             }
             group.addTask {
                 for await state in window { await self.update { $0.pairingWindowOpen = state.open } }
+            }
+            group.addTask {
+                for await shown in linking { await self.update { $0.codeWaiting = shown != nil } }
             }
         }
     }

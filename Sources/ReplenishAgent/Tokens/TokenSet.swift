@@ -33,7 +33,7 @@ struct TokenSet: Sendable, Codable, Equatable, StateFormat {
 }
 
 /// One successful answer of the LWA token endpoint.
-struct TokenGrant: Sendable {
+struct TokenGrant: Sendable, Equatable {
     var accessToken: Secret
     /// A new refresh token, when LWA rotated it (or on a code redemption).
     var refreshToken: Secret?

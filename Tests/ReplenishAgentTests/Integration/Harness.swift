@@ -100,11 +100,13 @@ final class Harness: @unchecked Sendable {
         throw AgentError(.server, "timed out after \(timeout) s waiting for \(what)")
     }
 
-    /// Starts the emulator and returns its base URL.
-    func startEmulator(_ extra: [String] = [], scheme: String = "http", caFile: String? = nil) throws -> String {
+    /// Starts the emulator (on `port`, or a free one) and returns its base URL.
+    func startEmulator(_ extra: [String] = [], scheme: String = "http", caFile: String? = nil, port: Int = 0) throws
+        -> String
+    {
         let portFile = directory + "/emulator.port"
         try start(
-            "replenish-emulator", ["serve", "--listen", "127.0.0.1:0", "--port-file", portFile] + extra,
+            "replenish-emulator", ["serve", "--listen", "127.0.0.1:\(port)", "--port-file", portFile] + extra,
             log: "emulator.log")
         var port = ""
         try waitUntil("the emulator's port") {
@@ -135,10 +137,12 @@ final class Harness: @unchecked Sendable {
         return Int(UInt16(bigEndian: address.sin_port))
     }
 
-    /// Writes an agent config for the simulated board against `emulator`; returns its path.
+    /// Writes an agent config for the simulated board against `emulator`; returns its path. `codeLinking`: the
+    /// config of code-based linking (`pairing.mode` `code`, `lwa.codePairURL` on the emulator), no pairing port.
     func writeConfig(
-        emulator: String, pairingPort: Int, slots: [String] = ["slot-1"], caFile: String? = nil,
-        cooldownSeconds: Int = 0, tankSlot: String? = nil, board: String? = nil, pairingWindowMinutes: Int? = nil
+        emulator: String, pairingPort: Int = 0, slots: [String] = ["slot-1"], caFile: String? = nil,
+        cooldownSeconds: Int = 0, tankSlot: String? = nil, board: String? = nil, pairingWindowMinutes: Int? = nil,
+        codeLinking: Bool = false
     ) throws -> String {
         var buttons = zip(["button", "button2", "button3"], slots).map {
             #"{"input":"\#($0.0)","slot":"\#($0.1)","cooldownSeconds":\#(cooldownSeconds)}"#
@@ -146,12 +150,14 @@ final class Harness: @unchecked Sendable {
         if let tankSlot { buttons.append(#"{"input":"tank","slot":"\#(tankSlot)"}"#) }
         let tls = caFile.map { #""tls":{"caFile":"\#($0)"},"# } ?? ""
         let window = pairingWindowMinutes.map { #","windowMinutes":\#($0)"# } ?? ""
+        let pairing = codeLinking ? #"{"mode":"code"}"# : #"{"listen":"127.0.0.1:\#(pairingPort)"\#(window)}"#
+        let codePair = codeLinking ? #","codePairURL":"\#(emulator)/auth/O2/create/codepair""# : ""
         let text = """
             {"device":{"serial":"TEST0001","model":"model-1","phase":"test"},
-             "lwa":{"clientId":"amzn1.application-oa2-client.emulator","tokenURL":"\(emulator)/auth/o2/token"},
+             "lwa":{"clientId":"amzn1.application-oa2-client.emulator","tokenURL":"\(emulator)/auth/o2/token"\(codePair)},
              "drs":{"baseURL":"\(emulator)"},\(tls)
              "stateDirectory":"\(directory)/state","board":"\(board ?? packageRoot() + "/board/simulated.json")",
-             "buttons":[\(buttons.joined(separator: ","))],"pairing":{"listen":"127.0.0.1:\(pairingPort)"\(window)}}
+             "buttons":[\(buttons.joined(separator: ","))],"pairing":\(pairing)}
             """
         let path = directory + "/agent.json"
         try text.write(toFile: path, atomically: true, encoding: .utf8)
@@ -250,9 +256,9 @@ final class Harness: @unchecked Sendable {
     }
 
     /// Fails when anything the agent printed (its logs, and every `replenish-agent` command's output) holds a
-    /// token, an authorization code or a PKCE verifier. Tokens are found by their LWA prefixes; codes and
-    /// verifiers are the exact ones each emulator issued or was shown. Only booleans reach the expectations, so
-    /// a failure never prints the secret it found.
+    /// token, an authorization code, a PKCE verifier or a device code (code-based linking). Tokens are found by
+    /// their LWA prefixes; codes, verifiers and device codes are the exact ones each emulator issued or was
+    /// shown. Only booleans reach the expectations, so a failure never prints the secret it found.
     func expectNoSecretsInAgentOutput(sourceLocation: SourceLocation = #_sourceLocation) {
         let output = agentLogs + commandOutputs
         #expect(!agentLogs.isEmpty, sourceLocation: sourceLocation)
@@ -264,6 +270,9 @@ final class Harness: @unchecked Sendable {
             let secrets = try? self.emulator(emulator.base, .get, "/admin/pairing-secrets", caFile: emulator.caFile)
             let codes = secrets?["codes"] as? [String] ?? []
             let verifiers = secrets?["verifiers"] as? [String] ?? []
+            let deviceCodes = secrets?["deviceCodes"] as? [String] ?? []
+            let leakedDeviceCode = deviceCodes.contains { output.contains($0) }
+            #expect(!leakedDeviceCode, "a device code reached the agent's output", sourceLocation: sourceLocation)
             #expect(
                 secrets != nil, "the emulator at \(emulator.base) must list its pairing secrets",
                 sourceLocation: sourceLocation)
