@@ -71,7 +71,9 @@ actor OrderService<C: Clock> where C.Duration == Duration {
     /// said the slot is not subscribed.
     func accept(slot: String) async throws(AgentError) -> Outbox.Acceptance {
         guard await tokens.isPaired else {
-            throw AgentError(.notPaired, "not paired: pair the device with the companion app first")
+            throw AgentError(
+                .notPaired,
+                "not paired: pair the device first (the companion app, or the code replenish-agent status shows)")
         }
         if await status.subscribed(slot) == false {
             throw AgentError(.accessDenied, "slot \(slot) is not subscribed")
