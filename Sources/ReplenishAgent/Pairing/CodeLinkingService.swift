@@ -138,12 +138,6 @@ actor CodeLinkingService<C: Clock> where C.Duration == Duration {
 extension CodeLinkingService {
     /// A pairing stops the linking; a lost pairing starts it again.
     nonisolated func follow(tokens: AsyncStream<TokenEvent>) async {
-        for await event in tokens {
-            switch event {
-            case .paired: await handle(.paired)
-            case .pairingLost: await handle(.pairingLost)
-            case .changed: break
-            }
-        }
+        await tokens.forEachPairingChange { paired in await handle(paired ? .paired : .pairingLost) }
     }
 }

@@ -107,12 +107,6 @@ actor PairingWindowService<C: Clock> where C.Duration == Duration {
 extension PairingWindowService {
     /// A pairing closes the window; a lost pairing opens it.
     nonisolated func follow(tokens: AsyncStream<TokenEvent>) async {
-        for await event in tokens {
-            switch event {
-            case .paired: await handle(.paired)
-            case .pairingLost: await handle(.pairingLost)
-            case .changed: break
-            }
-        }
+        await tokens.forEachPairingChange { paired in await handle(paired ? .paired : .pairingLost) }
     }
 }

@@ -48,3 +48,17 @@ enum TokenEvent: Sendable, Equatable {
     /// The tokens were wiped: LWA no longer accepts them, or the customer asked.
     case pairingLost
 }
+
+extension AsyncStream where Element == TokenEvent {
+    /// Calls `body` with true at each pairing and false at each lost pairing, until the stream ends: what
+    /// the pairing window and code-based linking follow.
+    func forEachPairingChange(_ body: (_ paired: Bool) async -> Void) async {
+        for await event in self {
+            switch event {
+            case .paired: await body(true)
+            case .pairingLost: await body(false)
+            case .changed: break
+            }
+        }
+    }
+}
