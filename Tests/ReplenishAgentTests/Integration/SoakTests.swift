@@ -34,7 +34,8 @@ import Testing
         var refusedPresses = 0
         var episodes: [Episode] = []
         var active: [String: Int] = [:]  // slot → index in episodes
-        var killTimes: [Double] = []
+        // Each SIGKILL happened somewhere between `sent` (just before kill(2)) and `dead` (the process seen gone).
+        var kills: [(sent: Double, dead: Double)] = []
         let deadline = Date().addingTimeInterval(Double(Self.presses) * 3 + 300)
         func lastSeq() throws -> Int { (try harness.replenishEvents(emulator).last?["seq"] as? Int) ?? 0 }
 
@@ -67,8 +68,9 @@ import Testing
             // About one SIGKILL every five rounds of presses, at a random moment of the agent's work.
             if Int.random(in: 0..<5, using: &random) == 0 {
                 Thread.sleep(forTimeInterval: Double(Int.random(in: 0..<300, using: &random)) / 1000)
-                killTimes.append(Date().timeIntervalSince1970)
+                let sent = Date().timeIntervalSince1970
                 try harness.kill9(agent)
+                kills.append((sent, Date().timeIntervalSince1970))
                 agent = try harness.startAgent(config: config)
             }
             Thread.sleep(forTimeInterval: 0.05)
@@ -97,7 +99,11 @@ import Testing
                 _ = call
                 if previous["answerDropped"] as? Bool == true {
                     excusedDropped += 1  // the emulator dropped the answer: the agent could not know
-                } else if let at = previous["at"] as? Double, killTimes.contains(where: { $0 >= at && $0 - at < 0.5 }) {
+                } else if let at = previous["at"] as? Double,
+                    // The call reached DRS at most 0.5 s before the kill, or while the kill was under way (the
+                    // agent can still send between the test's clock reading and kill(2)).
+                    kills.contains(where: { at <= $0.dead && $0.sent - at < 0.5 })
+                {
                     excusedKillWindow += 1  // killed between DRS's answer and the outbox write
                 } else {
                     duplicated += 1
@@ -123,7 +129,7 @@ import Testing
             + "hidden resends \(hiddenResends), "
             + "wasted calls \(wasted) (replenish calls \(events.count), attempts the agent logged \(loggedAttempts), "
             + "on a reused connection \(onReusedConnections); resends after a dropped answer \(excusedDropped), "
-            + "after a kill between answer and write \(excusedKillWindow); SIGKILLs \(killTimes.count); "
+            + "after a kill between answer and write \(excusedKillWindow); SIGKILLs \(kills.count); "
             + "presses refused while the agent restarted \(refusedPresses); seed \(Self.seed))"
         print("soak: \(figures)")
         try figures.write(
