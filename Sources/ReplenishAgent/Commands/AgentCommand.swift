@@ -8,6 +8,7 @@ struct AgentCommand: AsyncParsableCommand {
         abstract: "Dash Replenishment device agent: pairs with the customer's Amazon account and orders on a press.",
         subcommands: [
             RunCommand.self, PressCommand.self, StatusCommand.self, CheckConfigCommand.self, LevelCommand.self,
-            GPIOWatchCommand.self, ResetCommand.self,
+            GPIOWatchCommand.self, ResetCommand.self, DeregisterCommand.self, CancelTestOrdersCommand.self,
+            OrdersCommand.self,
         ])
 }

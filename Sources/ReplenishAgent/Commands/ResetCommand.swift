@@ -13,25 +13,10 @@ struct ResetCommand: AsyncParsableCommand {
 
     @OptionGroup var options: ConfigOption
 
-    private struct Answer: Decodable {
-        var ok: Bool
-        var message: String
-    }
-
     func run() async throws {
         let config = try options.load()
-        let socket = Agent.controlSocketPath(stateDirectory: config.stateDirectory)
         // The daemon first: it holds the state in memory, so only it may change it while it runs.
-        if let response = try? CurlEasy(options: .init(unixSocketPath: socket)).perform(
-            HTTPRequest(method: .post, url: "http://localhost/reset", body: [], timeoutSeconds: 60))
-        {
-            guard let answer = try? JSONDecoder().decode(Answer.self, from: Data(response.body)), answer.ok else {
-                Output.error("reset: the agent refused (status \(response.status))")
-                throw ExitCode(1)
-            }
-            Output.line(answer.message)
-            return
-        }
+        if let answer = DaemonClient.ask("/reset", config: config) { return try DaemonClient.report("reset", answer) }
         do {
             // No daemon answered: take its lock so none starts meanwhile (and fail with the reason if one holds it).
             let lock = try StateDirectory.lock(config.stateDirectory)

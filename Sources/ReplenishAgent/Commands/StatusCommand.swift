@@ -171,7 +171,7 @@ struct StatusCommand: AsyncParsableCommand {
         return product.asin + (amount ?? "")
     }
 
-    private static func readState<T: StateFormat>(_ type: T.Type, _ path: String, _ problems: inout [String]) throws
+    static func readState<T: StateFormat>(_ type: T.Type, _ path: String, _ problems: inout [String]) throws
         -> T?
     {
         switch try StateFile.read(type, from: path, owner: StateDirectory.agentUID(POSIX.parentDirectory(of: path))) {

@@ -161,9 +161,21 @@ extension AgentConfig {
                         problems.add(reader.child("slot"), "must be 1 to 255 characters of A-Z a-z 0-9 - . _ ~")
                     }
                     let cooldown = reader.integer("cooldownSeconds", in: 0...86400, problems: &problems) ?? 60
+                    let quantity = reader.number("quantity", in: 0.001...1_000_000, problems: &problems)
+                    let remaining = reader.number("remainingWhenLow", in: 0...1_000_000, problems: &problems)
+                    if let remaining {
+                        if let quantity, remaining >= quantity {
+                            problems.add(reader.child("remainingWhenLow"), "must be less than quantity (\(quantity))")
+                        } else if quantity == nil {
+                            problems.add(reader.child("remainingWhenLow"), "needs quantity (what a refill holds)")
+                        }
+                    }
                     reader.reportUnknownKeys(problems: &problems)
                     if let input, let slot {
-                        buttons.append(Button(input: input, slot: slot, cooldownSeconds: cooldown))
+                        buttons.append(
+                            Button(
+                                input: input, slot: slot, cooldownSeconds: cooldown, quantity: quantity,
+                                remainingWhenLow: remaining ?? 0))
                     }
                 }
             } else {

@@ -36,6 +36,11 @@ struct AgentConfig: Sendable {
         var slot: String
         /// After an accepted order, further presses of this button within this time only flash the LED.
         var cooldownSeconds: Int = 60
+        /// What a refill of the slot holds, in the unit agreed for the device (`quantity`); nil when not
+        /// configured (slot status then counts in refills).
+        var quantity: Double? = nil
+        /// What is left when this button is pressed or this sensor reads low (`remainingWhenLow`, default 0).
+        var remainingWhenLow: Double = 0
     }
 
     struct Listen: Sendable, Equatable {
@@ -61,6 +66,9 @@ struct AgentConfig: Sendable {
 
     /// The slot a named input orders for, if it is mapped.
     func slot(forInput input: String) -> String? { buttons.first { $0.input == input }?.slot }
+
+    /// The button (or sensor) mapping of a named input.
+    func button(forInput input: String) -> Button? { buttons.first { $0.input == input } }
 
     func cooldown(forInput input: String) -> Duration {
         .seconds(buttons.first { $0.input == input }?.cooldownSeconds ?? 0)

@@ -67,6 +67,16 @@ struct ObjectReader {
         return Int(number)
     }
 
+    /// A finite number in `range`, or nil with a problem.
+    mutating func number(_ key: String, in range: ClosedRange<Double>, problems: inout Problems) -> Double? {
+        guard let value = value(key, required: false, problems: &problems) else { return nil }
+        guard case .number(let number) = value, number.isFinite, range.contains(number) else {
+            problems.add(child(key), "must be a number from \(range.lowerBound) to \(range.upperBound)")
+            return nil
+        }
+        return number
+    }
+
     /// Records every key of the object that no reader asked for.
     func reportUnknownKeys(problems: inout Problems) {
         for key in fields.keys.sorted() where !known.contains(key) {

@@ -62,7 +62,11 @@ struct Agent {
             stateDirectory: config.stateDirectory, lwa: lwa, drs: drs, clock: clock, logger: logger)
         let reset = FactoryReset(
             stateDirectory: config.stateDirectory, tokens: tokens, orders: orders, status: status, drs: drs,
-            deregistration: deregistration, logger: logger)
+            deregistration: deregistration, logger: logger,
+            pairingAgain: config.pairingMode == .code ? "code-based linking starts again" : "pairing window open")
+        let testOrders = TestOrderCancellation(
+            phase: config.device.phase, slots: config.slots, tokens: tokens, drs: drs, status: status,
+            wallTime: wallTime)
 
         // The board.
         let systemd = SystemdNotifier.fromProcess()
@@ -91,14 +95,24 @@ struct Agent {
                 // The reset wiped status.json: the code being shown goes back in.
                 await linking?.republish()
                 return result
-            })
+            }, followUp: followUp)
         let inputs = InputPipeline(board: config.board, clock: clock, logger: logger) { await presses.handle($0) }
         let control = ControlServer(
             backend: backend as? SimulatedBackend, inputs: inputs, lights: lights, board: config.board,
-            reset: {
-                let result = await reset.perform(reason: "factory reset requested with replenish-agent reset")
-                await linking?.republish()
-                return result
+            owner: { command in
+                switch command {
+                case .reset:
+                    let result = await reset.perform(reason: "factory reset requested with replenish-agent reset")
+                    await linking?.republish()
+                    return result
+                case .deregister:
+                    let result = await reset.perform(
+                        reason: "deregistration requested with replenish-agent deregister", scope: .pairing)
+                    await linking?.republish()
+                    return result
+                case .cancelTestOrders(let slot):
+                    return await testOrders.perform(slot: slot)
+                }
             })
 
         // The streams: every subscription is made here, before any service runs, so none misses an event.

@@ -50,6 +50,21 @@ actor DeregistrationQueue<C: Clock> where C.Duration == Duration {
         waker.ring()
     }
 
+    /// One try: refresh the old pairing's token and send `DELETE /registration`. LWA's `invalid_grant` means the
+    /// pairing is gone already, which is success too.
+    static func attempt(_ pending: Pending, lwa: LWAClient, drs: DRSClient, logger: Logger) async throws(AgentError) {
+        do throws(AgentError) {
+            let grant = try await lwa.refresh(refreshToken: pending.refreshToken, clientId: pending.clientId)
+            let answer = try await drs.deregister(token: grant.accessToken)
+            guard (200..<300).contains(answer.status) else {
+                throw AgentError(.server, "DRS answered \(answer.status)")
+            }
+            logger.info("DRS deregistration done", metadata: ["http.status": "\(answer.status)"])
+        } catch where error.code == .applicationNotAuthorized {
+            logger.info("DRS deregistration: the pairing is already gone (invalid_grant)")
+        }
+    }
+
     func run() async {
         let path = Self.path(stateDirectory: stateDirectory)
         while !Task.isCancelled {
@@ -59,15 +74,7 @@ actor DeregistrationQueue<C: Clock> where C.Duration == Duration {
                 continue
             }
             do throws(AgentError) {
-                let grant = try await lwa.refresh(refreshToken: pending.refreshToken, clientId: pending.clientId)
-                let answer = try await drs.deregister(token: grant.accessToken)
-                guard (200..<300).contains(answer.status) else {
-                    throw AgentError(.server, "DRS answered \(answer.status)")
-                }
-                logger.info("queued DRS deregistration done", metadata: ["http.status": "\(answer.status)"])
-                try? POSIX.shred(path)
-            } catch  where error.code == .applicationNotAuthorized {
-                logger.info("queued DRS deregistration: the pairing is already gone (invalid_grant)")
+                try await Self.attempt(pending, lwa: lwa, drs: drs, logger: logger)
                 try? POSIX.shred(path)
             } catch {
                 failures += 1

@@ -14,9 +14,18 @@ struct FactoryReset<C: Clock>: Sendable where C.Duration == Duration {
     let drs: DRSClient
     let deregistration: DeregistrationQueue<C>
     let logger: Logger
+    /// How the device pairs again, for the answer (the pairing window, or code-based linking).
+    var pairingAgain = "pairing window open"
+
+    /// What goes: everything (a factory reset, an owner change), or only the pairing and what belongs to the
+    /// account (`replenish-agent deregister`: tokens, queued presses, subscriptions and open orders; the order
+    /// history stays for the owner to read).
+    enum Scope: Sendable {
+        case everything, pairing
+    }
 
     /// Carries the reset out in the running daemon.
-    func perform(reason: String) async -> Result<String, AgentError> {
+    func perform(reason: String, scope: Scope = .everything) async -> Result<String, AgentError> {
         var deregistered = "the device was not paired"
         if let old = await tokens.currentTokens {
             // Tried at once with the current access token; when DRS cannot be reached, queued with the old
@@ -41,13 +50,23 @@ struct FactoryReset<C: Clock>: Sendable where C.Duration == Duration {
         do {
             try await tokens.unpair(reason: reason)
             try await orders.wipe()
-            try await status.wipe()
+            switch scope {
+            case .everything: try await status.wipe()
+            case .pairing: try await status.update { $0.forgetAccount() }
+            }
+            // Moved-aside copies of a damaged token file may hold a token: they go either way.
             try Self.shredMovedAside(stateDirectory: stateDirectory)
         } catch {
             return .failure(error)
         }
-        logger.notice("factory reset", metadata: ["reset.reason": "\(reason)"])
-        return .success("reset: \(deregistered); tokens, queued presses and status wiped; pairing window open")
+        switch scope {
+        case .everything:
+            logger.notice("factory reset", metadata: ["reset.reason": "\(reason)"])
+            return .success("reset: \(deregistered); tokens, queued presses and status wiped; \(pairingAgain)")
+        case .pairing:
+            logger.notice("deregistered", metadata: ["reset.reason": "\(reason)"])
+            return .success("deregister: \(deregistered); tokens and queued presses wiped; \(pairingAgain)")
+        }
     }
 
     /// The reset while no daemon runs (the caller holds the state directory's lock): the deregistration is

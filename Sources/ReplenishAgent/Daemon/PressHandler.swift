@@ -21,13 +21,17 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
     /// The owner-change gesture's work (`FactoryReset`); without it, a confirmed re-pairing only deregisters
     /// and forgets the tokens.
     private let factoryReset: (@Sendable () async -> Result<String, AgentError>)?
+    /// Asks DRS about a slot's open order when its button is pressed again (`OrderFollowUpService.recheck`).
+    private let followUp: OrderFollowUpService<C>?
 
     init(
         config: AgentConfig, orders: OrderService<C>, tokens: TokenManager<C>, duties: Duties<C>, status: StatusBook,
         drs: DRSClient, lights: Lights<C>, clock: C, wallTime: @escaping @Sendable () -> Double, logger: Logger,
         openPairingWindow: @escaping @Sendable () async -> String = { "pairing window open" },
-        factoryReset: (@Sendable () async -> Result<String, AgentError>)? = nil
+        factoryReset: (@Sendable () async -> Result<String, AgentError>)? = nil,
+        followUp: OrderFollowUpService<C>? = nil
     ) {
+        self.followUp = followUp
         self.openPairingWindow = openPairingWindow
         self.factoryReset = factoryReset
         self.config = config
@@ -67,22 +71,12 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
                 return .failure(error)
             }
         case .order(let slot), .orderFromSensor(let slot):
+            if case .order = decision, let answer = await alreadyOrdered(slot: slot) { return answer }
             do {
                 let acceptance = try await accept(slot: slot)
                 policy.orderAccepted(slot: slot, at: now)
-                if case .orderFromSensor = decision {
-                    // Saved before anything else: from here a restart while still low orders nothing.
-                    do {
-                        try await status.update { $0.slots[slot, default: .init()].sensorOrderedWhileLow = true }
-                    } catch {
-                        logger.error(
-                            "could not record the sensor's order; a restart while low may order again",
-                            metadata: ["order.slot": "\(slot)", "error": "\(error.message)"])
-                    }
-                    let at = wallTime()
-                    await duties.reportSlotStatus(
-                        slot: slot, report: SlotStatusReport(lastUse: at, expectedReplenishment: at + 3 * 86400))
-                }
+                let fromSensor = if case .orderFromSensor = decision { true } else { false }
+                await consumed(slot: slot, input: press.input, fromSensor: fromSensor, acceptance: acceptance)
                 switch acceptance {
                 case .queued: return .success("order for slot \(slot) queued")
                 case .coalesced: return .success("an order for slot \(slot) is already pending; press recorded")
@@ -120,6 +114,52 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
         case .unmapped:
             return .failure(AgentError(.invalidInput, "input \(press.input) is not mapped to a slot"))
         }
+    }
+
+    /// A button press for a slot whose last order DRS has not called shipped, delivered or cancelled: DRS is
+    /// asked again (at most once a minute); while the order is still open the press is recorded on it and the
+    /// LED says "already ordered" (DRS would answer `ORDER_INPROGRESS`). Nil: take the press as an order.
+    private func alreadyOrdered(slot: String) async -> Result<String, AgentError>? {
+        guard let followUp, await status.record.openOrder(slot: slot) != nil,
+            await followUp.recheck(slot: slot) == true,
+            let (_, state) = await status.record.openOrder(slot: slot)
+        else { return nil }
+        let at = wallTime()
+        do { try await status.update { $0.recordPressWhileOpen(slot: slot, at: at) } } catch {
+            logger.error("could not record the press", metadata: ["order.slot": "\(slot)", "error": "\(error.message)"])
+        }
+        await lights.alreadyOrdered()
+        logger.info(
+            "press for a slot whose order is still open: recorded, not sent",
+            metadata: ["order.slot": "\(slot)", "order.status": "\(state ?? "placed")"])
+        return .success(
+            "slot \(slot) is already ordered (\(state ?? "placed"), not yet shipped); press recorded, no new order")
+    }
+
+    /// What an accepted press says of the slot's contents: a level sensor's order is latched (a restart while
+    /// still low orders nothing), the consumption is recorded, and slot status is reported to DRS for a sensor,
+    /// or for a button whose slot has configured quantities (`ConsumptionRate`).
+    private func consumed(slot: String, input: String, fromSensor: Bool, acceptance: Outbox.Acceptance) async {
+        guard acceptance == .queued || fromSensor else { return }
+        let at = wallTime()
+        do {
+            try await status.update { record in
+                if fromSensor { record.slots[slot, default: .init()].sensorOrderedWhileLow = true }
+                record.slots[slot, default: .init()].consumedAt = ConsumptionRate.adding(
+                    at, to: record.slots[slot]?.consumedAt ?? [])
+            }
+        } catch {
+            logger.error(
+                "could not record the consumption\(fromSensor ? "; a restart while low may order again" : "")",
+                metadata: ["order.slot": "\(slot)", "error": "\(error.message)"])
+        }
+        let button = config.button(forInput: input)
+        guard fromSensor || button?.quantity != nil,
+            let report = ConsumptionRate.report(
+                history: await status.record.slots[slot]?.consumedAt ?? [at], quantity: button?.quantity,
+                remainingWhenLow: button?.remainingWhenLow ?? 0)
+        else { return }
+        await duties.reportSlotStatus(slot: slot, report: report)
     }
 
     /// The outbox takes the press; a slot marked unsubscribed is checked with DRS again first (at most once a

@@ -21,6 +21,9 @@ struct StatusRecord: Codable, Sendable, Equatable, StateFormat {
         var orderOpen: Bool?
         var orderStatus: String?
         var orderCheckedAt: Double?
+        /// When the slot's contents were consumed (a press or a low level), newest last, at most
+        /// `ConsumptionRate.historyLimit`: the expected-replenishment date of slot status comes from them.
+        var consumedAt: [Double]?
     }
 
     var version = StatusRecord.formatVersion
@@ -35,6 +38,8 @@ struct StatusRecord: Codable, Sendable, Equatable, StateFormat {
     /// Code-based linking: the code the customer can enter, while it can be (added to version 1 as an optional
     /// field: older builds ignore it, files without it read as nil).
     var linking: LinkingCode?
+    /// The newest answered replenish calls (`OrderRecord`), newest last, for `replenish-agent orders`.
+    var orders: [OrderRecord]?
 }
 
 /// The daemon's single writer of `status.json`.

@@ -3,7 +3,8 @@ import Logging
 import NIOCore
 
 /// The daemon's control socket (`control.sock` in the state directory, 0600: only the agent's user and root
-/// reach it). On every board it takes owner commands (`reset`); on the simulated board `replenish-agent press`
+/// reach it). On every board it takes owner commands (`reset`, `deregister`, `cancel-test-orders`: the daemon
+/// does them, so no second process writes its state files); on the simulated board `replenish-agent press`
 /// and `level` (and tests) also drive named inputs through it, with the same events real hardware gives:
 /// bounce bursts, long holds, sensor levels. Requests are JSON over HTTP on the Unix socket.
 struct ControlServer: Sendable {
@@ -12,7 +13,18 @@ struct ControlServer: Sendable {
     let inputs: InputPipeline<ContinuousClock>
     let lights: Lights<ContinuousClock>
     let board: BoardFile
-    let reset: @Sendable () async -> Result<String, AgentError>
+    let owner: @Sendable (OwnerCommand) async -> Result<String, AgentError>
+
+    /// What the owner's commands ask of the daemon.
+    enum OwnerCommand: Sendable, Equatable {
+        case reset
+        case deregister
+        case cancelTestOrders(slot: String?)
+    }
+
+    struct CancelTestOrdersRequest: Decodable {
+        var slot: String?
+    }
 
     struct PressRequest: Decodable {
         var input: String
@@ -37,10 +49,14 @@ struct ControlServer: Sendable {
     }
 
     func handle(_ request: ServerRequest) async -> ServerResponse {
-        if request.method == .POST, request.path == "/reset" {
-            switch await reset() {
-            case .success(let message): return .json(200, Answer(ok: true, message: message))
-            case .failure(let error): return .json(500, Answer(ok: false, message: error.message))
+        if request.method == .POST, let command = Self.ownerCommand(path: request.path, body: request.body) {
+            switch command {
+            case .success(let command):
+                switch await owner(command) {
+                case .success(let message): return .json(200, Answer(ok: true, message: message))
+                case .failure(let error): return .json(500, Answer(ok: false, message: error.message))
+                }
+            case .failure(let error): return .json(400, Answer(ok: false, message: error.message))
             }
         }
         guard let backend else {
@@ -55,6 +71,20 @@ struct ControlServer: Sendable {
             for output in board.outputs { outputs[output.name] = backend.output(output.name) ?? false }
             return .json(200, State(outputs: outputs, ledPattern: await lights.pattern.rawValue))
         default: return .json(404, Answer(ok: false, message: "no such control command"))
+        }
+    }
+
+    /// The owner command a request names, nil for another path.
+    static func ownerCommand(path: String, body: [UInt8]) -> Result<OwnerCommand, AgentError>? {
+        switch path {
+        case "/reset": return .success(.reset)
+        case "/deregister": return .success(.deregister)
+        case "/cancel-test-orders":
+            guard let request = try? JSONDecoder().decode(CancelTestOrdersRequest.self, from: Data(body)) else {
+                return .failure(AgentError(.invalidInput, "the body must be {\"slot\":ID} or {}"))
+            }
+            return .success(.cancelTestOrders(slot: request.slot))
+        default: return nil
         }
     }
 

@@ -21,6 +21,8 @@ enum LEDPattern: String, Sendable, CaseIterable {
     case confirmRepairing
     /// A press that was acknowledged but did nothing (cooldown, cancel). One short flash.
     case acknowledge
+    /// A press for a slot whose order is still on its way: recorded, no new order. Two long flashes.
+    case alreadyOrdered
 
     /// The steps of one cycle, in milliseconds; nil for a steady level (`off`, `orderPlaced`).
     var steps: [(on: Bool, milliseconds: Int)]? {
@@ -33,6 +35,7 @@ enum LEDPattern: String, Sendable, CaseIterable {
         case .noNetwork: [(true, 100), (false, 150), (true, 100), (false, 150), (true, 100), (false, 2400)]
         case .confirmRepairing: [(true, 80), (false, 80)]
         case .acknowledge: [(true, 300), (false, 300)]
+        case .alreadyOrdered: [(true, 700), (false, 300), (true, 700), (false, 300)]
         }
     }
 
@@ -53,11 +56,13 @@ enum LEDPattern: String, Sendable, CaseIterable {
         var lastAttemptFailedForNetwork = false
         var orderJustPlaced = false
         var acknowledging = false
+        var alreadyOrdered = false
     }
 
     static func pattern(for facts: Facts) -> LEDPattern {
         if facts.repairingArmed { return .confirmRepairing }
         if facts.acknowledging { return .acknowledge }
+        if facts.alreadyOrdered { return .alreadyOrdered }
         if !facts.paired {
             if facts.codeWaiting { return .codeWaiting }
             return facts.pairingWindowOpen ? .pairingMode : .needsAttention

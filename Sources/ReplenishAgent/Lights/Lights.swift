@@ -12,6 +12,7 @@ actor Lights<C: Clock> where C.Duration == Duration {
     private var blinker: Task<Void, Never>?
     private var placedTimer: Task<Void, Never>?
     private var acknowledgeTimer: Task<Void, Never>?
+    private var alreadyOrderedTimer: Task<Void, Never>?
 
     init(backend: any GPIOBackend, output: String?, clock: C, logger: Logger) {
         self.backend = backend
@@ -33,6 +34,9 @@ actor Lights<C: Clock> where C.Duration == Duration {
     /// A press that did nothing visible otherwise: one flash.
     func acknowledge() { raise(\.acknowledging, for: .milliseconds(600), timer: &acknowledgeTimer) }
 
+    /// A press for a slot whose order is still open: two long flashes.
+    func alreadyOrdered() { raise(\.alreadyOrdered, for: .seconds(2), timer: &alreadyOrderedTimer) }
+
     /// Sets a transient fact and clears it after `duration` (a newer raise restarts the time).
     private func raise(
         _ fact: WritableKeyPath<LEDPattern.Facts, Bool> & Sendable, for duration: Duration,
@@ -51,6 +55,7 @@ actor Lights<C: Clock> where C.Duration == Duration {
         blinker?.cancel()
         placedTimer?.cancel()
         acknowledgeTimer?.cancel()
+        alreadyOrderedTimer?.cancel()
         set(false)
     }
 

@@ -22,7 +22,7 @@ struct DRSClient: Sendable {
             accept: "DrsDeviceStatusResult@1.0", token: token, json: body)
     }
 
-    /// Reports a slot's contents after consumption (a level sensor found it low).
+    /// Reports a slot's contents after consumption (a press that ordered, or a level sensor found it low).
     func slotStatus(slot: String, report: SlotStatusReport, token: Secret) async throws(AgentError) -> HTTPResponse {
         struct Body: Encodable {
             var expectedReplenishmentDate: String
@@ -61,6 +61,14 @@ struct DRSClient: Sendable {
         try await call(
             .get, "/getOrderInfo/\(CurlEasy.formEscape(eventInstanceId))", input: "DrsOrderInfoInput@1.0",
             accept: "DrsOrderInfoResult@1.0", token: token)
+    }
+
+    /// Cancels the device's test orders: one slot's (`DELETE /testOrders/slots/{slotId}`) or all
+    /// (`DELETE /testOrders`).
+    func cancelTestOrders(slot: String?, token: Secret) async throws(AgentError) -> HTTPResponse {
+        try await call(
+            .delete, slot.map { "/testOrders/slots/\($0)" } ?? "/testOrders", input: "DrsCancelTestOrdersInput@1.0",
+            accept: "DrsCancelTestOrdersResult@1.0", token: token)
     }
 
     func deregister(token: Secret) async throws(AgentError) -> HTTPResponse {
@@ -106,8 +114,8 @@ enum ISO8601 {
     }
 }
 
-/// A slot's contents as a level sensor sees them: a switch knows only "low", so the quantities are in the
-/// unit "refill" (remaining 0 of 1).
+/// A slot's contents after a consumption (`ConsumptionRate.report`): quantities in the slot's configured unit,
+/// or in the unit "refill" (remaining 0 of 1) when the config names none.
 struct SlotStatusReport: Sendable, Equatable, Codable {
     var remaining: Double = 0
     var original: Double = 1

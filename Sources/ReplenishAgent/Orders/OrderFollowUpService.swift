@@ -17,6 +17,8 @@ actor OrderFollowUpService<C: Clock> where C.Duration == Duration {
     /// When each open order is asked about next (in memory: after a restart, one delay from the start).
     private var dueAt: [String: C.Instant] = [:]
     private var failures = 0
+    /// When each slot's open order was last asked about because of a press (`recheck`).
+    private var lastRecheck: [String: (at: C.Instant, open: Bool?)] = [:]
 
     init(
         drs: DRSClient, tokens: TokenManager<C>, status: StatusBook, slots: [String], phase: AgentConfig.Phase,
@@ -63,7 +65,25 @@ actor OrderFollowUpService<C: Clock> where C.Duration == Duration {
     /// An order was placed: look at the open orders again.
     func wake() { waker.ring() }
 
-    private func check(slot: String, eventInstanceId id: String) async {
+    /// A press for a slot whose order is still open: DRS may have shipped it since the last question, so ask now,
+    /// at most once a minute per slot. Returns true when the order is still open (now, or as last asked within
+    /// the minute), false when it is final or there is none, and nil when DRS could not be asked (now or within the
+    /// minute): the press is then taken as an order (DRS answers `ORDER_INPROGRESS` if it is still out), never dropped on a guess.
+    func recheck(slot: String) async -> Bool? {
+        guard let (id, _) = await status.record.openOrder(slot: slot) else { return false }
+        if let last = lastRecheck[slot], clock.now < last.at.advanced(by: Self.recheckSpacing) { return last.open }
+        lastRecheck[slot] = (clock.now, nil)
+        guard await check(slot: slot, eventInstanceId: id) else { return nil }
+        let open = await status.record.openOrder(slot: slot) != nil
+        lastRecheck[slot]?.open = open
+        return open
+    }
+
+    static var recheckSpacing: Duration { .seconds(60) }
+
+    /// Asks DRS about one order and records the answer; false when it could not (retried with backoff).
+    @discardableResult
+    private func check(slot: String, eventInstanceId id: String) async -> Bool {
         do throws(AgentError) {
             let token = try await tokens.accessToken()
             let answer = try await drs.orderInfo(eventInstanceId: id, token: token)
@@ -82,17 +102,14 @@ actor OrderFollowUpService<C: Clock> where C.Duration == Duration {
             let open = answer.status == 200 && !OrderFollowUp.isFinal(state)
             let now = wallTime()
             try await status.update { record in
-                // A newer order replaced this one meanwhile: its own follow-up decides.
-                guard record.slots[slot]?.lastEventInstanceId == id else { return }
-                record.slots[slot, default: .init()].orderStatus = state
-                record.slots[slot, default: .init()].orderCheckedAt = now
-                record.slots[slot, default: .init()].orderOpen = open
+                record.recordFollowUp(slot: slot, eventInstanceId: id, status: state, open: open, at: now)
             }
             failures = 0
             dueAt[slot] = open ? clock.now.advanced(by: OrderFollowUp.delay(phase: phase, using: &random)) : nil
             logger.info(
                 "order followed up",
                 metadata: ["order.slot": "\(slot)", "order.status": "\(state)", "order.open": "\(open)"])
+            return true
         } catch {
             failures += 1
             let delay = DutySchedule.retryDelay(after: error, attempt: failures, using: &random)
@@ -103,6 +120,7 @@ actor OrderFollowUpService<C: Clock> where C.Duration == Duration {
                     "order.slot": "\(slot)", "error": "\(error.message)",
                     "order.retryIn": "\(delay.components.seconds)s",
                 ])
+            return false
         }
     }
 }

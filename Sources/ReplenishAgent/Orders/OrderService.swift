@@ -211,15 +211,7 @@ actor OrderService<C: Clock> where C.Duration == Duration {
                     "order acknowledged", metadata: ["order.slot": "\(slot)", "order.detailCode": "\(detailCode)"])
                 let at = wallTime()
                 try? await status.update { record in
-                    record.slots[slot, default: .init()].lastResult = detailCode
-                    record.slots[slot, default: .init()].lastResultAt = at
-                    record.slots[slot, default: .init()].lastEventInstanceId = eventInstanceId
-                    // A new order is followed up (`OrderFollowUpService`) until DRS says it is final.
-                    if eventInstanceId != nil, detailCode.hasSuffix("ORDER_PLACED") {
-                        record.slots[slot, default: .init()].orderOpen = true
-                        record.slots[slot, default: .init()].orderStatus = nil
-                        record.slots[slot, default: .init()].orderCheckedAt = nil
-                    }
+                    record.recordAnswer(slot: slot, detailCode: detailCode, eventInstanceId: eventInstanceId, at: at)
                 }
                 publish(.acknowledged(slot: slot, detailCode: detailCode))
                 return

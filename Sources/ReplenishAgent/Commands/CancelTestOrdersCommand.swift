@@ -1,0 +1,69 @@
+import ArgumentParser
+import FoundationEssentials
+
+/// `cancel-test-orders [--slot ID]`: cancels the device's test orders at DRS (`TestOrderCancellation`), for
+/// test and certification runs; refused in production. The daemon does it when it runs, else the command.
+struct CancelTestOrdersCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "cancel-test-orders",
+        abstract: "Test and certification phases: cancel the device's test orders (all slots, or one).")
+
+    @OptionGroup var options: ConfigOption
+
+    @Option(name: .long, help: "Cancel only this slot's test orders (a slot of the config's buttons).")
+    var slot: String?
+
+    func run() async throws {
+        let config = try options.load()
+        // Refused before anything is asked: nothing of a production device is touched.
+        if let refusal = TestOrders.refusal(
+            phase: config.device.phase, slot: slot, slots: config.slots)
+        {
+            Output.error("cancel-test-orders: \(refusal)")
+            throw ExitCode(1)
+        }
+        struct Body: Encodable { var slot: String? }
+        let body = Array(try JSONEncoder().encode(Body(slot: slot)))
+        if let answer = DaemonClient.ask("/cancel-test-orders", body: body, config: config) {
+            return try DaemonClient.report("cancel-test-orders", answer)
+        }
+        let result: Result<String, AgentError>
+        do {
+            let lock = try StateDirectory.lock(config.stateDirectory)
+            defer { _ = lock }
+            result = await Self.performOffline(config: config, slot: slot)
+        } catch {
+            result = .failure(error)
+        }
+        switch result {
+        case .success(let message): Output.line(message)
+        case .failure(let error):
+            Output.error("cancel-test-orders: \(error.message)")
+            throw ExitCode(1)
+        }
+    }
+
+    /// No daemon runs (the caller holds the lock): the command refreshes the access token itself when it must
+    /// (saving a rotated refresh token as the daemon would) and asks DRS.
+    static func performOffline(config: AgentConfig, slot: String?) async -> Result<String, AgentError> {
+        let logger = DaemonClient.commandLogger("cancel-test-orders")
+        do throws(AgentError) {
+            let lwa = LWAClient(
+                http: try CurlHTTPClient(options: .init(caFile: config.caFile)), tokenURL: config.lwa.tokenURL,
+                clientSecret: config.lwa.clientSecret)
+            let drs = DRSClient(
+                http: try CurlHTTPClient(options: .init(caFile: config.caFile)), baseURL: config.drsBaseURL)
+            let wallTime: @Sendable () -> Double = { POSIX.wallTime() }
+            let tokens = try TokenManager.open(
+                stateDirectory: config.stateDirectory, lwa: lwa, clock: ContinuousClock(), wallTime: wallTime,
+                clockTrusted: WallClock.isTrusted(), logger: logger)
+            let status = try StatusBook(stateDirectory: config.stateDirectory) { logger.error("\($0)") }
+            return await TestOrderCancellation(
+                phase: config.device.phase, slots: config.slots, tokens: tokens, drs: drs, status: status,
+                wallTime: wallTime
+            ).perform(slot: slot)
+        } catch {
+            return .failure(error)
+        }
+    }
+}

@@ -1,0 +1,53 @@
+import ArgumentParser
+import FoundationEssentials
+import Logging
+
+/// The owner commands' way to the running daemon: its control socket. The daemon holds the state in memory, so
+/// while it runs only it may change the state files; the commands ask it first and do the work themselves
+/// (under the state directory's lock) only when no daemon answers.
+enum DaemonClient {
+    struct Answer: Decodable {
+        var ok: Bool
+        var message: String
+    }
+
+    /// The daemon's answer to a POST of `body` to `path`, or nil when no daemon listens on the socket.
+    static func ask(
+        _ path: String, body: [UInt8] = [], config: AgentConfig, timeoutSeconds: Int = 60
+    ) -> Result<Answer, AgentError>? {
+        let socket = Agent.controlSocketPath(stateDirectory: config.stateDirectory)
+        guard
+            let response = try? CurlEasy(options: .init(unixSocketPath: socket)).perform(
+                HTTPRequest(
+                    method: .post, url: "http://localhost" + path, headers: [("Content-Type", "application/json")],
+                    body: body, timeoutSeconds: timeoutSeconds))
+        else { return nil }
+        guard let answer = try? JSONDecoder().decode(Answer.self, from: Data(response.body)) else {
+            return .failure(AgentError(.server, "unreadable answer from the agent (status \(response.status))"))
+        }
+        return .success(answer)
+    }
+
+    /// Prints the daemon's answer (standard output) or its reason (standard error, exit 1).
+    static func report(_ command: String, _ result: Result<Answer, AgentError>) throws {
+        switch result {
+        case .success(let answer) where answer.ok: Output.line(answer.message)
+        case .success(let answer):
+            Output.error("\(command): \(answer.message)")
+            throw ExitCode(1)
+        case .failure(let error):
+            Output.error("\(command): \(error.message)")
+            throw ExitCode(1)
+        }
+    }
+
+    /// A logger for a command doing the daemon's work itself: warnings and worse on standard error, never a
+    /// token (the agent logs none).
+    static func commandLogger(_ command: String) -> Logger {
+        Logger(label: "replenish-agent \(command)") { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = .warning
+            return handler
+        }
+    }
+}

@@ -1,0 +1,60 @@
+import ArgumentParser
+import FoundationEssentials
+
+/// `deregister`: the device leaves the customer's account. DRS is told (`DELETE /registration`) at once, or the
+/// call is queued in `deregistration.json` and retried until DRS answers; the tokens and queued presses are
+/// wiped at once and pairing opens again. The order history stays (`reset` wipes it too). With the daemon
+/// running the daemon does it (over its control socket); otherwise the command does, under the state
+/// directory's lock.
+struct DeregisterCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "deregister",
+        abstract:
+            "Leave the customer's account: deregister from DRS (queued and retried when offline), wipe the tokens and queued presses, and open pairing again."
+    )
+
+    @OptionGroup var options: ConfigOption
+
+    func run() async throws {
+        let config = try options.load()
+        if let answer = DaemonClient.ask("/deregister", config: config) {
+            return try DaemonClient.report("deregister", answer)
+        }
+        do {
+            let lock = try StateDirectory.lock(config.stateDirectory)
+            defer { _ = lock }
+            Output.line(try await Self.performOffline(config: config))
+        } catch {
+            Output.error("deregister: \(error.message)")
+            throw ExitCode(1)
+        }
+    }
+
+    /// No daemon runs (the caller holds the lock): DRS is asked once now; if it cannot be reached the call
+    /// waits in `deregistration.json` for the agent's next start. Then the pairing and queued presses go.
+    static func performOffline(config: AgentConfig) async throws(AgentError) -> String {
+        let directory = config.stateDirectory
+        let logger = DaemonClient.commandLogger("deregister")
+        var deregistered = "the device was not paired"
+        if let old = try FileTokenStore(stateDirectory: directory).load() {
+            let pending = PendingDeregistration(refreshToken: old.refreshToken, clientId: old.clientId)
+            do throws(AgentError) {
+                let lwa = LWAClient(
+                    http: try CurlHTTPClient(options: .init(caFile: config.caFile)), tokenURL: config.lwa.tokenURL,
+                    clientSecret: config.lwa.clientSecret)
+                let drs = DRSClient(
+                    http: try CurlHTTPClient(options: .init(caFile: config.caFile)), baseURL: config.drsBaseURL)
+                try await DeregistrationQueue<ContinuousClock>.attempt(pending, lwa: lwa, drs: drs, logger: logger)
+                deregistered = "deregistered from DRS"
+            } catch {
+                try DeregistrationQueue<ContinuousClock>.write(pending, stateDirectory: directory)
+                deregistered = "deregistration queued (\(error.message)); the agent retries it when it runs"
+            }
+        }
+        for name in ["tokens.json", "outbox.json"] { try POSIX.shred(POSIX.join(directory, name)) }
+        try FactoryReset<ContinuousClock>.shredMovedAside(stateDirectory: directory)
+        let status = try StatusBook(stateDirectory: directory) { logger.error("\($0)") }
+        try await status.update { $0.forgetAccount() }
+        return "deregister: \(deregistered); tokens and queued presses wiped; the agent opens pairing when it runs"
+    }
+}

@@ -1,0 +1,98 @@
+/// One answered replenish call, kept for `replenish-agent orders`: the newest `StatusRecord.orderHistoryLimit`
+/// of them live in `status.json`, newest last.
+struct OrderRecord: Codable, Sendable, Equatable {
+    var slot: String
+    /// DRS's answer: `STANDARD_ORDER_PLACED`, `TEST_ORDER_PLACED` or `ORDER_INPROGRESS`.
+    var detailCode: String
+    var eventInstanceId: String?
+    /// When DRS answered (wall-clock seconds).
+    var answeredAt: Double
+    /// Still followed with `getOrderInfo` (`OrderFollowUpService`): not shipped, delivered or cancelled yet.
+    var open: Bool
+    /// DRS's word for the order's state (`Processing`, `Shipped`, …), nil until asked.
+    var status: String?
+    var checkedAt: Double?
+    /// Presses of the slot's button while this order was open: recorded and shown, not sent (DRS would answer
+    /// `ORDER_INPROGRESS`).
+    var pressesWhileOpen: Int?
+    var lastPressWhileOpenAt: Double?
+}
+
+/// How the status record changes as orders are answered, followed up, pressed again and cancelled. Pure: the
+/// services call these inside `StatusBook.update`, tests call them on a value.
+extension StatusRecord {
+    static let orderHistoryLimit = 20
+
+    /// DRS answered a replenish call for `slot`.
+    mutating func recordAnswer(slot: String, detailCode: String, eventInstanceId: String?, at time: Double) {
+        slots[slot, default: .init()].lastResult = detailCode
+        slots[slot, default: .init()].lastResultAt = time
+        slots[slot, default: .init()].lastEventInstanceId = eventInstanceId
+        // A new order is followed up until DRS says it is final.
+        let placed = eventInstanceId != nil && detailCode.hasSuffix("ORDER_PLACED")
+        if placed {
+            slots[slot, default: .init()].orderOpen = true
+            slots[slot, default: .init()].orderStatus = nil
+            slots[slot, default: .init()].orderCheckedAt = nil
+        }
+        var history = orders ?? []
+        history.append(
+            OrderRecord(
+                slot: slot, detailCode: detailCode, eventInstanceId: eventInstanceId, answeredAt: time, open: placed))
+        orders = Array(history.suffix(Self.orderHistoryLimit))
+    }
+
+    /// `getOrderInfo` said `status` of the slot's order `id`. A newer order that replaced it meanwhile is left
+    /// to its own follow-up.
+    mutating func recordFollowUp(slot: String, eventInstanceId id: String, status: String, open: Bool, at time: Double)
+    {
+        guard slots[slot]?.lastEventInstanceId == id else { return }
+        slots[slot, default: .init()].orderStatus = status
+        slots[slot, default: .init()].orderCheckedAt = time
+        slots[slot, default: .init()].orderOpen = open
+        if var history = orders, let index = history.lastIndex(where: { $0.eventInstanceId == id }) {
+            history[index].status = status
+            history[index].checkedAt = time
+            history[index].open = open
+            orders = history
+        }
+    }
+
+    /// The slot's order, while DRS has not said it is final.
+    func openOrder(slot: String) -> (eventInstanceId: String, status: String?)? {
+        guard let known = slots[slot], known.orderOpen == true, let id = known.lastEventInstanceId else { return nil }
+        return (id, known.orderStatus)
+    }
+
+    /// A press for a slot whose order is still open: counted on that order, not sent.
+    mutating func recordPressWhileOpen(slot: String, at time: Double) {
+        guard let id = slots[slot]?.lastEventInstanceId, var history = orders,
+            let index = history.lastIndex(where: { $0.eventInstanceId == id })
+        else { return }
+        history[index].pressesWhileOpen = (history[index].pressesWhileOpen ?? 0) + 1
+        history[index].lastPressWhileOpenAt = time
+        orders = history
+    }
+
+    /// DRS cancelled the test orders of `cancelled` slots: their open orders are closed as `Cancelled`.
+    mutating func recordTestOrdersCancelled(slots cancelled: [String], at time: Double) {
+        for slot in cancelled {
+            guard let (id, _) = openOrder(slot: slot) else { continue }
+            recordFollowUp(slot: slot, eventInstanceId: id, status: "Cancelled", open: false, at: time)
+        }
+    }
+
+    /// The device left the customer's account (`deregister`): what DRS said of this account's slots and orders
+    /// no longer holds; the order history stays for the owner to read, with nothing left open.
+    mutating func forgetAccount() {
+        for slot in slots.keys {
+            slots[slot]?.subscribed = nil
+            slots[slot]?.products = nil
+            slots[slot]?.orderOpen = nil
+            slots[slot]?.sensorOrderedWhileLow = nil
+        }
+        if let history = orders { orders = history.map { var order = $0; order.open = false; return order } }
+        linking = nil
+        pairingWindowClosesAt = nil
+    }
+}
