@@ -142,10 +142,10 @@ final class Harness: @unchecked Sendable {
     func writeConfig(
         emulator: String, pairingPort: Int = 0, slots: [String] = ["slot-1"], caFile: String? = nil,
         cooldownSeconds: Int = 0, tankSlot: String? = nil, board: String? = nil, pairingWindowMinutes: Int? = nil,
-        codeLinking: Bool = false
+        codeLinking: Bool = false, phase: String = "test", buttonExtra: String = ""
     ) throws -> String {
         var buttons = zip(["button", "button2", "button3"], slots).map {
-            #"{"input":"\#($0.0)","slot":"\#($0.1)","cooldownSeconds":\#(cooldownSeconds)}"#
+            #"{"input":"\#($0.0)","slot":"\#($0.1)","cooldownSeconds":\#(cooldownSeconds)\#(buttonExtra)}"#
         }
         if let tankSlot { buttons.append(#"{"input":"tank","slot":"\#(tankSlot)"}"#) }
         let tls = caFile.map { #""tls":{"caFile":"\#($0)"},"# } ?? ""
@@ -153,7 +153,7 @@ final class Harness: @unchecked Sendable {
         let pairing = codeLinking ? #"{"mode":"code"}"# : #"{"listen":"127.0.0.1:\#(pairingPort)"\#(window)}"#
         let codePair = codeLinking ? #","codePairURL":"\#(emulator)/auth/O2/create/codepair""# : ""
         let text = """
-            {"device":{"serial":"TEST0001","model":"model-1","phase":"test"},
+            {"device":{"serial":"TEST0001","model":"model-1","phase":"\(phase)"},
              "lwa":{"clientId":"amzn1.application-oa2-client.emulator","tokenURL":"\(emulator)/auth/o2/token"\(codePair)},
              "drs":{"baseURL":"\(emulator)"},\(tls)
              "stateDirectory":"\(directory)/state","board":"\(board ?? packageRoot() + "/board/simulated.json")",
@@ -281,6 +281,12 @@ final class Harness: @unchecked Sendable {
             #expect(!leakedCode, "an authorization code reached the agent's output", sourceLocation: sourceLocation)
             #expect(!leakedVerifier, "a PKCE verifier reached the agent's output", sourceLocation: sourceLocation)
         }
+    }
+
+    /// `replenish-agent orders --json`.
+    func ordersJSON(config: String) throws -> [String: Any] {
+        let result = try run("replenish-agent", ["orders", "--json", "--config", config])
+        return (try JSONSerialization.jsonObject(with: Data(result.output.utf8)) as? [String: Any]) ?? [:]
     }
 
     func statusJSON(config: String) throws -> [String: Any] {
