@@ -260,3 +260,26 @@ func packageRoot(file: String = #filePath) -> String {
     }
     return "."
 }
+
+extension ConfigTests {
+    @Test func aSlotsQuantitiesAreOptionalAndChecked() throws {
+        var config = Self.validConfig()
+        config["buttons"] = [["input": "button", "slot": "s", "quantity": 10, "remainingWhenLow": 2.5]]
+        let loaded = try #require(try load(config).0)
+        #expect(loaded.buttons.first?.quantity == 10 && loaded.buttons.first?.remainingWhenLow == 2.5)
+        #expect(try load(Self.validConfig()).0?.buttons.first?.quantity == nil)
+        let cases: [([String: Any], String)] = [
+            (["quantity": 0], "buttons[0].quantity: must be a number"),
+            (["quantity": "10"], "buttons[0].quantity: must be a number"),
+            (["quantity": 10, "remainingWhenLow": 10], "buttons[0].remainingWhenLow: must be less than quantity"),
+            (["remainingWhenLow": 1], "buttons[0].remainingWhenLow: needs quantity"),
+            (["quantity": 10, "remainingWhenLow": -1], "buttons[0].remainingWhenLow: must be a number"),
+        ]
+        for (extra, expected) in cases {
+            let problems = try problems { config in
+                config["buttons"] = [["input": "button", "slot": "s"].merging(extra) { $1 }]
+            }
+            #expect(problems.contains { $0.contains(expected) }, "\(extra): \(problems)")
+        }
+    }
+}

@@ -113,3 +113,131 @@ import Testing
             OrderFollowUp.isFinal("Shipped") && OrderFollowUp.isFinal("Canceled") && !OrderFollowUp.isFinal("Pending"))
     }
 }
+
+extension OrderFollowUpTests {
+    @Test func aPressWhileOpenAsksAtOnceAtMostOnceAMinuteAndAnUnreachableDRSLetsThePressThrough() async throws {
+        let answers = Locked([orderInfo("Processing"), json(503, ""), orderInfo("Shipped")])
+        let drs = ScriptedHTTPClient { _ in
+            var queue = answers.value
+            let next = queue.isEmpty ? json(500, "") : queue.removeFirst()
+            answers.value = queue
+            return next
+        }
+        let status = try StatusBook(stateDirectory: temporaryDirectory()) { _ in }
+        try await status.update {
+            $0.recordAnswer(
+                slot: "slot-1", detailCode: "STANDARD_ORDER_PLACED", eventInstanceId: "amzn1.dash.v2.o.1", at: epoch)
+        }
+        let followUp = try service(drs: drs, status: status, phase: .production)
+
+        // Asked at once: still processing, so the press is recorded rather than sent.
+        #expect(await followUp.recheck(slot: "slot-1") == true)
+        #expect(drs.requests.count == 1)
+        // Within the minute: the answer stands, DRS is not asked again.
+        clock.advance(by: .seconds(30))
+        #expect(await followUp.recheck(slot: "slot-1") == true)
+        #expect(drs.requests.count == 1)
+        // DRS unreachable: unknown, so the press is taken as an order (DRS deduplicates), never dropped; and
+        // within the minute after that failure, the same.
+        clock.advance(by: .seconds(31))
+        #expect(await followUp.recheck(slot: "slot-1") == nil)
+        clock.advance(by: .seconds(10))
+        #expect(await followUp.recheck(slot: "slot-1") == nil)
+        #expect(drs.requests.count == 2)
+        // Shipped meanwhile: the order is closed, in the slot and in the history, and the press orders.
+        clock.advance(by: .seconds(60))
+        #expect(await followUp.recheck(slot: "slot-1") == false)
+        let record = await status.record
+        #expect(record.slots["slot-1"]?.orderOpen == false)
+        #expect(record.orders?.last?.status == "Shipped" && record.orders?.last?.open == false)
+        // No open order: nothing to ask.
+        clock.advance(by: .seconds(120))
+        #expect(await followUp.recheck(slot: "slot-1") == false)
+        #expect(drs.requests.count == 3)
+    }
+}
+
+/// The order history in the status record: what each answer, follow-up, press and cancellation changes.
+@Suite struct OrderHistoryTests {
+    @Test func answersFollowUpsPressesAndCancellationsAreRecorded() {
+        var record = StatusRecord()
+        record.recordAnswer(slot: "a", detailCode: "TEST_ORDER_PLACED", eventInstanceId: "o1", at: 100)
+        #expect(record.openOrder(slot: "a")?.eventInstanceId == "o1")
+        #expect(
+            record.orders == [
+                .init(slot: "a", detailCode: "TEST_ORDER_PLACED", eventInstanceId: "o1", answeredAt: 100, open: true)
+            ])
+
+        record.recordPressWhileOpen(slot: "a", at: 150)
+        record.recordPressWhileOpen(slot: "a", at: 160)
+        #expect(record.orders?.last?.pressesWhileOpen == 2 && record.orders?.last?.lastPressWhileOpenAt == 160)
+
+        record.recordFollowUp(slot: "a", eventInstanceId: "o1", status: "Processing", open: true, at: 200)
+        #expect(record.openOrder(slot: "a")?.status == "Processing")
+        #expect(record.orders?.last?.checkedAt == 200)
+
+        // ORDER_INPROGRESS places nothing: recorded, but opens no order of its own.
+        record.recordAnswer(slot: "b", detailCode: "ORDER_INPROGRESS", eventInstanceId: nil, at: 300)
+        #expect(record.openOrder(slot: "b") == nil)
+        #expect(record.orders?.count == 2)
+
+        // An answer about an order that a newer one replaced changes nothing.
+        record.recordAnswer(slot: "a", detailCode: "TEST_ORDER_PLACED", eventInstanceId: "o2", at: 400)
+        record.recordFollowUp(slot: "a", eventInstanceId: "o1", status: "Shipped", open: false, at: 500)
+        #expect(record.openOrder(slot: "a")?.eventInstanceId == "o2")
+        #expect(record.orders?.first?.status == "Processing")
+
+        record.recordTestOrdersCancelled(slots: ["a", "b"], at: 600)
+        #expect(record.openOrder(slot: "a") == nil)
+        #expect(record.orders?.last?.status == "Cancelled" && record.orders?.last?.open == false)
+    }
+
+    @Test func theHistoryKeepsTheNewestTwentyAndDeregistrationClosesEverything() {
+        var record = StatusRecord()
+        for index in 0..<25 {
+            record.recordAnswer(
+                slot: "a", detailCode: "STANDARD_ORDER_PLACED", eventInstanceId: "o\(index)", at: Double(index))
+        }
+        #expect(record.orders?.count == StatusRecord.orderHistoryLimit)
+        #expect(record.orders?.first?.eventInstanceId == "o5" && record.orders?.last?.eventInstanceId == "o24")
+        record.slots["a"]?.subscribed = true
+        record.slots["a"]?.products = [.init(asin: "B0", quantity: 1, unit: "count")]
+        record.forgetAccount()
+        #expect(record.openOrder(slot: "a") == nil)
+        #expect(record.slots["a"]?.subscribed == nil && record.slots["a"]?.products == nil)
+        #expect(record.orders?.count == 20 && record.orders?.allSatisfy { !$0.open } == true)
+        #expect(record.slots["a"]?.lastResult == "STANDARD_ORDER_PLACED")
+    }
+}
+
+/// Slot status from the slot's own quantities, with a date from the observed consumption rate.
+@Suite struct ConsumptionRateTests {
+    let day = 86400.0
+
+    @Test func theExpectedDateFollowsTheObservedRate() throws {
+        // One consumption: the rate is unknown, a month is assumed.
+        let first = try #require(ConsumptionRate.report(history: [0], quantity: 10, remainingWhenLow: 2))
+        #expect(first == SlotStatusReport(remaining: 2, original: 10, lastUse: 0, expectedReplenishment: 30 * day))
+        // Every 10 and 14 days: the next in 12.
+        let history = [0, 10 * day, 24 * day]
+        let report = try #require(ConsumptionRate.report(history: history, quantity: 10, remainingWhenLow: 0))
+        #expect(report.expectedReplenishment == 24 * day + 12 * day)
+        #expect(report.lastUse == 24 * day)
+        // Without quantities the unit is one refill.
+        let plain = try #require(ConsumptionRate.report(history: history, quantity: nil, remainingWhenLow: 0))
+        #expect(plain.original == 1 && plain.remaining == 0)
+        #expect(ConsumptionRate.report(history: [], quantity: 1, remainingWhenLow: 0) == nil)
+    }
+
+    @Test func flickerIsNotARateAndAClockSetBackStartsAgain() {
+        // A sensor that crossed its mark twice within minutes: one consumption, not a rate.
+        #expect(ConsumptionRate.meanInterval([0, 60]) == nil)
+        #expect(ConsumptionRate.meanInterval([0, 60, 10 * day + 60]) == 10 * day)
+        var history: [Double] = []
+        for time in stride(from: 0.0, through: 10 * day, by: day) {
+            history = ConsumptionRate.adding(time, to: history)
+        }
+        #expect(history.count == ConsumptionRate.historyLimit && history.last == 10 * day)
+        #expect(ConsumptionRate.adding(5, to: history) == [5])
+    }
+}

@@ -60,7 +60,7 @@ actor DeregistrationQueue<C: Clock> where C.Duration == Duration {
                 throw AgentError(.server, "DRS answered \(answer.status)")
             }
             logger.info("DRS deregistration done", metadata: ["http.status": "\(answer.status)"])
-        } catch where error.code == .applicationNotAuthorized {
+        } catch  where error.code == .applicationNotAuthorized {
             logger.info("DRS deregistration: the pairing is already gone (invalid_grant)")
         }
     }

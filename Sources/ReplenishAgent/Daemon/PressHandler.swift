@@ -126,7 +126,8 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
         else { return nil }
         let at = wallTime()
         do { try await status.update { $0.recordPressWhileOpen(slot: slot, at: at) } } catch {
-            logger.error("could not record the press", metadata: ["order.slot": "\(slot)", "error": "\(error.message)"])
+            logger.error(
+                "could not record the press", metadata: ["order.slot": "\(slot)", "error": "\(error.message)"])
         }
         await lights.alreadyOrdered()
         logger.info(

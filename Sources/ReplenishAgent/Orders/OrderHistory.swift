@@ -91,7 +91,13 @@ extension StatusRecord {
             slots[slot]?.orderOpen = nil
             slots[slot]?.sensorOrderedWhileLow = nil
         }
-        if let history = orders { orders = history.map { var order = $0; order.open = false; return order } }
+        if let history = orders {
+            orders = history.map {
+                var order = $0
+                order.open = false
+                return order
+            }
+        }
         linking = nil
         pairingWindowClosesAt = nil
     }

@@ -60,7 +60,9 @@ enum TestOrders {
 
     /// DRS's message, cut to printable ASCII and 200 characters (it is shown to the owner as is).
     static func printable(_ text: String) -> String {
-        String(text.unicodeScalars.filter { $0.isASCII && $0.value >= 0x20 && $0.value < 0x7F }.prefix(200).map(Character.init))
+        String(
+            text.unicodeScalars.filter { $0.isASCII && $0.value >= 0x20 && $0.value < 0x7F }.prefix(200).map(
+                Character.init))
     }
 
     struct SlotOrderStatus: Decodable, Equatable {

@@ -38,3 +38,30 @@ import Testing
         harness.expectNoSecretsInAgentOutput()
     }
 }
+
+extension DRSSurfaceTests {
+    @Test func aButtonWithQuantitiesReportsSlotStatusInItsOwnUnits() throws {
+        let harness = Harness()
+        let emulator = try harness.startEmulator(["--slots", "slot-1"])
+        let pairingPort = try Harness.freePort()
+        let config = try harness.writeConfig(
+            emulator: emulator, pairingPort: pairingPort, buttonExtra: #","quantity":12,"remainingWhenLow":2"#)
+        try harness.startAgent(config: config)
+        try harness.pair(emulator: emulator, pairingPort: pairingPort)
+        try harness.waitUntil("the first subscription check") {
+            try harness.slotStatus(config: config, "slot-1")["subscribed"] as? Bool == true
+        }
+        #expect(try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0)
+        try harness.waitUntil("the slot status") { try harness.stats(emulator)["slotStatusCalls"] as? Int == 1 }
+        let reports = try #require(harness.stats(emulator)["lastSlotStatus"] as? [String: [String: Any]])
+        let report = try #require(reports["slot-1"], "\(reports)")
+        #expect(report["originalQuantityInUnit"] as? Double == 12)
+        #expect(report["remainingQuantityInUnit"] as? Double == 2)
+        #expect(report["totalQuantityOnHand"] as? Double == 2)
+        // One consumption seen: the rate is unknown, so the expected date is a month after it.
+        let expected = try #require(report["expectedReplenishmentDate"] as? String)
+        let lastUse = try #require(report["lastUseDate"] as? String)
+        let dates = try [expected, lastUse].map { try Date($0, strategy: .iso8601) }
+        #expect(abs(dates[0].timeIntervalSince(dates[1]) - 30 * 86400) < 1)
+    }
+}

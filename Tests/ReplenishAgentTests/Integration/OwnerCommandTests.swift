@@ -65,7 +65,8 @@ import Testing
         #expect(try newestOrder(harness, config: config)["status"] as? String == "Cancelled")
         // The refreshed tokens were saved: the device is still paired, and the status file still reads.
         #expect(try harness.statusJSON(config: config)["paired"] as? Bool == true)
-        #expect(!(offline.output + offline.error).contains("Atza|") && !(offline.output + offline.error).contains("Atzr|"))
+        #expect(
+            !(offline.output + offline.error).contains("Atza|") && !(offline.output + offline.error).contains("Atzr|"))
         harness.expectNoSecretsInAgentOutput()
     }
 
@@ -78,7 +79,10 @@ import Testing
         #expect(refused.error.contains("production phase"), "\(refused.error)")
         let unknown = try harness.run(
             "replenish-agent",
-            ["cancel-test-orders", "--slot", "nope", "--config", try harness.writeConfig(emulator: emulator, pairingPort: 1)])
+            [
+                "cancel-test-orders", "--slot", "nope", "--config",
+                try harness.writeConfig(emulator: emulator, pairingPort: 1),
+            ])
         #expect(unknown.status == 1)
         #expect(unknown.error.contains("no button to slot \"nope\""), "\(unknown.error)")
         #expect(try counter(harness, emulator, "cancelTestOrdersCalls") == 0)
