@@ -251,3 +251,16 @@ final class NotifySocket {
 #if canImport(Glibc)
     import Glibc
 #endif
+
+extension SystemdStatusTests {
+    @Test func inCodeModeTheStatusLineSaysACodeIsAwaitedNotTheApp() {
+        let line = SystemdStatusLine.text(
+            token: State.unpaired, pending: 0, parked: 0,
+            waitingFor: "the code to be entered (replenish-agent status shows it)")
+        #expect(
+            line
+                == "pairing mode: waiting for the code to be entered (replenish-agent status shows it); 0 orders pending"
+        )
+        #expect(!line.contains("companion"))
+    }
+}

@@ -192,7 +192,8 @@ struct Agent {
         ]
         // Last, so that graceful shutdown stops it first (STOPPING=1 as the shutdown begins).
         if let service = await SystemdService.make(
-            notifier: systemd, tokens: tokens, orders: orders, backend: backend, group: group, logger: logger)
+            notifier: systemd, tokens: tokens, orders: orders, backend: backend, group: group,
+            pairingMode: config.pairingMode, logger: logger)
         {
             services.append(service)
         }

@@ -16,13 +16,15 @@ enum SystemdService {
     /// the GPIO lines are held (the backend exists) and every other service has been started.
     static func make<C: Clock>(
         notifier: SystemdNotifier, tokens: TokenManager<C>, orders: OrderService<C>, backend: any GPIOBackend,
-        group: any EventLoopGroup, logger: Logger
+        group: any EventLoopGroup, pairingMode: AgentConfig.PairingMode = .companion, logger: Logger
     ) async -> LoopService? where C.Duration == Duration {
         guard notifier.isEnabled else { return nil }
         let outbox = await orders.snapshot
         let status = SystemdStatus<C>(
             notifier: notifier, token: await tokens.state, pending: outbox.pending.count,
-            parked: outbox.parked.count)
+            parked: outbox.parked.count,
+            waitingFor: pairingMode == .code
+                ? "the code to be entered (replenish-agent status shows it)" : "the companion app")
         // Subscribed now, before any service starts, so the line misses no change.
         let tokenEvents = tokens.events.subscribe()
         let orderUpdates = orders.updates.subscribe()

@@ -1,14 +1,17 @@
 /// The `STATUS=` line `systemctl status replenish-agent` shows: pairing and token state, and the outbox.
 /// Never a token or any other secret (the token state's reason is the one `status` prints too).
 enum SystemdStatusLine {
-    static func text(token: TokenState, pending: Int, parked: Int) -> String {
+    /// `waitingFor`: how the device is paired again (the companion app, or a code entered at LWA's page).
+    static func text(
+        token: TokenState, pending: Int, parked: Int, waitingFor: String = "the companion app"
+    ) -> String {
         var orders = "\(pending) order\(pending == 1 ? "" : "s") pending"
         if parked > 0 { orders += ", \(parked) parked" }
         switch token {
         case .unpaired:
-            return "pairing mode: waiting for the companion app; \(orders)"
+            return "pairing mode: waiting for \(waitingFor); \(orders)"
         case .needsPairing(let reason):
-            return "pairing mode: the pairing was revoked (\(reason)), waiting for the companion app; \(orders)"
+            return "pairing mode: the pairing was revoked (\(reason)), waiting for \(waitingFor); \(orders)"
         case .fresh(let expiresAt):
             return "paired; token fresh, expires \(ISO8601.format(expiresAt)); \(orders)"
         case .refreshing:
@@ -25,6 +28,7 @@ actor SystemdStatus<C: Clock> where C.Duration == Duration {
     private var token: TokenState
     private var pending: Int
     private var parked: Int
+    private let waitingFor: String
     /// Lines go out only between READY and STOPPING.
     private enum Phase {
         case starting
@@ -33,14 +37,20 @@ actor SystemdStatus<C: Clock> where C.Duration == Duration {
     }
     private var phase = Phase.starting
 
-    init(notifier: SystemdNotifier, token: TokenState, pending: Int, parked: Int) {
+    init(
+        notifier: SystemdNotifier, token: TokenState, pending: Int, parked: Int,
+        waitingFor: String = "the companion app"
+    ) {
+        self.waitingFor = waitingFor
         self.notifier = notifier
         self.token = token
         self.pending = pending
         self.parked = parked
     }
 
-    var text: String { SystemdStatusLine.text(token: token, pending: pending, parked: parked) }
+    var text: String {
+        SystemdStatusLine.text(token: token, pending: pending, parked: parked, waitingFor: waitingFor)
+    }
 
     func update(token: TokenState) {
         self.token = token
