@@ -11,9 +11,10 @@ enum DaemonClient {
         var message: String
     }
 
-    /// The daemon's answer to a POST of `body` to `path`, or nil when no daemon listens on the socket.
+    /// The daemon's answer to a POST of `body` to `path`, or nil when no daemon listens on the socket. The
+    /// time allowed covers a token refresh and a DRS call, each with its own 30 s limit.
     static func ask(
-        _ path: String, body: [UInt8] = [], config: AgentConfig, timeoutSeconds: Int = 60
+        _ path: String, body: [UInt8] = [], config: AgentConfig, timeoutSeconds: Int = 120
     ) -> Result<Answer, AgentError>? {
         let socket = Agent.controlSocketPath(stateDirectory: config.stateDirectory)
         guard
