@@ -151,9 +151,15 @@ extension OrderFollowUpTests {
         #expect(record.slots["slot-1"]?.orderOpen == false)
         #expect(record.orders?.last?.status == "Shipped" && record.orders?.last?.open == false)
         // No open order: nothing to ask.
-        clock.advance(by: .seconds(120))
         #expect(await followUp.recheck(slot: "slot-1") == false)
         #expect(drs.requests.count == 3)
+        // A new order within the same minute is asked about at its first press (the spacing is per order).
+        try await status.update {
+            $0.recordAnswer(
+                slot: "slot-1", detailCode: "STANDARD_ORDER_PLACED", eventInstanceId: "amzn1.dash.v2.o.2", at: epoch)
+        }
+        #expect(await followUp.recheck(slot: "slot-1") == nil)
+        #expect(drs.requests.count == 4)
     }
 }
 

@@ -18,7 +18,7 @@ actor OrderFollowUpService<C: Clock> where C.Duration == Duration {
     private var dueAt: [String: C.Instant] = [:]
     private var failures = 0
     /// When each slot's open order was last asked about because of a press (`recheck`).
-    private var lastRecheck: [String: (at: C.Instant, open: Bool?)] = [:]
+    private var lastRecheck: [String: (eventInstanceId: String, at: C.Instant, open: Bool?)] = [:]
 
     init(
         drs: DRSClient, tokens: TokenManager<C>, status: StatusBook, slots: [String], phase: AgentConfig.Phase,
@@ -71,8 +71,13 @@ actor OrderFollowUpService<C: Clock> where C.Duration == Duration {
     /// minute): the press is then taken as an order (DRS answers `ORDER_INPROGRESS` if it is still out), never dropped on a guess.
     func recheck(slot: String) async -> Bool? {
         guard let (id, _) = await status.record.openOrder(slot: slot) else { return false }
-        if let last = lastRecheck[slot], clock.now < last.at.advanced(by: Self.recheckSpacing) { return last.open }
-        lastRecheck[slot] = (clock.now, nil)
+        // The spacing is per order: a newer order of the slot is asked about at its first press.
+        if let last = lastRecheck[slot], last.eventInstanceId == id,
+            clock.now < last.at.advanced(by: Self.recheckSpacing)
+        {
+            return last.open
+        }
+        lastRecheck[slot] = (id, clock.now, nil)
         guard await check(slot: slot, eventInstanceId: id) else { return nil }
         let open = await status.record.openOrder(slot: slot) != nil
         lastRecheck[slot]?.open = open
