@@ -26,7 +26,7 @@ tag=vm-boot-test
 if [ "$(id -u)" -ne 0 ]; then # mmdebstrap --mode=root and chroot need root: again through sudo
   exec sudo --preserve-env=PATH,HOME,VM_BOOT_DEB,VM_BOOT_TIMEOUT bash "$0" "$@"
 fi
-boot_timeout=${VM_BOOT_TIMEOUT:-600} # seconds for one boot, power-on to power-off
+boot_timeout=${VM_BOOT_TIMEOUT:-900} # seconds for one boot, power-on to power-off
 work=$vm/boot
 mirror=http://deb.debian.org/debian
 
@@ -104,7 +104,7 @@ unit_text=$(dpkg-deb --fsys-tarfile "$work/debs/new.deb" | tar -xO --wildcards '
 echo "$tag: package ${deb#"$root"/} (version $version), older build 0~older"
 
 # The checks every run must pass; status-line and watchdog only once the unit has Type=notify and WatchdogSec.
-checks=(boot-ready pairing press power-cut upgrade stop remove purge)
+checks=(boot-ready pairing press power-cut upgrade idle stop remove purge)
 grep -q '^Type=notify' <<<"$unit_text" && checks+=(status-line)
 grep -q '^WatchdogSec=' <<<"$unit_text" && checks+=(watchdog)
 

@@ -236,6 +236,58 @@ upgrade() {
   check_press upgrade "$(last_seq)"
 }
 
+# Context switches (voluntary + nonvoluntary) of each thread of a process: "TID COUNT NAME/WCHAN" lines.
+context_switches() {
+  local task
+  for task in /proc/"$1"/task/*; do
+    awk -v tid="${task##*/}" -v name="$(tr ' ' _ <"$task/comm" 2>/dev/null)/$(cat "$task/wchan" 2>/dev/null)" \
+      '/^(voluntary|nonvoluntary)_ctxt_switches:/ { n += $2 } END { if (NR) print tid, n, name }' \
+      "$task/status" 2>/dev/null
+  done
+}
+
+# idle: the paired agent under systemd on the gpio-sim board, its start-up duties done and no order open
+# (`cancel-test-orders` closes them, so the follow-up has nothing to ask): context switches over
+# IDLE_SECONDS (60), summed over the threads alive at both ends. The agent's own timers in that time are the
+# watchdog pings (every WATCHDOG_USEC/2) and the GPIO thread's heartbeat (the same interval): each may cost
+# its wakeup and one preemption, so the limit is 2 switches per timer firing; anything else (a 1 Hz runtime
+# monitor, a poll loop) does not fit.
+idle() {
+  local pid usec idle=${IDLE_SECONDS:-60} interval firings switches
+  pid=$(prop MainPID)
+  if ! wait_until 90 sh -c "journalctl -q -o cat _PID=$pid | grep -q 'subscriptions checked'"; then
+    fail idle "the agent (PID $pid) did not finish its start-up duties within 90 s"
+    return 1
+  fi
+  if ! replenish-agent cancel-test-orders --config "$config" >/tmp/cancel.log 2>&1; then
+    fail idle "cancel-test-orders failed: $(tr '\n' ' ' </tmp/cancel.log)"
+    return 1
+  fi
+  note "idle: $(cat /tmp/cancel.log)"
+  usec=$(tr '\0' '\n' <"/proc/$pid/environ" | sed -n 's/^WATCHDOG_USEC=//p')
+  interval=$(( ${usec:-0} / 2000000 ))
+  # Timer firings in the window: pings and heartbeats, each every `interval` seconds (none without a watchdog).
+  firings=0
+  [ "$interval" -gt 0 ] && firings=$(( 2 * (idle / interval + 1) ))
+  context_switches "$pid" >/tmp/ctx.start
+  sleep "$idle"
+  context_switches "$pid" >/tmp/ctx.end
+  switches=$(awk 'NR == FNR { start[$1] = $2; next } ($1 in start) { n += $2 - start[$1] } END { print n + 0 }' \
+    /tmp/ctx.start /tmp/ctx.end)
+  figure agent-idle-seconds "$idle"
+  figure agent-idle-context-switches "$switches"
+  figure agent-idle-context-switches-per-minute "$((switches * 60 / idle))"
+  figure agent-idle-own-timer-firings "$firings"
+  figure agent-threads "$(wc -l </tmp/ctx.end)"
+  note "idle context switches by thread: $(awk 'NR == FNR { start[$1] = $2; next }
+    ($1 in start) { printf "%s%s(%s)=%d", sep, $3, $1, $2 - start[$1]; sep = " " }' /tmp/ctx.start /tmp/ctx.end)"
+  if [ "$switches" -le $((2 * firings)) ]; then
+    pass idle
+  else
+    fail idle "$switches context switches in $idle s idle; the agent's own timers fired about $firings times (limit $((2 * firings)))"
+  fi
+}
+
 watchdog() {
   local watchdog_usec
   watchdog_usec=$(prop WatchdogUSec)
@@ -332,6 +384,7 @@ power-cut*)
   [ "$phase" = power-cut-failed ] || power_cut_second_half "${phase#power-cut }"
   echo done >"$phase_file"
   upgrade
+  idle
   watchdog
   stop
   remove
