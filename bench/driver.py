@@ -98,7 +98,8 @@ def presses(args):
             os.write(fifo, b"1")
             time.sleep(hold)
             os.write(fifo, b"0")
-        events = wait_until("the replenish call", lambda: emulator.events_since(seq), pause=0.002)
+        events = wait_until(f"the replenish call of {args.target} press {index + 1}", lambda: emulator.events_since(seq),
+                            pause=0.002)
         if len(events) != 1:
             sys.exit(f"driver: press {index + 1} made {len(events)} replenish calls")
         event = events[0]

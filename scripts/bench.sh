@@ -54,7 +54,7 @@ work=$(mktemp -d /tmp/replenish-bench.XXXXXX)
 cc -O2 -Wall -o "$work/c-agent" bench/c-agent.c -lcurl -lgpiod
 pids=()
 source scripts/lib.sh
-trap 'stop_all; rm -rf "$work"' EXIT
+trap 'stop_all; if [ -n "${BENCH_KEEP:-}" ]; then echo "kept $work"; else rm -rf "$work"; fi' EXIT
 driver() { python3 "$root/bench/driver.py" "$@"; }
 rss() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
 stat_of() { curl -s "$emulator/admin/stats" | python3 -c "import json,sys; print(json.load(sys.stdin)$1)"; }

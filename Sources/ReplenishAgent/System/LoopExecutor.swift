@@ -1,6 +1,7 @@
 import CProcess
 import NIOCore
 import NIOPosix
+import Synchronization
 @_spi(ExperimentalCustomExecutors) @_spi(ExperimentalScheduling) import _Concurrency
 
 /// Swift Concurrency on the agent's one SwiftNIO event-loop thread, instead of libdispatch's thread pool.
@@ -49,6 +50,7 @@ enum LoopExecutor {
         // Since Swift 6.2 a sleep asks the current scheduling executor, and in an actor's job (a default actor
         // does not schedule) that is the default executor, libdispatch's, whatever the hooks: it becomes the loop.
         _createExecutors(factory: LoopExecutorFactory.self)
+        LoopTaskExecutor.isInstalled.store(true, ordering: .releasing)
         return true
     }
 
@@ -113,6 +115,21 @@ final class LoopTaskExecutor: TaskExecutor, SchedulingExecutor, @unchecked Senda
     // @unchecked: `loop` is immutable and an event loop is thread-safe.
     static let shared = LoopTaskExecutor(loop: MultiThreadedEventLoopGroup.singleton.next())
 
+    /// The executor when `LoopExecutor.install` made it Swift Concurrency's, else nil (tests, another hook).
+    static var installed: LoopTaskExecutor? { isInstalled.load(ordering: .acquiring) ? shared : nil }
+    static let isInstalled = Atomic(false)
+
+    /// Runs `body` on the loop after `delay`, unless cancelled first (the timer is then gone at once).
+    func schedule(after delay: Duration, _ body: @escaping @Sendable () -> Void) -> Scheduled<Void> {
+        loop.scheduleTask(in: .nanoseconds(Self.nanoseconds(delay))) { body() }
+    }
+
+    private static func nanoseconds(_ delay: Duration) -> Int64 {
+        let (seconds, attoseconds) = delay.components
+        let nanoseconds = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        return nanoseconds.overflow ? Int64.max : nanoseconds.partialValue &+ attoseconds / 1_000_000_000
+    }
+
     private let loop: any EventLoop
 
     init(loop: any EventLoop) { self.loop = loop }
@@ -136,9 +153,7 @@ final class LoopTaskExecutor: TaskExecutor, SchedulingExecutor, @unchecked Senda
 
     /// Runs `job` on the loop after `delay` (at once when it is not positive).
     func run(_ job: UnownedJob, after delay: Duration) {
-        let (seconds, attoseconds) = delay.components
-        let nanoseconds = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        let total = nanoseconds.overflow ? Int64.max : nanoseconds.partialValue &+ attoseconds / 1_000_000_000
+        let total = Self.nanoseconds(delay)
         guard total > 0 else { return run(job) }
         let sendable = SendableJob(job: job)
         loop.scheduleTask(in: .nanoseconds(total)) { sendable.job.runSynchronously(on: self.asUnownedTaskExecutor()) }
