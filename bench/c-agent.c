@@ -2,9 +2,11 @@
 // with the same libcurl and libgpiod the agent links. Not part of the device; built by the bench with `cc`.
 //
 // Its job, step for step what `replenish-agent run` does for a short press on the simulated board:
-// - a "line": raw edges arrive as bytes on a FIFO ('1' active, '0' inactive; the simulated board's control
-//   socket carries the same edges to the agent), debounced exactly like ButtonDebouncer (a level counts once
-//   it has held for the debounce period; a press is a settled active level followed by a settled release);
+// - a "line": raw edges arrive on a FIFO as 9-byte records, '1' (active) or '0' (inactive) and the edge's
+//   CLOCK_MONOTONIC time in nanoseconds (int64, host order), as gpiod reports an edge with the kernel's
+//   timestamp (the simulated board's control socket carries the same edges to the agent); debounced exactly
+//   like ButtonDebouncer, by the edges' times (a level counts once it has held for the debounce period; a
+//   press is a settled active level followed by a settled release);
 // - a short press is written durably before anything is sent (the outbox: temp file, fsync, rename, fsync of
 //   the folder, as POSIX.writeFileAtomically), marked as sending (written again), then sent as DRS's
 //   replenish call: POST {url} with `Authorization: Bearer <token>`, the two version headers of DRSClient
@@ -37,7 +39,7 @@ static size_t answer_length;
 
 static long long now_ms(void) {
     struct timespec ts;
-    clock_gettime(CLOCK_BOOTTIME, &ts);  // ContinuousClock on Linux
+    clock_gettime(CLOCK_MONOTONIC, &ts);  // the clock of gpiod's edge timestamps
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
@@ -186,12 +188,14 @@ int main(int argc, char **argv) {
         int ready = poll(&descriptor, 1, timeout);
         if (ready < 0 && errno != EINTR) die("poll");
         if (ready > 0) {
-            char bytes[256];
+            char bytes[9 * 28];  // whole records: a FIFO write of 9 bytes is atomic
             ssize_t count = read(line, bytes, sizeof bytes);
-            for (ssize_t i = 0; i < count; i++) {
+            for (ssize_t i = 0; i + 9 <= count; i += 9) {
                 if (bytes[i] != '0' && bytes[i] != '1') continue;
+                long long nanoseconds;
+                memcpy(&nanoseconds, bytes + i + 1, sizeof nanoseconds);
                 int active = bytes[i] == '1';
-                if (active != raw || last_edge < 0) last_edge = now_ms();
+                if (active != raw || last_edge < 0) last_edge = nanoseconds / 1000000;
                 raw = active;
             }
         }

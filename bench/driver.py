@@ -18,6 +18,7 @@ import os
 import signal
 import socket
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -95,9 +96,9 @@ def presses(args):
             if not answer.get("ok") or "queued" not in answer.get("message", ""):
                 sys.exit(f"driver: press {index + 1} was not queued: {answer}")
         else:
-            os.write(fifo, b"1")
+            os.write(fifo, b"1" + struct.pack("=q", time.clock_gettime_ns(time.CLOCK_MONOTONIC)))
             time.sleep(hold)
-            os.write(fifo, b"0")
+            os.write(fifo, b"0" + struct.pack("=q", time.clock_gettime_ns(time.CLOCK_MONOTONIC)))
         events = wait_until(f"the replenish call of {args.target} press {index + 1}", lambda: emulator.events_since(seq),
                             pause=0.002)
         if len(events) != 1:

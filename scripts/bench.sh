@@ -10,7 +10,8 @@
 # What runs: the emulator (release build, same scratch folder) on loopback with slots slot-1 (the agent's) and
 # slot-2 (the C floor's) and access tokens that live 24 h (so no refresh falls in the run); the agent paired
 # with it on a bench board (bench/board.json: the simulated board, button debounce 5 ms); the C floor with the
-# agent's access token, on a FIFO as its line, with the same 5 ms debounce.
+# agent's access token, on a FIFO as its line (edges with their CLOCK_MONOTONIC times, as gpiod gives them),
+# with the same 5 ms debounce.
 #
 # - RSS after start: the paired agent started afresh, once its start-up duties went out (deviceStatus and
 #   subscriptionInfo at the emulator); the C floor once it said READY=1. After 1 order, after ORDERS orders:
@@ -23,8 +24,8 @@
 #   press is coalesced with a pending one. Only calls the emulator logged as `placed` count (printed).
 # - Presses: the agent's through its control socket (`POST /press`, what `replenish-agent press` sends),
 #   from one driver process (bench/driver.py) rather than a `replenish-agent press` process per press, whose
-#   start would dominate; the C floor's as '1', hold, '0' written to its FIFO. Hold 10 ms, debounce 5 ms, so a
-#   press is recognised 15 ms after its first edge at best. Press → request: from just before the first edge
+#   start would dominate; the C floor's as '1', hold, '0' (each with its time) written to its FIFO. Hold 10 ms,
+#   debounce 5 ms, so a press is recognised 15 ms after its first edge at best. Press → request: from just before the first edge
 #   (wall clock) to the emulator's dispatch of the replenish request (its event log's `at`, wall clock), over
 #   the first PRESSES presses after the first order.
 # - Idle: both programs at once, the idle seconds after the last order (the agent settled for 2 s first):
