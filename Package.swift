@@ -22,12 +22,14 @@ let package = Package(
         .target(name: "CCurl", linkerSettings: [.linkedLibrary("curl")]),
         // libgpiod (v1 or v2 API, chosen from the installed header at build time).
         .target(name: "CGpiod", linkerSettings: [.linkedLibrary("gpiod")]),
+        // mallopt and the Swift runtime's global-executor hooks (System/LoopExecutor.swift, POSIX+Process.swift).
+        .target(name: "CProcess"),
         // OpenSSL's libcrypto for SHA-256 (PKCE); libcurl already loads it, so it costs the device nothing.
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .executableTarget(
             name: "ReplenishAgent",
             dependencies: [
-                "CCurl", "CGpiod", "CCrypto",
+                "CCurl", "CGpiod", "CCrypto", "CProcess",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -1,52 +1,205 @@
 #!/usr/bin/env bash
-# Footprint and idle-cost figures of the release device binary, printed as one table:
-# binary size, shared libraries it needs, peak and idle RSS of a paired agent on the simulated board after
-# one order, and its context switches over an idle period. Usage: scripts/bench.sh [IDLE_SECONDS]
+# The footprint benchmark (issue #14): the device binary a device ships (release, `--static-swift-stdlib`, the
+# build scripts/deb.sh makes, in the same scratch folder .build-deb) side by side with a C floor it builds
+# itself (bench/c-agent.c: the same job, the same libcurl and libgpiod, no threads), in one run, as one table.
+#
+# Usage: scripts/bench.sh [IDLE_SECONDS [ORDERS [PRESSES [STARTS]]]]   (defaults 60 10000 1000 20; `make bench
+# IDLE=60`). Takes about 15 minutes with the defaults (mostly the orders); `scripts/bench.sh 10 200 100 5` is a
+# short run. Every figure is printed with what was used.
+#
+# What runs: the emulator (release build, same scratch folder) on loopback with slots slot-1 (the agent's) and
+# slot-2 (the C floor's) and access tokens that live 24 h (so no refresh falls in the run); the agent paired
+# with it on a bench board (bench/board.json: the simulated board, button debounce 5 ms); the C floor with the
+# agent's access token, on a FIFO as its line (edges with their CLOCK_MONOTONIC times, as gpiod gives them),
+# with the same 5 ms debounce.
+#
+# - RSS after start: the paired agent started afresh, once its start-up duties went out (deviceStatus and
+#   subscriptionInfo at the emulator); the C floor once it said READY=1. After 1 order, after ORDERS orders:
+#   VmRSS of the process when the last order is done.
+# - How ORDERS orders are placed honestly: one press per order through the real path (edges → debounce →
+#   durable outbox → replenish call → answer recorded). The agent's button has `cooldownSeconds: 0`; after
+#   each replenish call the bench delivers the emulator's order (`POST /admin/deliver/{slot}`), so the next
+#   call places a new order instead of ORDER_INPROGRESS, and waits until the program has finished with the
+#   answer (the agent's outbox has nothing for the slot, the C floor's status file counts the order), so no
+#   press is coalesced with a pending one. Only calls the emulator logged as `placed` count (printed).
+# - Presses: the agent's through its control socket (`POST /press`, what `replenish-agent press` sends),
+#   from one driver process (bench/driver.py) rather than a `replenish-agent press` process per press, whose
+#   start would dominate; the C floor's as '1', hold, '0' (each with its time) written to its FIFO. Hold 10 ms,
+#   debounce 5 ms, so a press is recognised 15 ms after its first edge at best. Press → request: from just before the first edge
+#   (wall clock) to the emulator's dispatch of the replenish request (its event log's `at`, wall clock), over
+#   the first PRESSES presses after the first order.
+# - Idle: both programs at once, the idle seconds after the last order (the agent settled for 2 s first):
+#   context switches (voluntary + involuntary) and CPU ticks (utime + stime, 1/`getconf CLK_TCK` s) summed
+#   over every thread alive at both ends, per minute; the agent's own requests at the emulator meanwhile
+#   (its timers: order follow-up, duties) are printed so they can be told apart. Per-thread breakdown below.
+# - exec → ready: STARTS starts of each with $NOTIFY_SOCKET on a datagram socket the driver listens on, from
+#   just before the spawn to READY=1 (the agent paired, on a copy of its state; stopped with SIGTERM).
+# - Binary: stripped size (`strip`), and `ldd`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 idle=${1:-60}
+orders=${2:-10000}
+presses=${3:-1000}
+starts=${4:-20}
+hold_ms=10
+debounce_ms=5
+((orders >= 2 && presses <= orders - 1)) || { echo "ORDERS must be at least 2 and PRESSES below it" >&2; exit 2; }
 scripts/install-deps.sh
-swift build -c release --product replenish-agent 2>&1 | tail -n 1
-swift build -c release --product replenish-emulator 2>&1 | tail -n 1
-bin=$(swift build -c release --show-bin-path)
+scratch=${DEB_SCRATCH:-$root/.build-deb}
+for product in replenish-agent replenish-emulator; do
+  swift build -c release --product "$product" --static-swift-stdlib --scratch-path "$scratch" 2>&1 | tail -n 1
+done
+bin=$(swift build -c release --static-swift-stdlib --scratch-path "$scratch" --show-bin-path)
 work=$(mktemp -d /tmp/replenish-bench.XXXXXX)
+cc -O2 -Wall -o "$work/c-agent" bench/c-agent.c -lcurl -lgpiod
 pids=()
 source scripts/lib.sh
-trap 'stop_all; rm -rf "$work"' EXIT
+trap 'stop_all; if [ -n "${BENCH_KEEP:-}" ]; then echo "kept $work"; else rm -rf "$work"; fi' EXIT
+driver() { python3 "$root/bench/driver.py" "$@"; }
+rss() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
+stat_of() { curl -s "$emulator/admin/stats" | python3 -c "import json,sys; print(json.load(sys.stdin)$1)"; }
+json_field() { python3 -c "import json,sys; print(json.loads(sys.argv[1])$2)" "$1"; }
 
-start_emulator
+"$bin/replenish-emulator" serve --listen 127.0.0.1:0 --port-file "$work/emulator.port" --slots slot-1,slot-2 \
+  --access-token-lifetime 86400 >"$work/emulator.log" 2>&1 &
+pids+=($!)
+wait_for "the emulator" 30 test -s "$work/emulator.port"
+emulator="http://127.0.0.1:$(cat "$work/emulator.port")"
 pick_pairing_port
-write_config
+cat >"$work/agent.json" <<JSON
+{
+  "device": { "serial": "BENCH0001", "model": "5f4f1c5e-0000-4000-8000-000000000001", "phase": "test" },
+  "lwa": { "clientId": "amzn1.application-oa2-client.emulator", "tokenURL": "$emulator/auth/o2/token" },
+  "drs": { "baseURL": "$emulator" },
+  "stateDirectory": "$work/state",
+  "board": "$root/bench/board.json",
+  "buttons": [ { "input": "button", "slot": "slot-1", "cooldownSeconds": 0 } ],
+  "pairing": { "listen": "127.0.0.1:$pairing_port" }
+}
+JSON
 start_agent
 pair
-"$bin/replenish-agent" press button --config "$work/agent.json" >/dev/null
-wait_for "the order" 30 order_placed
-sleep 2  # let the post-order writes and the duties finish before measuring idle
-# Per-thread switch counts ("tid count name/wchan"); threads that come and go are counted by what they did
-# meanwhile.
-switches() {
-  for task in /proc/"$agent_pid"/task/*; do
-    echo "${task##*/} $(awk '/ctxt_switches/ {sum += $2} END {print sum}' "$task/status" 2>/dev/null || echo 0)" \
-      "$(tr ' ' _ <"$task/comm" 2>/dev/null)/$(cat "$task/wchan" 2>/dev/null)"
+stop_all_but_emulator() { kill -TERM "$agent_pid"; wait "$agent_pid" || true; pids=("${pids[0]}"); }
+stop_all_but_emulator
+
+echo "== exec → ready, $starts starts each"
+cp -a "$work/state" "$work/state-copy"
+sed "s|$work/state\"|$work/state-copy\"|" "$work/agent.json" >"$work/agent-copy.json"
+agent_ready=$(driver ready --count "$starts" -- "$bin/replenish-agent" run --config "$work/agent-copy.json")
+python3 -c "import json; print(json.load(open('$work/state/tokens.json'))['accessToken'])" >"$work/token"
+mkfifo "$work/line"
+mkdir -m 0700 "$work/c-state"
+c_command=("$work/c-agent" "$work/line" "$work/c-state" "$emulator/replenish/slot-2" "$work/token" "$debounce_ms")
+c_ready=$(driver ready --count "$starts" -- "${c_command[@]}")
+
+echo "== start"
+device_status_before=$(stat_of "['deviceStatusCalls']")
+"$bin/replenish-agent" run --config "$work/agent.json" 2>"$work/agent.log" &
+agent_pid=$!
+pids+=($agent_pid)
+device_status_sent() { (($(stat_of "['deviceStatusCalls']") > device_status_before)); }
+wait_for "the agent's start-up duties" 40 device_status_sent
+sleep 2
+agent_rss_start=$(rss "$agent_pid")
+"${c_command[@]}" 2>"$work/c-agent.log" &
+c_pid=$!
+pids+=($c_pid)
+sleep 1
+c_rss_start=$(rss "$c_pid")
+
+echo "== 1 order each"
+agent_first=$(driver presses --target agent --emulator "$emulator" --slot slot-1 --state "$work/state" \
+  --control "$work/state/control.sock" --count 1 --hold-ms "$hold_ms")
+agent_rss_one=$(rss "$agent_pid")
+c_first=$(driver presses --target c --emulator "$emulator" --slot slot-2 --state "$work/c-state" \
+  --fifo "$work/line" --count 1 --hold-ms "$hold_ms")
+c_rss_one=$(rss "$c_pid")
+
+echo "== $((orders - 1)) more orders each (the first $presses timed)"
+agent_run=$(driver presses --target agent --emulator "$emulator" --slot slot-1 --state "$work/state" \
+  --control "$work/state/control.sock" --count $((orders - 1)) --latency-count "$presses" --hold-ms "$hold_ms")
+agent_rss_many=$(rss "$agent_pid")
+c_run=$(driver presses --target c --emulator "$emulator" --slot slot-2 --state "$work/c-state" \
+  --fifo "$work/line" --count $((orders - 1)) --first-order 2 --latency-count "$presses" --hold-ms "$hold_ms")
+c_rss_many=$(rss "$c_pid")
+agent_placed=$(($(json_field "$agent_first" "['placed']") + $(json_field "$agent_run" "['placed']")))
+c_placed=$(($(json_field "$c_first" "['placed']") + $(json_field "$c_run" "['placed']")))
+
+echo "== idle ${idle} s, both at once"
+sleep 2
+# One line per thread: tid, context switches, CPU ticks, name/wchan.
+threads() {
+  for task in /proc/"$1"/task/*; do
+    local switches ticks
+    switches=$(awk '/ctxt_switches/ {sum += $2} END {print sum + 0}' "$task/status" 2>/dev/null) || continue
+    ticks=$(sed 's/.*) //' "$task/stat" | awk '{print $12 + $13}') || continue
+    echo "${task##*/} $switches $ticks $(tr ' ' _ <"$task/comm")/$(cat "$task/wchan" 2>/dev/null)"
   done
 }
-switches >"$work/switches.before"
+requests_before=$(stat_of "['requests']")
+threads "$agent_pid" >"$work/agent.before"
+threads "$c_pid" >"$work/c.before"
 sleep "$idle"
-switches >"$work/switches.after"
-idle_switches=$(awk 'NR == FNR {before[$1] = $2; next} {sum += $2 - (($1 in before) ? before[$1] : 0)} END {print sum}' \
-  "$work/switches.before" "$work/switches.after")
-strip -o "$work/replenish-agent.stripped" "$bin/replenish-agent"
-status=/proc/$agent_pid/status
-printf '%-44s %s\n' "figure" "value"
-printf '%-44s %s\n' "release binary size (replenish-agent)" "$(du -h "$bin/replenish-agent" | cut -f1) ($(stat -c %s "$bin/replenish-agent") bytes)"
-printf '%-44s %s\n' "release binary size, stripped" "$(du -h "$work/replenish-agent.stripped" | cut -f1) ($(stat -c %s "$work/replenish-agent.stripped") bytes)"
-printf '%-44s %s\n' "Foundation/ICU libraries linked" "$(ldd "$bin/replenish-agent" | grep -ciE 'libFoundation\.so|FoundationNetworking|FoundationInternationalization|icu' || true)"
-printf '%-44s %s\n' "peak RSS, paired agent after one order" "$(awk '/VmHWM/ {print $2, $3}' "$status")"
-printf '%-44s %s\n' "RSS when idle" "$(awk '/VmRSS/ {print $2, $3}' "$status")"
-printf '%-44s %s\n' "threads" "$(awk '/Threads/ {print $2}' "$status")"
-printf '%-44s %s\n' "context switches in ${idle} s idle (all threads)" "$idle_switches"
-printf '%-44s %s\n' "context switches per idle minute" "$((idle_switches * 60 / idle))"
-# Which threads woke: the GPIO side should be absent from this list or show 0.
-awk 'NR == FNR {before[$1] = $2; next} {printf "  thread %-38s %d\n", $3 "(" $1 ")", $2 - (($1 in before) ? before[$1] : 0)}' \
-  "$work/switches.before" "$work/switches.after"
+threads "$agent_pid" >"$work/agent.after"
+threads "$c_pid" >"$work/c.after"
+idle_requests=$(($(stat_of "['requests']") - requests_before))
+# Sum over threads alive at both ends: column 2 = switches, 3 = ticks.
+delta() { awk -v column="$3" 'NR == FNR {before[$1] = $column; next} ($1 in before) {sum += $column - before[$1]} END {print sum + 0}' "$1" "$2"; }
+per_minute() { awk -v value="$1" -v seconds="$idle" 'BEGIN {printf "%.1f", value * 60 / seconds}'; }
+agent_switches=$(per_minute "$(delta "$work/agent.before" "$work/agent.after" 2)")
+agent_ticks=$(per_minute "$(delta "$work/agent.before" "$work/agent.after" 3)")
+c_switches=$(per_minute "$(delta "$work/c.before" "$work/c.after" 2)")
+c_ticks=$(per_minute "$(delta "$work/c.before" "$work/c.after" 3)")
+agent_threads=$(awk '/Threads/ {print $2}' "/proc/$agent_pid/status")
+c_threads=$(awk '/Threads/ {print $2}' "/proc/$c_pid/status")
+
+strip -o "$work/agent.stripped" "$bin/replenish-agent"
+strip -o "$work/c.stripped" "$work/c-agent"
+
+ratio() { awk -v a="$1" -v c="$2" 'BEGIN {if (c + 0 == 0) print (a + 0 == 0 ? "=" : "-"); else printf "%.2f×", a / c}'; }
+kb() { awk -v k="$1" 'BEGIN {printf "%.1f MB (%d kB)", k / 1000, k}'; }
+row() { printf '| %s | %s | %s | %s |\n' "$1" "$2" "$3" "$(ratio "$4" "$5")"; }
+ms() { json_field "$1" "['$2']"; }
+latency() { json_field "$1" "['latency']['$2']"; }
+echo
+echo "machine: $(nproc) cores, $(uname -m), $(. /etc/os-release && echo "$PRETTY_NAME"), kernel $(uname -r), $(swift --version 2>/dev/null | head -n 1 | sed 's/ (.*//')"
+echo "run: scripts/bench.sh $idle $orders $presses $starts at commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- Sources Package.swift bench scripts || echo ' (with uncommitted changes)')"
+echo "orders placed: agent $agent_placed of $orders, C floor $c_placed of $orders; hold ${hold_ms} ms, debounce ${debounce_ms} ms"
+echo
+echo "| figure | agent (static) | C floor | agent / C |"
+echo "|---|---|---|---|"
+row "RSS after start" "$(kb "$agent_rss_start")" "$(kb "$c_rss_start")" "$agent_rss_start" "$c_rss_start"
+row "RSS after 1 order" "$(kb "$agent_rss_one")" "$(kb "$c_rss_one")" "$agent_rss_one" "$c_rss_one"
+row "RSS after $orders orders" "$(kb "$agent_rss_many")" "$(kb "$c_rss_many")" "$agent_rss_many" "$c_rss_many"
+row "RSS growth, 1 → $orders orders" "$((agent_rss_many - agent_rss_one)) kB" "$((c_rss_many - c_rss_one)) kB" \
+  "$((agent_rss_many - agent_rss_one))" "$((c_rss_many - c_rss_one))"
+row "threads" "$agent_threads" "$c_threads" "$agent_threads" "$c_threads"
+row "context switches per idle minute, all threads" "$agent_switches" "$c_switches" "$agent_switches" "$c_switches"
+row "CPU ticks per idle minute, all threads" "$agent_ticks" "$c_ticks" "$agent_ticks" "$c_ticks"
+row "exec → READY=1, median of $starts (min-max)" \
+  "$(ms "$agent_ready" median) ms ($(ms "$agent_ready" min)-$(ms "$agent_ready" max))" \
+  "$(ms "$c_ready" median) ms ($(ms "$c_ready" min)-$(ms "$c_ready" max))" \
+  "$(ms "$agent_ready" median)" "$(ms "$c_ready" median)"
+row "press → request at the emulator, p50 ($presses presses)" "$(latency "$agent_run" p50) ms" \
+  "$(latency "$c_run" p50) ms" "$(latency "$agent_run" p50)" "$(latency "$c_run" p50)"
+row "press → request at the emulator, p99" "$(latency "$agent_run" p99) ms" "$(latency "$c_run" p99) ms" \
+  "$(latency "$agent_run" p99)" "$(latency "$c_run" p99)"
+row "binary, stripped" "$(stat -c %s "$work/agent.stripped") bytes" "$(stat -c %s "$work/c.stripped") bytes" \
+  "$(stat -c %s "$work/agent.stripped")" "$(stat -c %s "$work/c.stripped")"
+row "shared libraries (\`ldd\`)" "$(ldd "$bin/replenish-agent" | wc -l)" "$(ldd "$work/c-agent" | wc -l)" \
+  "$(ldd "$bin/replenish-agent" | wc -l)" "$(ldd "$work/c-agent" | wc -l)"
+echo
+echo "the agent's own requests at the emulator during the idle ${idle} s: $idle_requests (timers: order follow-up, duties)"
+echo "libraries only the agent links: $(comm -23 <(ldd "$bin/replenish-agent" | awk '{print $1}' | sort) \
+  <(ldd "$work/c-agent" | awk '{print $1}' | sort) | tr '\n' ' ')"
+echo "the agent's threads over the idle ${idle} s (switches, CPU ticks; name/wchan at the end):"
+awk 'NR == FNR {s[$1] = $2; t[$1] = $3; next} {printf "  %-44s %6s %6s\n", $4 " (" $1 ")", ($1 in s) ? $2 - s[$1] : "new", ($1 in t) ? $3 - t[$1] : "new"}' \
+  "$work/agent.before" "$work/agent.after"
+# Where the agent's resident memory is (Rss by mapping, summed by file; [anon] is the heap and thread stacks).
+echo "the agent's RSS by mapping, largest first (kB):"
+awk '/^[0-9a-f]+-[0-9a-f]+ / {name = (NF >= 6) ? $6 : "[anon]"} /^Rss:/ {rss[name] += $2}
+  END {for (n in rss) if (rss[n] > 0) printf "%8d %s\n", rss[n], n}' "/proc/$agent_pid/smaps" | sort -rn | head -n 12
+echo "the C floor's RSS by mapping, largest first (kB):"
+awk '/^[0-9a-f]+-[0-9a-f]+ / {name = (NF >= 6) ? $6 : "[anon]"} /^Rss:/ {rss[name] += $2}
+  END {for (n in rss) if (rss[n] > 0) printf "%8d %s\n", rss[n], n}' "/proc/$c_pid/smaps" | sort -rn | head -n 8

@@ -134,7 +134,8 @@ struct Agent {
             await window.handle(.started(paired: paired))
         }
 
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        // The one event-loop thread, which also runs every task (`LoopExecutor`): pairing endpoints, control socket.
+        let group = MultiThreadedEventLoopGroup.singleton
         // Started in this order, stopped in reverse: followers before the services they follow stop.
         var services: [LoopService] = [
             LoopService(name: "lights") {
@@ -208,7 +209,6 @@ struct Agent {
         if linking != nil { try? await status.update { $0.linking = nil } }
         await lights.stop()
         backend.shutdown()
-        try? await group.shutdownGracefully()
         logger.info("replenish-agent stopped")
         try result.get()
     }
@@ -253,13 +253,24 @@ struct Agent {
     }
 
     /// One service group; SIGTERM/SIGINT start a graceful shutdown of at most 10 s, below the unit's
-    /// TimeoutStopSec (20 s), so systemd never has to SIGKILL a stopping agent.
+    /// TimeoutStopSec (20 s), so systemd never has to SIGKILL a stopping agent. The signals come from the main
+    /// thread's sigwait (`TerminationSignals`), not from swift-service-lifecycle's DispatchSource (libdispatch
+    /// would start its thread pool and its once-a-second wakeup); only when the entry point did not take them
+    /// does the group trap them itself.
     private static func runGroup(_ services: [LoopService], logger: Logger) async throws {
+        let owned = TerminationSignals.areOwned
         var configuration = ServiceGroupConfiguration(
             services: services.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0) },
-            gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+            gracefulShutdownSignals: owned ? [] : [.sigterm, .sigint], logger: logger)
         configuration.maximumGracefulShutdownDuration = .seconds(10)
-        try await ServiceGroup(configuration: configuration).run()
+        let group = ServiceGroup(configuration: configuration)
+        guard owned else { return try await group.run() }
+        let listener = TerminationSignals.listen { signal in
+            logger.info("signal \(signal.number) received: stopping gracefully")
+            Task { await group.triggerGracefulShutdown() }
+        }
+        defer { TerminationSignals.stopListening(listener) }
+        try await group.run()
     }
 }
 

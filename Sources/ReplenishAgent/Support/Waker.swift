@@ -1,3 +1,4 @@
+import NIOCore
 import Synchronization
 
 /// Wakes one waiting service loop early: a service sleeps until its next deadline or until something it
@@ -7,6 +8,8 @@ final class Waker: Sendable {
     private struct State {
         var rung = false
         var continuation: CheckedContinuation<Void, Never>?
+        /// Counts timed waits, so that a timer that fires after its wait ended wakes no later wait.
+        var generation: UInt64 = 0
     }
 
     private let state = Mutex(State())
@@ -28,6 +31,9 @@ final class Waker: Sendable {
 
     /// Returns when rung, when `timeout` (if any) has passed on `clock`, or when the task is cancelled.
     func wait<C: Clock>(timeout: Duration?, clock: C) async where C.Duration == Duration {
+        if let timeout, clock is ContinuousClock, let loop = LoopTaskExecutor.installed {
+            return await waitForRing(orAfter: timeout, on: loop)
+        }
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.waitForRing() }
             if let timeout {
@@ -40,12 +46,43 @@ final class Waker: Sendable {
 
     /// Returns when rung, when `deadline` has come on `clock`, or when the task is cancelled.
     func wait<C: Clock>(until deadline: C.Instant, clock: C) async where C.Duration == Duration {
+        if clock is ContinuousClock, let loop = LoopTaskExecutor.installed {
+            return await waitForRing(orAfter: clock.now.duration(to: deadline), on: loop)
+        }
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.waitForRing() }
             group.addTask { try? await clock.sleep(until: deadline, tolerance: nil) }
             await group.next()
             group.cancelAll()
         }
+    }
+
+    /// `waitForRing` with a timer on the event loop that is cancelled as soon as the wait ends. A sleeping child
+    /// task, cancelled when a ring comes first, would leave its timer scheduled until its deadline (hours for
+    /// the daily duties): one per early ring, which a busy agent would pile up (measured: 6 MB over 10,000
+    /// orders, `scripts/bench.sh`). Only for `ContinuousClock` on the agent's loop (`LoopExecutor`).
+    private func waitForRing(orAfter timeout: Duration, on loop: LoopTaskExecutor) async {
+        guard timeout > .zero else { return }
+        let generation = state.withLock { state -> UInt64 in
+            state.generation &+= 1
+            return state.generation
+        }
+        let timer = loop.schedule(after: timeout) { [self] in
+            let continuation = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                guard state.generation == generation else { return nil }
+                // Not waiting yet (the timer beat the wait to its continuation): the wait returns at once, as
+                // after a ring; callers re-check their deadlines, so an early return costs one loop.
+                guard let continuation = state.continuation else {
+                    state.rung = true
+                    return nil
+                }
+                state.continuation = nil
+                return continuation
+            }
+            continuation?.resume()
+        }
+        await waitForRing()
+        timer.cancel()
     }
 
     private func waitForRing() async {

@@ -1,3 +1,5 @@
+import CProcess
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Darwin)
@@ -32,12 +34,13 @@ extension POSIX {
     }
 
     /// Unblocks every signal in this thread. A process started by a test runner (or any parent) may inherit
-    /// a blocked mask, and then SIGTERM would never reach it.
-    static func unblockAllSignals() {
-        var set = sigset_t()
-        sigemptyset(&set)
-        sigprocmask(SIG_SETMASK, &set, nil)
-    }
+    /// a blocked mask, and then SIGTERM would never reach it. SIGTERM and SIGINT stay blocked when the program's
+    /// entry point gave them to the main thread (`TerminationSignals`): there they are taken, not left to kill.
+    static func unblockAllSignals() { TerminationSignals.unblockAllButOwned() }
+
+    /// Caps glibc's malloc arenas: each thread that allocates would otherwise get an arena of its own (up to
+    /// 8 per core), each holding freed memory of its own; the agent's few threads allocate little and rarely.
+    static func limitMallocArenas(_ count: Int32) { _ = cprocess_limit_malloc_arenas(count) }
 
     /// Sets RLIMIT_CORE to 0 (soft and hard), so no core file of this process can ever be written.
     static func disableCoreDumps() {
