@@ -249,11 +249,11 @@ context_switches() {
 # idle: the paired agent under systemd on the gpio-sim board, its start-up duties done and no order open
 # (`cancel-test-orders` closes them, so the follow-up has nothing to ask): context switches over
 # IDLE_SECONDS (60), summed over the threads alive at both ends. The agent's own timers in that time are the
-# watchdog pings (every WATCHDOG_USEC/2) and the GPIO thread's heartbeat (the same interval): each may cost
-# its wakeup and one preemption, so the limit is 2 switches per timer firing; anything else (a 1 Hz runtime
-# monitor, a poll loop) does not fit.
+# watchdog pings on the event loop (every WATCHDOG_USEC/2) and the GPIO thread's heartbeat (every
+# WATCHDOG_USEC/4, two a ping interval): each may cost its wakeup and one preemption, so the limit is 2
+# switches per timer firing; anything else (a 1 Hz runtime monitor, a poll loop) does not fit.
 idle() {
-  local pid usec idle=${IDLE_SECONDS:-60} interval firings switches
+  local pid usec idle=${IDLE_SECONDS:-60} firings switches
   pid=$(prop MainPID)
   if ! wait_until 90 sh -c "journalctl -q -o cat _PID=$pid | grep -q 'subscriptions checked'"; then
     fail idle "the agent (PID $pid) did not finish its start-up duties within 90 s"
@@ -265,10 +265,11 @@ idle() {
   fi
   note "idle: $(cat /tmp/cancel.log)"
   usec=$(tr '\0' '\n' <"/proc/$pid/environ" | sed -n 's/^WATCHDOG_USEC=//p')
-  interval=$(( ${usec:-0} / 2000000 ))
-  # Timer firings in the window: pings and heartbeats, each every `interval` seconds (none without a watchdog).
-  firings=0
-  [ "$interval" -gt 0 ] && firings=$(( 2 * (idle / interval + 1) ))
+  # Timer firings in the window, rounded up: pings and heartbeats (none without a watchdog).
+  firings=$(awk -v usec="${usec:-0}" -v idle="$idle" 'BEGIN {
+    if (usec <= 0) { print 0; exit }
+    ping = usec / 2e6; beat = usec / 4e6
+    print int(idle / ping) + 1 + int(idle / beat) + 1 }')
   context_switches "$pid" >/tmp/ctx.start
   sleep "$idle"
   context_switches "$pid" >/tmp/ctx.end
