@@ -35,6 +35,17 @@ import Testing
         )
     }
 
+    /// DRS giving `answers` in turn, then 500 to every request.
+    func answering(_ answers: [HTTPResponse]) -> ScriptedHTTPClient {
+        let queue = Locked(answers)
+        return ScriptedHTTPClient { _ in
+            var rest = queue.value
+            let next = rest.isEmpty ? json(500, "") : rest.removeFirst()
+            queue.value = rest
+            return next
+        }
+    }
+
     /// Advances the clock `step` seconds at a time for `hours`, letting the service do what each step made due.
     func pass(hours: Int, step: Int = 3600) async {
         _ = await settle({ clock.sleeperCount >= 1 }, attempts: 20_000)
@@ -82,13 +93,7 @@ import Testing
     }
 
     @Test func theTestPhaseAsksEveryFewMinutesAndAFailureBacksOff() async throws {
-        let answers = Locked([json(503, ""), json(503, ""), orderInfo("Cancelled")])
-        let drs = ScriptedHTTPClient { _ in
-            var queue = answers.value
-            let next = queue.isEmpty ? json(500, "") : queue.removeFirst()
-            answers.value = queue
-            return next
-        }
+        let drs = answering([json(503, ""), json(503, ""), orderInfo("Cancelled")])
         let status = try StatusBook(stateDirectory: temporaryDirectory()) { _ in }
         try await status.update {
             $0.slots["slot-1"] = .init(lastEventInstanceId: "amzn1.dash.v2.o.1", orderOpen: true)
@@ -116,13 +121,7 @@ import Testing
 
 extension OrderFollowUpTests {
     @Test func aPressWhileOpenAsksAtOnceAtMostOnceAMinuteAndAnUnreachableDRSLetsThePressThrough() async throws {
-        let answers = Locked([orderInfo("Processing"), json(503, ""), orderInfo("Shipped")])
-        let drs = ScriptedHTTPClient { _ in
-            var queue = answers.value
-            let next = queue.isEmpty ? json(500, "") : queue.removeFirst()
-            answers.value = queue
-            return next
-        }
+        let drs = answering([orderInfo("Processing"), json(503, ""), orderInfo("Shipped")])
         let status = try StatusBook(stateDirectory: temporaryDirectory()) { _ in }
         try await status.update {
             $0.recordAnswer(

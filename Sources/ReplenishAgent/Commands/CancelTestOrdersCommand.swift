@@ -48,11 +48,7 @@ struct CancelTestOrdersCommand: AsyncParsableCommand {
     static func performOffline(config: AgentConfig, slot: String?) async -> Result<String, AgentError> {
         let logger = DaemonClient.commandLogger("cancel-test-orders")
         do throws(AgentError) {
-            let lwa = LWAClient(
-                http: try CurlHTTPClient(options: .init(caFile: config.caFile)), tokenURL: config.lwa.tokenURL,
-                clientSecret: config.lwa.clientSecret)
-            let drs = DRSClient(
-                http: try CurlHTTPClient(options: .init(caFile: config.caFile)), baseURL: config.drsBaseURL)
+            let (lwa, drs) = try Agent.lanes(config: config)
             let wallTime: @Sendable () -> Double = { POSIX.wallTime() }
             let tokens = try TokenManager.open(
                 stateDirectory: config.stateDirectory, lwa: lwa, clock: ContinuousClock(), wallTime: wallTime,

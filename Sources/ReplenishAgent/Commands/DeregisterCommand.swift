@@ -39,11 +39,7 @@ struct DeregisterCommand: AsyncParsableCommand {
         if let old = try FileTokenStore(stateDirectory: directory).load() {
             let pending = PendingDeregistration(refreshToken: old.refreshToken, clientId: old.clientId)
             do throws(AgentError) {
-                let lwa = LWAClient(
-                    http: try CurlHTTPClient(options: .init(caFile: config.caFile)), tokenURL: config.lwa.tokenURL,
-                    clientSecret: config.lwa.clientSecret)
-                let drs = DRSClient(
-                    http: try CurlHTTPClient(options: .init(caFile: config.caFile)), baseURL: config.drsBaseURL)
+                let (lwa, drs) = try Agent.lanes(config: config)
                 try await DeregistrationQueue<ContinuousClock>.attempt(pending, lwa: lwa, drs: drs, logger: logger)
                 deregistered = "deregistered from DRS"
             } catch {

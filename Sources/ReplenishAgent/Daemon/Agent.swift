@@ -17,6 +17,16 @@ struct Agent {
 
     static func controlSocketPath(stateDirectory: String) -> String { POSIX.join(stateDirectory, "control.sock") }
 
+    /// The LWA and DRS clients, each on a lane of its own (own handle, own thread): no DRS call, however slow,
+    /// delays a due token refresh. The daemon and the owner commands that work without it use the same.
+    static func lanes(config: AgentConfig) throws(AgentError) -> (lwa: LWAClient, drs: DRSClient) {
+        let lwa = LWAClient(
+            http: try CurlHTTPClient(options: .init(caFile: config.caFile)), tokenURL: config.lwa.tokenURL,
+            clientSecret: config.lwa.clientSecret)
+        let drs = DRSClient(http: try CurlHTTPClient(options: .init(caFile: config.caFile)), baseURL: config.drsBaseURL)
+        return (lwa, drs)
+    }
+
     func run() async throws {
         // Before any state is read: one agent per state directory, held until `run` returns.
         let stateDirectory = try StateDirectory.open(config.stateDirectory) { [logger] in logger.warning("\($0)") }
@@ -24,10 +34,7 @@ struct Agent {
         let (config, logger, clock) = (config, logger, ContinuousClock())
         let wallTime: @Sendable () -> Double = { POSIX.wallTime() }
         // Two lanes (own handle, own thread each): no DRS call, however slow, delays a due token refresh.
-        let lwa = LWAClient(
-            http: try CurlHTTPClient(options: .init(caFile: config.caFile)), tokenURL: config.lwa.tokenURL,
-            clientSecret: config.lwa.clientSecret)
-        let drs = DRSClient(http: try CurlHTTPClient(options: .init(caFile: config.caFile)), baseURL: config.drsBaseURL)
+        let (lwa, drs) = try Self.lanes(config: config)
 
         // State and the services that own it.
         let tokens = try TokenManager.open(
