@@ -67,17 +67,7 @@ pids+=($!)
 wait_for "the emulator" 30 test -s "$work/emulator.port"
 emulator="http://127.0.0.1:$(cat "$work/emulator.port")"
 pick_pairing_port
-cat >"$work/agent.json" <<JSON
-{
-  "device": { "serial": "BENCH0001", "model": "5f4f1c5e-0000-4000-8000-000000000001", "phase": "test" },
-  "lwa": { "clientId": "amzn1.application-oa2-client.emulator", "tokenURL": "$emulator/auth/o2/token" },
-  "drs": { "baseURL": "$emulator" },
-  "stateDirectory": "$work/state",
-  "board": "$root/bench/board.json",
-  "buttons": [ { "input": "button", "slot": "slot-1", "cooldownSeconds": 0 } ],
-  "pairing": { "listen": "127.0.0.1:$pairing_port" }
-}
-JSON
+write_config "$root/bench/board.json" 0 BENCH0001
 start_agent
 pair
 stop_all_but_emulator() { kill -TERM "$agent_pid"; wait "$agent_pid" || true; pids=("${pids[0]}"); }

@@ -32,15 +32,19 @@ pick_pairing_port() {
   echo "no free port" >&2; return 1
 }
 
+# write_config [BOARD [COOLDOWN_SECONDS [SERIAL]]]: the agent's config against $emulator, in $work/agent.json
+# (board/simulated.json, the default cooldown, serial DEMO0001 unless given).
 write_config() {
+  local board=${1:-$root/board/simulated.json} cooldown="" serial=${3:-DEMO0001}
+  [ -n "${2:-}" ] && cooldown=", \"cooldownSeconds\": $2"
   cat >"$work/agent.json" <<JSON
 {
-  "device": { "serial": "DEMO0001", "model": "5f4f1c5e-0000-4000-8000-000000000001", "phase": "test" },
+  "device": { "serial": "$serial", "model": "5f4f1c5e-0000-4000-8000-000000000001", "phase": "test" },
   "lwa": { "clientId": "amzn1.application-oa2-client.emulator", "tokenURL": "$emulator/auth/o2/token" },
   "drs": { "baseURL": "$emulator" },
   "stateDirectory": "$work/state",
-  "board": "$root/board/simulated.json",
-  "buttons": [ { "input": "button", "slot": "slot-1" } ],
+  "board": "$board",
+  "buttons": [ { "input": "button", "slot": "slot-1"$cooldown } ],
   "pairing": { "listen": "127.0.0.1:$pairing_port" }
 }
 JSON
