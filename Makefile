@@ -1,4 +1,4 @@
-.PHONY: demo test bench build format deb
+.PHONY: demo test bench build format deb arm64 arm64-test
 
 # Runs the agent end to end on the simulated board against the emulator.
 demo:
@@ -18,6 +18,16 @@ build:
 format:
 	swift format --in-place --recursive Sources Tests Package.swift
 
-# Builds .build/deb/replenish-agent_<version>_<arch>.deb (static Swift stdlib; the build machine's arch).
+# Builds .build/deb/replenish-agent_<version>_<arch>.deb (static Swift stdlib): the build machine's arch, or
+# `make deb ARCH=arm64` for the devices (cross-built, Debian trixie arm64).
 deb:
-	bash scripts/deb.sh
+	ARCH=$(ARCH) bash scripts/deb.sh
+
+# The arm64 device binary, cross-built with Debian's Swift (scripts/arm64.sh; needs root or sudo):
+# .build-arm64/aarch64-unknown-linux-gnu/release/replenish-agent
+arm64:
+	bash scripts/arm64.sh build
+
+# The unit suites built for arm64 and run under qemu-aarch64.
+arm64-test:
+	bash scripts/arm64.sh test

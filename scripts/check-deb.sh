@@ -19,7 +19,12 @@ for entry in "-rwxr-xr-x root/root .* ./usr/bin/replenish-agent" \
   grep -qE -- "^$entry\$" <<<"$contents" || fail "$deb lacks: $entry"
 done
 [[ "$(dpkg-deb -f "$deb" Package)" == replenish-agent ]] || fail "Package field"
-[[ "$(dpkg-deb -f "$deb" Architecture)" == "$(dpkg --print-architecture)" ]] || fail "Architecture field"
+arch=$(dpkg-deb -f "$deb" Architecture)
+case "$arch" in
+amd64) machine=x86-64 ;;
+arm64) machine=aarch64 ;;
+*) fail "Architecture field: $arch" ;;
+esac
 [[ "$(dpkg-deb -I "$deb" conffiles)" == /etc/replenish-agent/agent.json ]] || fail "conffiles"
 depends=$(dpkg-deb -f "$deb" Depends)
 echo "Depends: $depends"
@@ -29,13 +34,39 @@ names=$(sed 's/([^)]*)//g; s/[,|]/\n/g; s/ //g' <<<"$depends")
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 dpkg-deb -x "$deb" "$scratch"
-ldd "$scratch/usr/bin/replenish-agent" | grep -iE 'swift|Foundation|icu|dispatch' && fail "the binary needs the Swift runtime"
+binary=$scratch/usr/bin/replenish-agent
+file -b "$binary" | grep -q "ELF 64-bit.*, $machine," || fail "the binary is not for $arch: $(file -b "$binary")"
+needed=$(readelf -d "$binary" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
+grep -iE 'swift|Foundation|icu|dispatch' <<<"$needed" && fail "the binary needs the Swift runtime"
+if [[ "$arch" != "$(dpkg --print-architecture)" ]]; then
+  # A cross-built package: the libraries and their packages are those of the sysroot it was linked against
+  # (scripts/arm64.sh keeps its package database).
+  admindir=$(bash "$(dirname "$0")/arm64.sh" shlibs-admindir)
+  query() { dpkg-query --admindir="$admindir" "$@"; }
+  # The closure of Depends in the sysroot's packages.
+  closure=$names
+  while :; do
+    more=$(for name in $closure; do query -W -f='${Depends},${Pre-Depends}\n' "$name" 2>/dev/null; done |
+      sed 's/([^)]*)//g; s/|/,/g; s/:any//g; s/ //g' | tr ',' '\n' | sed '/^$/d' | sort -u)
+    next=$(printf '%s\n' $closure $more | sort -u)
+    [[ "$next" == "$(printf '%s\n' $closure | sort -u)" ]] && break
+    closure=$next
+  done
+  for soname in $needed; do
+    list=$(grep -lE "/$soname\$" "$admindir"/info/*.list | head -n 1)
+    [[ -n "$list" ]] || fail "no package of the sysroot has $soname"
+    owner=$(basename "$list" .list)
+    owner=${owner%%:*}
+    grep -qxF "$owner" <<<"$closure" || fail "$soname ($owner) is needed but not in Depends"
+  done
+  echo "ok: every shared library of the binary ($(echo $needed)) is covered by Depends (in Debian's $arch packages)"
+else
 # The packages Depends pulls in, recursively (computed once).
 # shellcheck disable=SC2086
 apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks --no-replaces \
   --no-enhances $names 2>/dev/null | sed -nE 's/^ *(Pre)?Depends: <?([^:>]+).*/\2/p; s/^([a-z0-9][^ :]*)$/\1/p' |
   sort -u >"$scratch/closure"
-for library in $(ldd "$scratch/usr/bin/replenish-agent" | awk '/=>/ { print $3 }'); do
+for library in $(ldd "$binary" | awk '/=>/ { print $3 }'); do
   owner=$(dpkg -S "$(readlink -f "$library")" 2>/dev/null | head -n 1 | cut -d: -f1) ||
     owner=$(dpkg -S "$library" 2>/dev/null | head -n 1 | cut -d: -f1)
   [[ -n "$owner" ]] || fail "no package owns $library"
@@ -44,6 +75,7 @@ for library in $(ldd "$scratch/usr/bin/replenish-agent" | awk '/=>/ { print $3 }
     fail "$library ($owner) is needed but not in Depends"
 done
 echo "ok: every shared library of the binary is covered by Depends"
+fi
 
 echo "== lintian $(lintian --version | awk '{print $2}')"
 report=$(lintian --tag-display-limit 0 "$deb" 2>&1 || true)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make deb`: builds replenish-agent_<version>_<arch>.deb into .build/deb/ from a release build with the Swift
 # standard library linked statically (the device needs no Swift runtime). The architecture is the build
-# machine's (`dpkg --print-architecture`): build on an arm64 host for a Raspberry Pi.
+# machine's (`dpkg --print-architecture`), or ARCH=arm64 (`make deb ARCH=arm64`): the binary that
+# scripts/arm64.sh cross-builds for Debian trixie arm64, with its Depends computed against that release.
 #
 # Version: the VERSION file plus `+<commits>.g<hash>` (so every commit builds a newer package and installing
 # a later build over an earlier one is an upgrade), or DEB_VERSION from the environment as it is.
@@ -21,12 +22,40 @@ if [[ -z "${DEB_VERSION:-}" ]]; then
     DEB_VERSION=$base
   fi
 fi
-arch=$(dpkg --print-architecture)
+host_arch=$(dpkg --print-architecture)
+arch=${ARCH:-$host_arch}
 package=replenish-agent
+# need COMMAND PACKAGE: the packaging tools, installed when missing (sudo when not root).
+need() {
+  command -v "$1" >/dev/null 2>&1 && return 0
+  echo "== installing $2 (for $1)"
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$2" >/dev/null
+}
+need dpkg-shlibdeps dpkg-dev
 
-echo "== release build, static Swift standard library ($scratch)"
-swift build -c release --product replenish-agent --static-swift-stdlib --scratch-path "$scratch" 2>&1 | tail -n 1
-binary="$(swift build -c release --static-swift-stdlib --scratch-path "$scratch" --show-bin-path)/replenish-agent"
+if [[ "$arch" == "$host_arch" ]]; then
+  echo "== release build, static Swift standard library ($scratch)"
+  swift build -c release --product replenish-agent --static-swift-stdlib --scratch-path "$scratch" 2>&1 | tail -n 1
+  binary="$(swift build -c release --static-swift-stdlib --scratch-path "$scratch" --show-bin-path)/replenish-agent"
+  strip=strip
+  shlibdeps_options=()
+elif [[ "$arch" == arm64 ]]; then
+  bash scripts/arm64.sh build
+  binary=$root/.build-arm64/aarch64-unknown-linux-gnu/release/replenish-agent
+  need aarch64-linux-gnu-strip binutils-aarch64-linux-gnu
+  strip=aarch64-linux-gnu-strip
+  # dpkg-shlibdeps against the trixie arm64 sysroot that the binary was linked with: its package database
+  # (made by scripts/arm64.sh from the packages' own control files) with the sysroot's paths.
+  sysroot=$root/.build/arm64/sid/opt/cross/sysroot-trixie
+  export DEB_HOST_ARCH=arm64
+  shlibdeps_options=(--admindir="$(bash scripts/arm64.sh shlibs-admindir)" -l"$sysroot/usr/lib/aarch64-linux-gnu")
+else
+  echo "deb.sh: ARCH=$arch: this script builds for the build machine ($host_arch) or for arm64" >&2
+  exit 1
+fi
 
 staging=$(mktemp -d)
 trap 'rm -rf "$staging"' EXIT
@@ -35,7 +64,7 @@ install -d -m 0755 "$tree/DEBIAN" "$tree/usr/bin" "$tree/lib/systemd/system" "$t
   "$tree/usr/share/$package/board" "$tree/usr/share/doc/$package" "$tree/etc/$package"
 
 install -m 0755 "$binary" "$tree/usr/bin/replenish-agent"
-strip --strip-unneeded --remove-section=.comment --remove-section=.note "$tree/usr/bin/replenish-agent"
+"$strip" --strip-unneeded --remove-section=.comment --remove-section=.note "$tree/usr/bin/replenish-agent"
 install -m 0644 config/replenish-agent.service "$tree/lib/systemd/system/replenish-agent.service"
 install -m 0644 board/99-replenish-agent-gpio.rules "$tree/lib/udev/rules.d/99-replenish-agent-gpio.rules"
 install -m 0644 board/*.json "$tree/usr/share/$package/board/"
@@ -63,7 +92,8 @@ done
 shlib=$staging/shlib
 mkdir -p "$shlib/debian"
 printf 'Source: %s\n\nPackage: %s\nArchitecture: any\n' "$package" "$package" >"$shlib/debian/control"
-depends=$(cd "$shlib" && dpkg-shlibdeps -O -e"$tree/usr/bin/replenish-agent" 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
+depends=$(cd "$shlib" && dpkg-shlibdeps "${shlibdeps_options[@]}" -O -e"$tree/usr/bin/replenish-agent" 2>"$staging/shlibdeps.log" |
+  sed -n 's/^shlibs:Depends=//p') || { cat "$staging/shlibdeps.log" >&2; exit 1; }
 [[ -n "$depends" ]] || { echo "dpkg-shlibdeps found no dependencies" >&2; exit 1; }
 # adduser makes the system user in postinst; the rest comes from the binary.
 depends="adduser, $depends"

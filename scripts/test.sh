@@ -26,7 +26,7 @@ fi
 echo "ok: exposure $exposure"
 echo "== Debian package: make deb, then lintian (no errors allowed)"
 bash scripts/deb.sh
-deb=$(ls -t .build/deb/replenish-agent_*.deb | head -n 1)
+deb=$(ls -t .build/deb/replenish-agent_*_"$(dpkg --print-architecture)".deb | head -n 1)
 bash scripts/check-deb.sh "$deb"
 echo "== the packaged agent's system calls (strace over the demo flow) against the unit's SystemCallFilter="
 bash scripts/syscalls.sh
@@ -36,3 +36,13 @@ echo "== real-kernel GPIO: the agent on a gpio-sim chip in a QEMU VM, libgpiod v
 bash scripts/vm-test.sh all
 echo "== the device booted: Debian bookworm image, systemd, the .deb, gpio-sim, emulator in a QEMU VM (scripts/vm-boot-test.sh)"
 bash scripts/vm-boot-test.sh
+echo "== arm64: the device binary cross-built with Debian's Swift 6.2.3 for trixie (make arm64, scripts/arm64.sh)"
+bash scripts/arm64.sh build
+echo "== arm64: the unit suites under qemu-aarch64 (scripts/arm64.sh test)"
+bash scripts/arm64.sh test
+echo "== arm64: Debian package (make deb ARCH=arm64), then its checks and lintian"
+ARCH=arm64 bash scripts/deb.sh
+deb_arm64=$(ls -t .build/deb/replenish-agent_*_arm64.deb | head -n 1)
+bash scripts/check-deb.sh "$deb_arm64"
+echo "== arm64: the device booted: Debian trixie arm64, its kernel, systemd, the arm64 .deb, gpio-sim (scripts/vm-boot-test.sh arm64)"
+VM_BOOT_DEB=$deb_arm64 bash scripts/vm-boot-test.sh arm64

@@ -4,7 +4,10 @@
 # installed with dpkg, the emulator of LWA/DRS on the VM's loopback, and a test runner unit
 # (scripts/vm/boot/runner.sh) that prints `VM-TEST PASS name` / `VM-TEST FAIL name: why` on the console.
 #
-#   scripts/vm-boot-test.sh
+#   scripts/vm-boot-test.sh            the amd64 device: Debian bookworm, qemu-system-x86_64
+#   scripts/vm-boot-test.sh arm64      the arm64 device: Debian trixie arm64 with its own kernel, qemu-system-aarch64
+#                                      (-M virt, a Cortex-A72 as on a Raspberry Pi 4), the .deb of
+#                                      `make deb ARCH=arm64` and the emulator built for arm64 (scripts/arm64.sh)
 #
 # Two boots of the same disk: the first pairs, presses, then cuts the power (sysrq `o`, no sync, no shutdown)
 # while an order is on its way; the second checks that order, upgrades the package, and tests the watchdog,
@@ -20,27 +23,57 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
+arch=${1:-amd64}
 vm=$root/.build/vm
 tag=vm-boot-test
+[ "$arch" = amd64 ] || tag=vm-boot-test-$arch
 . scripts/vm/common.sh
 if [ "$(id -u)" -ne 0 ]; then # mmdebstrap --mode=root and chroot need root: again through sudo
   exec sudo --preserve-env=PATH,HOME,VM_BOOT_DEB,VM_BOOT_TIMEOUT bash "$0" "$@"
 fi
 boot_timeout=${VM_BOOT_TIMEOUT:-900} # seconds for one boot, power-on to power-off
-work=$vm/boot
 mirror=http://deb.debian.org/debian
 
-vm_host_packages mmdebstrap e2fsprogs
-vm_prepare_gpio_sim
+# What the device image holds: systemd and udev, the agent's runtime libraries, the kernel with Debian's own
+# initramfs (virtio_blk and ext4 are modules), and the tools the runner uses.
+packages=(systemd-sysv udev dbus kmod initramfs-tools init-system-helpers openssl adduser curl jq procps)
+case "$arch" in
+amd64)
+  work=$vm/boot
+  release=bookworm
+  suites=("deb $mirror bookworm main" "deb $mirror bookworm-updates main"
+    "deb http://deb.debian.org/debian-security bookworm-security main")
+  packages+=(libcurl4 libgpiod2 libssl3 ca-certificates) # libgpiod 1.6 (the v1 API)
+  qemu=(qemu-system-x86_64 -accel tcg -cpu max)
+  console=ttyS0
+  vm_host_packages mmdebstrap e2fsprogs
+  vm_prepare_gpio_sim
+  ;;
+arm64)
+  work=$vm/boot-arm64
+  release=trixie
+  suites=("deb $mirror trixie main")
+  # libgpiod 2.x (the v2 API), as trixie ships it. No ca-certificates: the test speaks plain HTTP on loopback,
+  # and its postinst (a shell loop over every certificate) would run emulated.
+  packages+=(libcurl4t64 libgpiod3 libssl3t64)
+  # -cpu cortex-a72: a Raspberry Pi 4's core, and TCG need not emulate pointer authentication (-cpu max).
+  qemu=(qemu-system-aarch64 -M virt -cpu cortex-a72)
+  console=ttyAMA0
+  need_packages qemu-system-arm qemu-user-static binfmt-support mmdebstrap e2fsprogs xz-utils
+  # The image's packages run their scripts under qemu-aarch64 (binfmt_misc), while it is made.
+  [ -e /proc/sys/fs/binfmt_misc/status ] || mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc
+  [ -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ] || update-binfmts --enable qemu-aarch64 >/dev/null
+  . scripts/vm/arm64.sh
+  vm_arm64_prepare
+  ;;
+*) die "usage: scripts/vm-boot-test.sh [amd64|arm64] [rootfs-only]" ;;
+esac
+packages+=("linux-image-$kver")
 
 # --- the root file system ---------------------------------------------------------------------------------
-# What the device image holds: systemd and udev, the agent's runtime libraries (libgpiod 1.6), the kernel
-# with Debian's own initramfs (virtio_blk and ext4 are modules), and the tools the runner uses.
-packages=(systemd-sysv udev dbus kmod "linux-image-$kver" initramfs-tools libcurl4 libgpiod2 libssl3
-  init-system-helpers ca-certificates openssl adduser curl jq procps)
 recipe() {
-  printf '%s\n' "${packages[@]}" "$mirror" bookworm bookworm-updates bookworm-security
-  declare -f customize
+  printf '%s\n' "$arch" "${packages[@]}" "${suites[@]}"
+  declare -f customize essential
 }
 # customize DIR: run by mmdebstrap in the new tree (no network needed later): masks what a test VM does not
 # need and that would only cost TCG time.
@@ -48,51 +81,78 @@ customize() {
   echo vmboot >"$1/etc/hostname"
   printf '127.0.0.1 localhost\n127.0.1.1 vmboot\n' >"$1/etc/hosts"
   printf '/dev/vda / ext4 rw,errors=remount-ro 0 1\n' >"$1/etc/fstab"
-  chroot "$1" systemctl mask serial-getty@ttyS0.service getty@tty1.service apt-daily.timer \
-    apt-daily-upgrade.timer e2scrub_all.timer e2scrub_reap.service fstrim.timer systemd-timesyncd.service \
-    dpkg-db-backup.timer >/dev/null 2>&1
+  chroot "$1" systemctl mask serial-getty@ttyS0.service serial-getty@ttyAMA0.service getty@tty1.service \
+    apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer e2scrub_reap.service fstrim.timer \
+    systemd-timesyncd.service dpkg-db-backup.timer systemd-hwdb-update.service >/dev/null 2>&1
+  # The hardware database is not needed by a VM with virtio devices (essential: not built).
+  rm -f "$1/usr/bin/systemd-hwdb"
+  chroot "$1" dpkg-divert --quiet --local --rename --remove /usr/bin/systemd-hwdb
   rm -rf "$1/var/cache/apt/"*.bin "$1/var/lib/apt/lists/"*_Packages
 }
+# essential DIR: run by mmdebstrap before the other packages are installed. The kernel's initramfs gets the
+# modules that find the root disk (virtio, ext4) and no others (MODULES=list: no hardware to detect in a
+# chroot), compressed fast; and `systemd-hwdb update` (udev's postinst) does nothing. Both cost minutes when
+# the arm64 image's scripts run under qemu-aarch64.
+essential() {
+  chroot "$1" dpkg-divert --quiet --local --rename --add /usr/bin/systemd-hwdb
+  ln -s /bin/true "$1/usr/bin/systemd-hwdb"
+  mkdir -p "$1/etc/initramfs-tools/conf.d" "$1/etc/initramfs-tools/hooks"
+  printf '%s\n' MODULES=list COMPRESS=gzip COMPRESSLEVEL=1 >"$1/etc/initramfs-tools/conf.d/vm-boot-test.conf"
+  printf '%s\n' '#!/bin/sh' '[ "$1" = prereqs ] && exit 0' '. /usr/share/initramfs-tools/hook-functions' \
+    'manual_add_modules virtio_blk virtio_pci virtio_mmio ext4' >"$1/etc/initramfs-tools/hooks/vm-boot-test"
+  chmod 0755 "$1/etc/initramfs-tools/hooks/vm-boot-test"
+}
 key=$(recipe | sha256sum | cut -c1-16)
-rootfs=$vm/rootfs-$key
+rootfs=$vm/rootfs-$arch-$key
 if [ ! -s "$rootfs/boot/vmlinuz-$kver" ]; then
-  step "root file system: mmdebstrap bookworm (${#packages[@]} packages and their dependencies)"
-  rm -rf "$vm"/rootfs-* # older recipes
+  step "root file system: mmdebstrap $release $arch (${#packages[@]} packages and their dependencies)"
+  rm -rf "$vm"/rootfs-"$arch"-* # older recipes
   mkdir -p "$vm"
-  log=$vm/mmdebstrap.log
-  mmdebstrap --mode=root --variant=minbase --format=directory --include="$(
-    IFS=,
-    echo "${packages[*]}"
-  )" \
+  log=$vm/mmdebstrap-$arch.log
+  mmdebstrap --mode=root --variant=minbase --format=directory --architectures="$arch" \
+    --aptopt='Acquire::Check-Valid-Until "false"' --include="$(
+      IFS=,
+      echo "${packages[*]}"
+    )" \
+    --essential-hook="$(declare -f essential); essential \"\$1\"" \
     --customize-hook="$(declare -f customize); customize \"\$1\"" \
-    bookworm "$rootfs.tmp" "deb $mirror bookworm main" "deb $mirror bookworm-updates main" \
-    "deb http://deb.debian.org/debian-security bookworm-security main" >"$log" 2>&1 ||
+    "$release" "$rootfs.tmp" "${suites[@]}" >"$log" 2>&1 ||
     { tail -n 40 "$log"; die "mmdebstrap failed (log: ${log#"$root"/})"; }
   [ -s "$rootfs.tmp/boot/initrd.img-$kver" ] || die "no initrd.img-$kver in the new root file system"
   mv "$rootfs.tmp" "$rootfs"
   echo "$tag: root file system $(du -sm "$rootfs" | cut -f1) MB"
 fi
-[ "${1:-}" = rootfs-only ] && exit 0
+[ "${2:-}" = rootfs-only ] && exit 0
 
 # --- the binaries and the packages ------------------------------------------------------------------------
 # Both with the Swift standard library (and the emulator's Foundation) linked in: the image has no Swift.
-step "building replenish-agent and replenish-emulator (release, --static-swift-stdlib)"
 mkdir -p "$work"
 build_log=$work/build.log
-swift build -c release --static-swift-stdlib --scratch-path .build-deb >"$build_log" 2>&1 ||
-  { tail -n 40 "$build_log"; die "swift build failed"; }
+if [ "$arch" = amd64 ]; then
+  step "building replenish-agent and replenish-emulator (release, --static-swift-stdlib)"
+  swift build -c release --static-swift-stdlib --scratch-path .build-deb >"$build_log" 2>&1 ||
+    { tail -n 40 "$build_log"; die "swift build failed"; }
+  emulator=$root/.build-deb/release/replenish-emulator
+else
+  # The emulator of the arm64 unit tests' build (debug; it serves one device), with the Swift runtime's
+  # libraries beside it in the image (that build links them dynamically; the agent's package does not).
+  step "building replenish-emulator for arm64 (scripts/arm64.sh build-tests)"
+  bash scripts/arm64.sh build-tests >"$build_log" 2>&1 || { tail -n 40 "$build_log"; die "scripts/arm64.sh failed"; }
+  emulator=$root/.build-arm64/aarch64-unknown-linux-gnu/debug/replenish-emulator
+  emulator_libraries=$(bash scripts/arm64.sh runtime-libraries)
+fi
 tail -n 1 "$build_log"
-bin=$root/.build-deb/release
 rm -rf "$work/debs" && mkdir -p "$work/debs"
 if [ -n "${VM_BOOT_DEB:-}" ]; then
   deb=$VM_BOOT_DEB
 else
-  step "make deb (scripts/deb.sh)"
-  DEB_SCRATCH=$root/.build-deb bash scripts/deb.sh >"$work/deb.log" 2>&1 ||
+  step "make deb ARCH=$arch (scripts/deb.sh)"
+  ARCH=$arch DEB_SCRATCH=$root/.build-deb bash scripts/deb.sh >"$work/deb.log" 2>&1 ||
     { tail -n 30 "$work/deb.log"; die "scripts/deb.sh failed"; }
-  deb=$(ls -t "$root"/.build/deb/replenish-agent_*.deb 2>/dev/null | head -n 1)
-  [ -n "$deb" ] || die "scripts/deb.sh made no .build/deb/replenish-agent_*.deb"
+  deb=$(ls -t "$root"/.build/deb/replenish-agent_*_"$arch".deb 2>/dev/null | head -n 1)
+  [ -n "$deb" ] || die "scripts/deb.sh made no .build/deb/replenish-agent_*_$arch.deb"
 fi
+[ "$(dpkg-deb -f "$deb" Architecture)" = "$arch" ] || die "$deb is not for $arch"
 cp "$deb" "$work/debs/new.deb"
 version=$(dpkg-deb -f "$work/debs/new.deb" Version)
 # The "older build" that boot 1 runs and boot 2 upgrades from: the same package with version 0~older.
@@ -127,13 +187,19 @@ chroot "$tree" dpkg -i --force-confdef --force-confold /tmp/replenish-agent-olde
   { cat "$work/dpkg.log"; die "dpkg -i of the older build into the image failed"; }
 rm "$tree/tmp/replenish-agent-older.deb"
 cmp -s "$boot/agent.json" "$tree/etc/replenish-agent/agent.json" || die "dpkg -i replaced the test config"
-install -D -m 0755 "$bin/replenish-emulator" "$tree/usr/local/bin/replenish-emulator"
+install -D -m 0755 "$emulator" "$tree/usr/local/bin/replenish-emulator"
+if [ -n "${emulator_libraries:-}" ]; then
+  mkdir -p "$tree/usr/local/lib/vm-test/swift"
+  cp -L "$emulator_libraries"/*.so "$tree/usr/local/lib/vm-test/swift/"
+fi
 install -D -m 0644 "$gpio_sim/gpio-sim.ko" "$tree/usr/local/lib/vm-test/gpio-sim.ko"
 install -m 0755 "$boot/gpio-sim-chip.sh" "$boot/runner.sh" "$tree/usr/local/lib/vm-test/"
 install -m 0644 "$work/debs/new.deb" "$tree/usr/local/lib/vm-test/replenish-agent.deb"
 install -D -m 0644 "$boot/board.json" "$tree/usr/local/share/vm-test/board.json"
 for service in gpio-sim-chip replenish-emulator vm-test-runner; do
-  install -D -m 0644 "$boot/$service.service" "$tree/etc/systemd/system/$service.service"
+  # (the runner writes to the serial console: ttyS0 on a PC, ttyAMA0 on an arm64 virt machine)
+  sed "s|/dev/ttyS0|/dev/$console|" "$boot/$service.service" >"$work/$service.service"
+  install -D -m 0644 "$work/$service.service" "$tree/etc/systemd/system/$service.service"
   mkdir -p "$tree/etc/systemd/system/multi-user.target.wants"
   ln -sf "/etc/systemd/system/$service.service" "$tree/etc/systemd/system/multi-user.target.wants/$service.service"
 done
@@ -150,10 +216,10 @@ boot_vm() {
   local console=$work/console-boot$1.log status=0 boot_started
   step "boot $1 (timeout $boot_timeout s)"
   boot_started=$(date +%s)
-  timeout -k 10 "$boot_timeout" qemu-system-x86_64 -accel tcg -cpu max -smp 2 -m 1024 -nographic -no-reboot \
+  timeout -k 10 "$boot_timeout" "${qemu[@]}" -smp 2 -m 1024 -nographic -no-reboot \
     -nic none -drive "file=$image,if=virtio,format=raw,cache=unsafe" \
     -kernel "$rootfs/boot/vmlinuz-$kver" -initrd "$rootfs/boot/initrd.img-$kver" \
-    -append "console=ttyS0 root=/dev/vda rw quiet panic=-1" </dev/null 2>&1 |
+    -append "console=$console root=/dev/vda rw quiet panic=-1" </dev/null 2>&1 |
     vm_console_filter | tee "$console" | { grep --line-buffered -E '^(VM-TEST|vm-boot-test:)' || true; } |
     sed -u "s/^/[boot $1] /" || status=$?
   echo "[boot $1] $(($(date +%s) - boot_started)) s; console in ${console#"$root"/}"

@@ -86,30 +86,54 @@ vm_prepare_kernel() {
 vm_prepare_gpio_sim() {
   local sources=$vm/src/linux-source-$source_version deb
   if [ ! -s "$sources/irq_sim.c" ]; then
-    step "gpio-sim sources: apt-get download linux-source-6.1=$source_version"
     deb=$(download "linux-source-6.1=$source_version" "$vm/debs")
-    rm -rf "$sources.tmp" && mkdir -p "$sources.tmp"
-    dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/src/linux-source-6.1.tar.xz |
-      tar -xJ -C "$sources.tmp" --strip-components=3 linux-source-6.1/drivers/gpio/gpio-sim.c \
-        linux-source-6.1/drivers/gpio/gpiolib.h linux-source-6.1/kernel/irq/irq_sim.c
-    rm -rf "$sources" && mv "$sources.tmp" "$sources"
+    vm_gpio_sim_sources 6.1 "$source_version" "$deb"
     rm -f "$deb"
   fi
   gpio_sim=$vm/gpio-sim/$kver
-  if [ ! -s "$gpio_sim/gpio-sim.ko" ] || ! cmp -s "$root/scripts/vm/gpio-sim/Kbuild" "$gpio_sim/Kbuild" ||
-    ! grep -qx "$source_version" "$gpio_sim/source-version" 2>/dev/null; then
-    step "gpio-sim: building the module for $kver"
-    rm -rf "$gpio_sim" && mkdir -p "$gpio_sim"
-    cp "$root/scripts/vm/gpio-sim/Kbuild" "$sources/gpiolib.h" "$gpio_sim/"
-    cp "$sources/gpio-sim.c" "$gpio_sim/gpio-sim-core.c"
-    sed 's/handle_simple_irq(irq_to_desc(irqnum))/generic_handle_irq(irqnum)/' "$sources/irq_sim.c" >"$gpio_sim/irq_sim.c"
-    grep -q 'generic_handle_irq(irqnum)' "$gpio_sim/irq_sim.c" || die "irq_sim.c of $source_version: the patch no longer applies"
+  if ! vm_gpio_sim_fresh "$gpio_sim"; then
+    vm_gpio_sim_tree "$sources" "$gpio_sim"
     make -s -C "/usr/src/linux-headers-$kver" M="$gpio_sim" modules >"$gpio_sim/build.log" 2>&1 ||
       { cat "$gpio_sim/build.log"; die "building gpio-sim.ko failed"; }
     strip --strip-debug "$gpio_sim/gpio-sim.ko"
     echo "$source_version" >"$gpio_sim/source-version"
   fi
-  [ "$(modinfo -F vermagic "$gpio_sim/gpio-sim.ko" | awk '{ print $1 }')" = "$kver" ] || die "gpio-sim.ko is not for $kver"
+  vm_gpio_sim_check "$gpio_sim"
+}
+
+# vm_gpio_sim_fresh DIR: 0 when DIR holds gpio-sim.ko built from this Kbuild and $source_version.
+vm_gpio_sim_fresh() {
+  [ -s "$1/gpio-sim.ko" ] && cmp -s "$root/scripts/vm/gpio-sim/Kbuild" "$1/Kbuild" &&
+    grep -qx "$source_version" "$1/source-version" 2>/dev/null
+}
+
+# vm_gpio_sim_tree SOURCES DIR: the module's source tree in DIR (new): the Kbuild, gpio-sim.c, gpiolib.h and
+# irq_sim.c with the one change that makes it build out of tree.
+vm_gpio_sim_tree() {
+  step "gpio-sim: building the module for $kver"
+  rm -rf "$2" && mkdir -p "$2"
+  cp "$root/scripts/vm/gpio-sim/Kbuild" "$1/gpiolib.h" "$2/"
+  cp "$1/gpio-sim.c" "$2/gpio-sim-core.c"
+  sed 's/handle_simple_irq(irq_to_desc(irqnum))/generic_handle_irq(irqnum)/' "$1/irq_sim.c" >"$2/irq_sim.c"
+  grep -q 'generic_handle_irq(irqnum)' "$2/irq_sim.c" || die "irq_sim.c of $source_version: the patch no longer applies"
+}
+
+# vm_gpio_sim_check DIR: dies unless DIR/gpio-sim.ko is for $kver.
+vm_gpio_sim_check() {
+  [ "$(modinfo -F vermagic "$1/gpio-sim.ko" | awk '{ print $1 }')" = "$kver" ] || die "gpio-sim.ko is not for $kver"
+}
+
+# vm_gpio_sim_sources SERIES VERSION DEB: the three source files of gpio-sim from linux-source-SERIES's
+# tarball (the .deb at DEB, downloaded by the caller), in $vm/src/linux-source-VERSION; sets $sources.
+vm_gpio_sim_sources() {
+  sources=$vm/src/linux-source-$2
+  [ -s "$sources/irq_sim.c" ] && return 0
+  step "gpio-sim sources: linux-source-$1=$2"
+  rm -rf "$sources.tmp" && mkdir -p "$sources.tmp"
+  dpkg-deb --fsys-tarfile "$3" | tar -xO "./usr/src/linux-source-$1.tar.xz" |
+    tar -xJ -C "$sources.tmp" --strip-components=3 "linux-source-$1/drivers/gpio/gpio-sim.c" \
+      "linux-source-$1/drivers/gpio/gpiolib.h" "linux-source-$1/kernel/irq/irq_sim.c"
+  rm -rf "$sources" && mv "$sources.tmp" "$sources"
 }
 
 # vm_console_filter: the console stream without carriage returns and terminal escapes.

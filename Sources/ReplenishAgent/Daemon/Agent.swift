@@ -210,7 +210,13 @@ struct Agent {
             metadata: [
                 "device.serial": "\(config.device.serial)", "device.phase": "\(config.device.phase.rawValue)",
                 "board": "\(config.board.name)", "paired": "\(paired)",
+                "executor": "\(LoopExecutor.installed.description)",
             ])
+        if !LoopExecutor.installed.isLoop {
+            logger.warning(
+                "Swift Concurrency runs on libdispatch: its worker-pool thread will wake the CPU about once a second",
+                metadata: ["executor": "\(LoopExecutor.installed.description)"])
+        }
         let result = await Result { try await Self.runGroup(services, logger: logger) }
         // Nobody polls for the code any more: `status` must not offer it (the next start gets a new one).
         if linking != nil { try? await status.update { $0.linking = nil } }

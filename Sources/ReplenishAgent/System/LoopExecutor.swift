@@ -2,7 +2,12 @@ import CProcess
 import NIOCore
 import NIOPosix
 import Synchronization
-@_spi(ExperimentalCustomExecutors) @_spi(ExperimentalScheduling) import _Concurrency
+
+#if compiler(>=6.3)
+    @_spi(ExperimentalCustomExecutors) @_spi(ExperimentalScheduling) import _Concurrency
+#elseif !compiler(>=6.2)
+    #error("LoopExecutor is written for the runtimes of Swift 6.2 and 6.3: check its hooks before using another")
+#endif
 
 /// Swift Concurrency on the agent's one SwiftNIO event-loop thread, instead of libdispatch's thread pool.
 ///
@@ -21,8 +26,47 @@ enum LoopExecutor {
     /// Installs the hooks; must run on the main thread before any task has run on the global executor (the
     /// program's entry point, `AgentCommand.main`) and only once. Returns false when they could not be installed
     /// (another hook was there first, or the runtime has none): then libdispatch stays the executor.
+    ///
+    /// What each compiler's runtime needs (both measured idle, README "Benchmarks"):
+    /// - Swift 6.2 (the arm64 build, Debian's `swiftlang` 6.2.3): every sleep becomes
+    ///   `swift_task_enqueueGlobalWithDelay`/`…WithDeadline`, so the three hooks carry every job and timer.
+    /// - Swift 6.3 (the host build): a sleep first asks the current scheduling executor, which in an actor's job is
+    ///   the default executor, so the loop is made the default executor too (`_createExecutors`, 6.3's SPI).
+    /// Any other compiler does not build (the `#error` above), so no device silently runs on libdispatch.
     @discardableResult
-    static func install() -> Bool {
+    static func install() -> Installed {
+        let installed = installHooks()
+        outcome.withLock { $0 = installed }
+        return installed
+    }
+
+    /// What `install()` did, for the daemon's start-up log line (a fallback shows up in the journal, not only in
+    /// power figures).
+    static var installed: Installed { outcome.withLock { $0 } }
+    private static let outcome = Mutex(Installed.notTried)
+
+    enum Installed: Sendable, Equatable {
+        case notTried
+        /// Every job and timer on the loop: through the runtime's hooks (6.2), or the hooks and the executor
+        /// factory (6.3).
+        case loop(String)
+        /// libdispatch stays the executor, with the reason.
+        case libdispatch(String)
+
+        var isLoop: Bool {
+            if case .loop = self { true } else { false }
+        }
+
+        var description: String {
+            switch self {
+            case .notTried: "libdispatch (the loop executor was not installed)"
+            case .loop(let how): "one event loop, \(how)"
+            case .libdispatch(let why): "libdispatch (fallback: \(why))"
+            }
+        }
+    }
+
+    private static func installHooks() -> Installed {
         NIOSingletons.groupLoopCountSuggestion = 1
         // SAFETY: the addresses of the runtime's three hook variables (each one function pointer, nil until set),
         // written once here, on the main thread, before any job exists; read by the runtime's C code only.
@@ -30,8 +74,12 @@ enum LoopExecutor {
             cprocess_enqueue_global_hook(), cprocess_enqueue_global_with_delay_hook(),
             cprocess_enqueue_global_with_deadline_hook()
         )
-        guard let now, let delayed, let deadline, now.pointee == nil, delayed.pointee == nil, deadline.pointee == nil
-        else { return false }
+        guard let now, let delayed, let deadline else {
+            return .libdispatch("the runtime has no global-executor hooks")
+        }
+        guard now.pointee == nil, delayed.pointee == nil, deadline.pointee == nil else {
+            return .libdispatch("another global-executor hook was installed first")
+        }
         let runNow: NowHook = { job, _ in enqueueOnLoop(job) }
         let runAfter: DelayHook = { nanoseconds, job, _ in scheduleOnLoop(job, afterNanoseconds: nanoseconds) }
         let runAt: DeadlineHook = {
@@ -47,18 +95,26 @@ enum LoopExecutor {
         UnsafeMutableRawPointer(delayed).assumingMemoryBound(to: DelayHook?.self).pointee = runAfter
         // SAFETY: as above.
         UnsafeMutableRawPointer(deadline).assumingMemoryBound(to: DeadlineHook?.self).pointee = runAt
-        // Since Swift 6.2 a sleep asks the current scheduling executor, and in an actor's job (a default actor
-        // does not schedule) that is the default executor, libdispatch's, whatever the hooks: it becomes the loop.
-        _createExecutors(factory: LoopExecutorFactory.self)
         LoopTaskExecutor.isInstalled.store(true, ordering: .releasing)
-        return true
+        #if compiler(>=6.3)
+            // Since Swift 6.3 a sleep asks the current scheduling executor, and in an actor's job (a default actor
+            // does not schedule) that is the default executor, libdispatch's, whatever the hooks: it becomes the
+            // loop.
+            _createExecutors(factory: LoopExecutorFactory.self)
+            return .loop("runtime hooks and default executor (Swift 6.3)")
+        #else
+            // Swift 6.2's sleeps go through the delay and deadline hooks installed above.
+            return .loop("runtime hooks (Swift 6.2)")
+        #endif
     }
 
-    /// The main executor as the platform has it (the main thread), the loop as the default executor.
-    private enum LoopExecutorFactory: ExecutorFactory {
-        static var mainExecutor: any MainExecutor { PlatformExecutorFactory.mainExecutor }
-        static var defaultExecutor: any TaskExecutor { LoopTaskExecutor.shared }
-    }
+    #if compiler(>=6.3)
+        /// The main executor as the platform has it (the main thread), the loop as the default executor.
+        private enum LoopExecutorFactory: ExecutorFactory {
+            static var mainExecutor: any MainExecutor { PlatformExecutorFactory.mainExecutor }
+            static var defaultExecutor: any TaskExecutor { LoopTaskExecutor.shared }
+        }
+    #endif
 
     /// `swift_task_enqueueGlobal_hook`'s type: the job, the runtime's own implementation.
     private typealias NowHook = @convention(thin) (UnownedJob, @convention(thin) (UnownedJob) -> Void) -> Void
@@ -111,7 +167,7 @@ private func scheduleOnLoop(_ job: UnownedJob, in delay: Duration) { LoopTaskExe
 /// The loop as a task executor that can schedule: each job runs on the loop's thread with this executor as the
 /// thread's task executor, so a sleep in it (`Task.sleep`, `clock.sleep`) asks this executor for its timer
 /// (Swift 6.2 on asks the current scheduling executor first, and would otherwise ask libdispatch's).
-final class LoopTaskExecutor: TaskExecutor, SchedulingExecutor, @unchecked Sendable {
+final class LoopTaskExecutor: TaskExecutor, @unchecked Sendable {
     // @unchecked: `loop` is immutable and an event loop is thread-safe.
     static let shared = LoopTaskExecutor(loop: MultiThreadedEventLoopGroup.singleton.next())
 
@@ -136,15 +192,6 @@ final class LoopTaskExecutor: TaskExecutor, SchedulingExecutor, @unchecked Senda
 
     func enqueue(_ job: consuming ExecutorJob) { run(UnownedJob(job)) }
 
-    func enqueue<C: Clock>(_ job: consuming ExecutorJob, after delay: C.Duration, tolerance: C.Duration?, clock: C) {
-        // Every clock the agent sleeps on measures in `Duration`; any other runs at once rather than never.
-        run(UnownedJob(job), after: (delay as? Duration) ?? .zero)
-    }
-
-    func enqueue<C: Clock>(_ job: consuming ExecutorJob, at instant: C.Instant, tolerance: C.Duration?, clock: C) {
-        run(UnownedJob(job), after: (clock.now.duration(to: instant) as? Duration) ?? .zero)
-    }
-
     /// Runs `job` on the loop, now.
     func run(_ job: UnownedJob) {
         let sendable = SendableJob(job: job)
@@ -164,3 +211,18 @@ final class LoopTaskExecutor: TaskExecutor, SchedulingExecutor, @unchecked Senda
 private struct SendableJob: @unchecked Sendable {
     let job: UnownedJob
 }
+
+#if compiler(>=6.3)
+    /// Swift 6.3's sleeps ask the current scheduling executor for their timer: the loop's own.
+    extension LoopTaskExecutor: SchedulingExecutor {
+        func enqueue<C: Clock>(_ job: consuming ExecutorJob, after delay: C.Duration, tolerance: C.Duration?, clock: C)
+        {
+            // Every clock the agent sleeps on measures in `Duration`; any other runs at once rather than never.
+            run(UnownedJob(job), after: (delay as? Duration) ?? .zero)
+        }
+
+        func enqueue<C: Clock>(_ job: consuming ExecutorJob, at instant: C.Instant, tolerance: C.Duration?, clock: C) {
+            run(UnownedJob(job), after: (clock.now.duration(to: instant) as? Duration) ?? .zero)
+        }
+    }
+#endif
