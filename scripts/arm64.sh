@@ -172,6 +172,7 @@ shlibs_admindir() {
   [ -s "$db/status" ] || die "no package database in $sysroot: run scripts/arm64.sh toolchain"
   rm -rf "$admindir" && mkdir -p "$admindir/info" "$admindir/updates" "$admindir/triggers"
   cp "$db/status" "$admindir/status"
+  echo 1 >"$admindir/info/format" # the multiarch layout: info/<package>:<arch>.list
   for list in "$db"/info/*.list; do sed "s|^/|$sysroot/|" "$list" >"$admindir/info/${list##*/}"; done
   cp "$db"/info/*.symbols "$db"/info/*.shlibs "$admindir/info/" 2>/dev/null || true
   echo "$admindir"

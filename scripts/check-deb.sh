@@ -35,7 +35,7 @@ scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 dpkg-deb -x "$deb" "$scratch"
 binary=$scratch/usr/bin/replenish-agent
-file -b "$binary" | grep -q "ELF 64-bit.*, $machine," || fail "the binary is not for $arch: $(file -b "$binary")"
+file -b "$binary" | grep -q "ELF 64-bit.*[ ,]$machine," || fail "the binary is not for $arch: $(file -b "$binary")"
 needed=$(readelf -d "$binary" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
 grep -iE 'swift|Foundation|icu|dispatch' <<<"$needed" && fail "the binary needs the Swift runtime"
 if [[ "$arch" != "$(dpkg --print-architecture)" ]]; then
@@ -53,7 +53,7 @@ if [[ "$arch" != "$(dpkg --print-architecture)" ]]; then
     closure=$next
   done
   for soname in $needed; do
-    list=$(grep -lE "/$soname\$" "$admindir"/info/*.list | head -n 1)
+    list=$(grep -lE "/$(sed 's/[.+]/\\&/g' <<<"$soname")\$" "$admindir"/info/*.list | head -n 1)
     [[ -n "$list" ]] || fail "no package of the sysroot has $soname"
     owner=$(basename "$list" .list)
     owner=${owner%%:*}
