@@ -4,6 +4,30 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
+# What the arm64 steps need from the host, installed now, before anything runs in the background (apt allows
+# one installer at a time).
+arm64_host_packages=(mmdebstrap qemu-user-static binfmt-support qemu-system-arm e2fsprogs xz-utils kmod
+  binutils-aarch64-linux-gnu dpkg-dev lintian file)
+missing=()
+for package in "${arm64_host_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "== installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null
+fi
+# The arm64 toolchain (a sid chroot, the aarch64 runtime, the trixie sysroot) and the booted arm64 image's root
+# file system are mostly downloads and package scripts run under qemu-aarch64: they are made in the background
+# while the host builds and tests, and waited for before the arm64 steps.
+mkdir -p .build
+arm64_prepare_log=.build/arm64-prepare.log
+echo "== arm64: preparing the toolchain and the device image in the background ($arm64_prepare_log)"
+(bash scripts/arm64.sh toolchain && bash scripts/vm-boot-test.sh arm64 rootfs-only) >"$arm64_prepare_log" 2>&1 &
+arm64_prepare=$!
 echo "== swift format lint --strict (the checked-in .swift-format)"
 swift format lint --strict --recursive Sources Tests Package.swift
 swift build --build-tests
@@ -36,6 +60,13 @@ echo "== real-kernel GPIO: the agent on a gpio-sim chip in a QEMU VM, libgpiod v
 bash scripts/vm-test.sh all
 echo "== the device booted: Debian bookworm image, systemd, the .deb, gpio-sim, emulator in a QEMU VM (scripts/vm-boot-test.sh)"
 bash scripts/vm-boot-test.sh
+echo "== arm64: waiting for the background preparation"
+if ! wait "$arm64_prepare"; then
+  tail -n 40 "$arm64_prepare_log"
+  echo "FAIL: the arm64 preparation failed (log: $arm64_prepare_log)" >&2
+  exit 1
+fi
+grep -E '^== ' "$arm64_prepare_log" || true
 echo "== arm64: the device binary cross-built with Debian's Swift 6.2.3 for trixie (make arm64, scripts/arm64.sh)"
 bash scripts/arm64.sh build
 echo "== arm64: the unit suites under qemu-aarch64 (scripts/arm64.sh test)"

@@ -189,8 +189,11 @@ rm "$tree/tmp/replenish-agent-older.deb"
 cmp -s "$boot/agent.json" "$tree/etc/replenish-agent/agent.json" || die "dpkg -i replaced the test config"
 install -D -m 0755 "$emulator" "$tree/usr/local/bin/replenish-emulator"
 if [ -n "${emulator_libraries:-}" ]; then
+  # On the loader's path for the emulator's every use (its unit, and `replenish-emulator companion` in the runner).
   mkdir -p "$tree/usr/local/lib/vm-test/swift"
   cp -L "$emulator_libraries"/*.so "$tree/usr/local/lib/vm-test/swift/"
+  echo /usr/local/lib/vm-test/swift >"$tree/etc/ld.so.conf.d/vm-test-swift.conf"
+  chroot "$tree" ldconfig
 fi
 install -D -m 0644 "$gpio_sim/gpio-sim.ko" "$tree/usr/local/lib/vm-test/gpio-sim.ko"
 install -m 0755 "$boot/gpio-sim-chip.sh" "$boot/runner.sh" "$tree/usr/local/lib/vm-test/"
