@@ -45,7 +45,7 @@ amd64)
     "deb http://deb.debian.org/debian-security bookworm-security main")
   packages+=(libcurl4 libgpiod2 libssl3 ca-certificates) # libgpiod 1.6 (the v1 API)
   qemu=(qemu-system-x86_64 -accel tcg -cpu max)
-  console=ttyS0
+  serial=ttyS0
   vm_host_packages mmdebstrap e2fsprogs
   vm_prepare_gpio_sim
   ;;
@@ -58,7 +58,7 @@ arm64)
   packages+=(libcurl4t64 libgpiod3 libssl3t64)
   # -cpu cortex-a72: a Raspberry Pi 4's core, and TCG need not emulate pointer authentication (-cpu max).
   qemu=(qemu-system-aarch64 -M virt -cpu cortex-a72)
-  console=ttyAMA0
+  serial=ttyAMA0
   need_packages qemu-system-arm qemu-user-static binfmt-support mmdebstrap e2fsprogs xz-utils
   # The image's packages run their scripts under qemu-aarch64 (binfmt_misc), while it is made.
   [ -e /proc/sys/fs/binfmt_misc/status ] || mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc
@@ -201,7 +201,7 @@ install -m 0644 "$work/debs/new.deb" "$tree/usr/local/lib/vm-test/replenish-agen
 install -D -m 0644 "$boot/board.json" "$tree/usr/local/share/vm-test/board.json"
 for service in gpio-sim-chip replenish-emulator vm-test-runner; do
   # (the runner writes to the serial console: ttyS0 on a PC, ttyAMA0 on an arm64 virt machine)
-  sed "s|/dev/ttyS0|/dev/$console|" "$boot/$service.service" >"$work/$service.service"
+  sed "s|/dev/ttyS0|/dev/$serial|" "$boot/$service.service" >"$work/$service.service"
   install -D -m 0644 "$work/$service.service" "$tree/etc/systemd/system/$service.service"
   mkdir -p "$tree/etc/systemd/system/multi-user.target.wants"
   ln -sf "/etc/systemd/system/$service.service" "$tree/etc/systemd/system/multi-user.target.wants/$service.service"
@@ -222,7 +222,7 @@ boot_vm() {
   timeout -k 10 "$boot_timeout" "${qemu[@]}" -smp 2 -m 1024 -nographic -no-reboot \
     -nic none -drive "file=$image,if=virtio,format=raw,cache=unsafe" \
     -kernel "$rootfs/boot/vmlinuz-$kver" -initrd "$rootfs/boot/initrd.img-$kver" \
-    -append "console=$console root=/dev/vda rw quiet panic=-1" </dev/null 2>&1 |
+    -append "console=$serial root=/dev/vda rw quiet panic=-1" </dev/null 2>&1 |
     vm_console_filter | tee "$console" | { grep --line-buffered -E '^(VM-TEST|vm-boot-test:)' || true; } |
     sed -u "s/^/[boot $1] /" || status=$?
   echo "[boot $1] $(($(date +%s) - boot_started)) s; console in ${console#"$root"/}"
