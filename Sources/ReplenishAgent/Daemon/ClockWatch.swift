@@ -9,7 +9,7 @@ enum ClockWatch {
     ) async throws where C.Duration == Duration {
         guard !isTrusted() else { return await Waker().wait(timeout: nil, clock: clock) }
         logger.notice("the wall clock is not set yet (before this build's date); waiting for it")
-        while !isTrusted() && !Task.isCancelled { try await clock.sleep(for: .seconds(2)) }
+        while !isTrusted() && !Task.isCancelled { try await clock.loopSleep(for: .seconds(2)) }
         logger.notice("the wall clock is set now; retrying what waited for it")
         await whenSet()
         await Waker().wait(timeout: nil, clock: clock)

@@ -112,7 +112,7 @@ struct ControlServer: Sendable {
         let id = await inputs.expectPress(on: input.name)
         do {
             try edges(input.name, settlingAt: true, bounces: bounces, backend: backend)
-            try await Task.sleep(for: .milliseconds(Int64(hold * 1000)))
+            try await ContinuousClock().loopSleep(for: .milliseconds(Int64(hold * 1000)))
             try edges(input.name, settlingAt: false, bounces: bounces, backend: backend)
         } catch {
             return .json(500, Answer(ok: false, message: "\(error)"))

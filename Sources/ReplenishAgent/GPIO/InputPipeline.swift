@@ -165,7 +165,7 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
         guard let deadline = machines[input]?.deadline else { return }
         let clock = clock
         timers[input] = Task {
-            do { try await clock.sleep(until: deadline, tolerance: nil) } catch { return }
+            do { try await clock.loopSleep(until: deadline) } catch { return }
             await self.fire(input)
         }
     }
@@ -207,7 +207,7 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
         }
         let clock = clock
         let timer = Task {
-            try? await clock.sleep(for: timeout)
+            try? await clock.loopSleep(for: timeout)
             self.finish(id, with: .failure(AgentError(.invalidInput, "no press was recognised within \(timeout)")))
         }
         let outcome = await withCheckedContinuation { continuation in

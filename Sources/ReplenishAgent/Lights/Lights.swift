@@ -46,7 +46,7 @@ actor Lights<C: Clock> where C.Duration == Duration {
         refresh()
         timer?.cancel()
         timer = Task { [clock] in
-            do { try await clock.sleep(for: duration) } catch { return }
+            do { try await clock.loopSleep(for: duration) } catch { return }
             self.update { $0[keyPath: fact] = false }
         }
     }
@@ -74,7 +74,7 @@ actor Lights<C: Clock> where C.Duration == Duration {
             while !Task.isCancelled {
                 for step in steps {
                     self.set(step.on)
-                    do { try await clock.sleep(for: .milliseconds(step.milliseconds)) } catch { return }
+                    do { try await clock.loopSleep(for: .milliseconds(step.milliseconds)) } catch { return }
                 }
             }
         }

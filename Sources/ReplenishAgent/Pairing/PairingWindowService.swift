@@ -94,7 +94,7 @@ actor PairingWindowService<C: Clock> where C.Duration == Duration {
             server.cancel()
             do { try await server.value } catch is CancellationError {} catch {
                 logger.error("pairing server failed", metadata: ["error": "\(error)"])
-                if !Task.isCancelled { try await clock.sleep(for: .seconds(5)) }
+                if !Task.isCancelled { try await clock.loopSleep(for: .seconds(5)) }
             }
         }
     }

@@ -107,3 +107,27 @@ final class Waker: Sendable {
         }
     }
 }
+
+extension Clock where Duration == Swift.Duration {
+    /// `sleep(for:)` for the agent's services: on the agent's loop (`LoopExecutor`) a `ContinuousClock` sleep is
+    /// a timer of the loop. Swift 6.2's runtime gives every `Task.sleep` and `clock.sleep` to libdispatch's
+    /// `dispatch_after`, past the delay and deadline hooks (seen with gdb on the arm64 build's compiler), and
+    /// libdispatch then keeps a thread that wakes once a second for ever; 6.3 asks the loop (`LoopTaskExecutor`).
+    /// Throws `CancellationError` when the task is cancelled, as `sleep(for:)` does.
+    func loopSleep(for duration: Duration) async throws {
+        guard self is ContinuousClock, LoopTaskExecutor.installed != nil else {
+            return try await sleep(for: duration)
+        }
+        await Waker().wait(timeout: duration, clock: self)
+        try Task.checkCancellation()
+    }
+
+    /// `sleep(until:tolerance:)` likewise.
+    func loopSleep(until deadline: Instant) async throws {
+        guard self is ContinuousClock, LoopTaskExecutor.installed != nil else {
+            return try await sleep(until: deadline, tolerance: nil)
+        }
+        await Waker().wait(until: deadline, clock: self)
+        try Task.checkCancellation()
+    }
+}

@@ -187,15 +187,19 @@ final class LoopTaskExecutor: TaskExecutor, @unchecked Sendable {
     }
 
     private let loop: any EventLoop
+    private let serialExecutor: UnownedSerialExecutor
 
-    init(loop: any EventLoop) { self.loop = loop }
+    init(loop: any EventLoop) {
+        self.loop = loop
+        self.serialExecutor = loop.executor.asUnownedSerialExecutor()
+    }
 
     func enqueue(_ job: consuming ExecutorJob) { run(UnownedJob(job)) }
 
     /// Runs `job` on the loop, now.
     func run(_ job: UnownedJob) {
         let sendable = SendableJob(job: job)
-        loop.execute { sendable.job.runSynchronously(on: self.asUnownedTaskExecutor()) }
+        loop.execute { self.runHere(sendable.job) }
     }
 
     /// Runs `job` on the loop after `delay` (at once when it is not positive).
@@ -203,7 +207,20 @@ final class LoopTaskExecutor: TaskExecutor, @unchecked Sendable {
         let total = Self.nanoseconds(delay)
         guard total > 0 else { return run(job) }
         let sendable = SendableJob(job: job)
-        loop.scheduleTask(in: .nanoseconds(total)) { sendable.job.runSynchronously(on: self.asUnownedTaskExecutor()) }
+        loop.scheduleTask(in: .nanoseconds(total)) { self.runHere(sendable.job) }
+    }
+
+    /// Runs `job` now, on the loop's thread.
+    private func runHere(_ job: UnownedJob) {
+        #if compiler(>=6.3)
+            // With this executor as the thread's task executor, a sleep asks it (a `SchedulingExecutor`) for its timer.
+            job.runSynchronously(on: asUnownedTaskExecutor())
+        #else
+            // Swift 6.2 has no `SchedulingExecutor`: a sleep in a job run on a task executor goes straight to
+            // libdispatch's `dispatch_after` (seen with gdb: its thread, and its once-a-second monitor, appeared).
+            // Run as the loop's serial executor, as SwiftNIO runs global jobs: a sleep then takes the deadline hook.
+            job.runSynchronously(on: serialExecutor)
+        #endif
     }
 }
 

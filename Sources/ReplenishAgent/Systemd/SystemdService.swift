@@ -77,7 +77,7 @@ enum SystemdService {
                 })
             await pinger.run()
         } else {
-            while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
+            while !Task.isCancelled { try? await ContinuousClock().loopSleep(for: .seconds(3600)) }
         }
         _ = await status.stopping()
     }

@@ -23,7 +23,7 @@ struct WatchdogPinger<C: Clock>: Sendable where C.Duration == Duration {
             if failed == nil { ping() }
             if failed != failing { onHealthChange(failed) }
             failing = failed
-            do { try await clock.sleep(for: interval) } catch { return }
+            do { try await clock.loopSleep(for: interval) } catch { return }
         }
     }
 }
