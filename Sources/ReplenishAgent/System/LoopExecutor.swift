@@ -28,8 +28,9 @@ enum LoopExecutor {
     /// (another hook was there first, or the runtime has none): then libdispatch stays the executor.
     ///
     /// What each compiler's runtime needs (both measured idle, README "Benchmarks"):
-    /// - Swift 6.2 (the arm64 build, Debian's `swiftlang` 6.2.3): every sleep becomes
-    ///   `swift_task_enqueueGlobalWithDelay`/`…WithDeadline`, so the three hooks carry every job and timer.
+    /// - Swift 6.2 (the arm64 build, Debian's `swiftlang` 6.2.3): the hooks carry every job, but a `Task.sleep`
+    ///   goes to libdispatch's `dispatch_after` past them (seen with gdb), so the agent's services sleep with
+    ///   `Clock.loopSleep`, a timer of the loop.
     /// - Swift 6.3 (the host build): a sleep first asks the current scheduling executor, which in an actor's job is
     ///   the default executor, so the loop is made the default executor too (`_createExecutors`, 6.3's SPI).
     /// Any other compiler does not build (the `#error` above), so no device silently runs on libdispatch.
@@ -103,7 +104,7 @@ enum LoopExecutor {
             _createExecutors(factory: LoopExecutorFactory.self)
             return .loop("runtime hooks and default executor (Swift 6.3)")
         #else
-            // Swift 6.2's sleeps go through the delay and deadline hooks installed above.
+            // Swift 6.2: jobs through the hooks above; sleeps are the services' `Clock.loopSleep`.
             return .loop("runtime hooks (Swift 6.2)")
         #endif
     }
