@@ -17,6 +17,7 @@ vm_arm64_chroot() { chroot "$vm_arm64_kbuild" env -i PATH=/usr/bin:/bin HOME=/ro
 vm_arm64_prepare() {
   local recipe packages=(make gcc-aarch64-linux-gnu libc6-dev kmod xz-utils) abi deb
   need_packages mmdebstrap kmod
+  mkdir -p "$vm"
   recipe="trixie amd64,arm64 ${packages[*]}"
   if [ "$(cat "$vm_arm64_kbuild.recipe" 2>/dev/null)" != "$recipe" ]; then
     step "kbuild chroot: mmdebstrap trixie amd64 with the arm64 cross compiler"
