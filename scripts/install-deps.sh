@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian/Ubuntu packages the agent builds against (and the demo uses), if any are missing.
 set -euo pipefail
-packages=(libcurl4-openssl-dev libgpiod-dev libssl-dev pkg-config openssl curl)
+# libfaketime: the process tests move the agent's wall clock with it (a day offline, RealHomesTests).
+packages=(libcurl4-openssl-dev libgpiod-dev libssl-dev pkg-config openssl curl libfaketime)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

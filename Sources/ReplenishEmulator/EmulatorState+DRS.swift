@@ -201,6 +201,7 @@ extension EmulatorState {
         for (token, record) in refreshTokens where record.deviceKey == key { refreshTokens[token]?.revoked = true }
         for (code, record) in codes where record.device.key == key { codes[code]?.revoked = true }
         for (code, pair) in codePairs where pair.device.key == key { codePairs[code]?.revoked = true }
+        stats.deregistrations += 1
         return .json(200, .obj([:]), headers: call.echo)
     }
 

@@ -20,6 +20,10 @@ extension EmulatorState {
     /// Decides and carries out what happens to a request: a queued or random fault, or the normal answer.
     mutating func dispatch(_ request: EmulatorRequest, now: Date) -> EmulatorDisposition {
         noteArrival(request)
+        if !request.path.lowercased().hasPrefix("/admin/") {
+            stats.arrivals.append(.init(method: request.method, path: request.path, at: now))
+            if stats.arrivals.count > EmulatorStats.arrivalLimit { stats.arrivals.removeFirst() }
+        }
         if config.dropReusedConnections, request.requestOnConnection > 1,
             !request.path.lowercased().hasPrefix("/admin/")
         {

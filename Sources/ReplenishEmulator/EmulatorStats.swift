@@ -31,6 +31,8 @@ struct EmulatorStats: Sendable {
     var slotStatusCalls = 0
     var subscriptionInfoCalls = 0
     var deregisterCalls = 0
+    /// `DELETE /registration` calls that deregistered a device (answered 200).
+    var deregistrations = 0
     var cancelTestOrdersCalls = 0
     var orderInfoCalls = 0
     var invalidTokenAnswers = 0
@@ -54,6 +56,17 @@ struct EmulatorStats: Sendable {
     /// Access tokens issued, oldest first (the newest `tokenIssueLimit`).
     var tokenIssues: [TokenIssue] = []
     var rejected: [Rejection] = []
+    /// One request as it arrived: method, path and the emulator's time (before any fault is applied).
+    struct Arrival: Sendable {
+        var method: String
+        var path: String
+        var at: Date
+    }
+    /// The newest arrivals kept (admin requests are not recorded).
+    static let arrivalLimit = 2000
+    /// Every non-admin request as it arrived, oldest first (the newest `arrivalLimit`), so tests can check the
+    /// spacing of a device's retries.
+    var arrivals: [Arrival] = []
     var lastReplenishHeaders: [String: String] = [:]
     var lastDeviceStatus: JSONValue = .null
     var lastSlotStatus: [String: JSONValue] = [:]
@@ -93,6 +106,14 @@ struct EmulatorStats: Sendable {
             "slotStatusCalls": .number(Double(slotStatusCalls)),
             "subscriptionInfoCalls": .number(Double(subscriptionInfoCalls)),
             "deregisterCalls": .number(Double(deregisterCalls)),
+            "deregistrations": .number(Double(deregistrations)),
+            "arrivals": .array(
+                arrivals.map {
+                    .obj([
+                        "method": .string($0.method), "path": .string($0.path),
+                        "at": .number($0.at.timeIntervalSince1970),
+                    ])
+                }),
             "cancelTestOrdersCalls": .number(Double(cancelTestOrdersCalls)),
             "orderInfoCalls": .number(Double(orderInfoCalls)),
             "invalidTokenAnswers": .number(Double(invalidTokenAnswers)),

@@ -1,4 +1,5 @@
 import CCurl
+import Foundation
 import Testing
 
 @testable import ReplenishAgent
@@ -24,7 +25,82 @@ import Testing
             #expect(curl.code == CurlError.couldNotConnect)
             #expect(curl.operation == "POST http://127.0.0.1:\(port)/x")
             #expect(!curl.text.isEmpty)
+            // Nothing left the device: not "sent, answer unknown" (#19.1).
+            #expect(!curl.requestSent)
+            #expect(error.requestNeverSent)
         }
+    }
+
+    /// A loopback listener that takes one connection, reads the request, and then closes (`answer: false`) or
+    /// holds the connection open without a word until the test ends.
+    final class SilentServer: @unchecked Sendable {
+        let port: Int
+        private let listener: Int32
+        private var thread: Thread?
+
+        init(closeAfterReading: Bool) throws {
+            listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let fd = listener
+            let bound = withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(fd, $0, length) == 0 && listen(fd, 4) == 0 && getsockname(fd, $0, &length) == 0
+                }
+            }
+            guard bound else { throw AgentError(.network, "no listener") }
+            port = Int(UInt16(bigEndian: address.sin_port))
+            let thread = Thread {
+                let connection = accept(fd, nil, nil)
+                guard connection >= 0 else { return }
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                _ = read(connection, &buffer, buffer.count)
+                if closeAfterReading { close(connection) }
+            }
+            thread.start()
+            self.thread = thread
+        }
+
+        deinit { close(listener) }
+    }
+
+    @Test func aRequestThatReachedTheServerCountsAsSent() throws {
+        let server = try SilentServer(closeAfterReading: true)
+        do {
+            _ = try CurlEasy(options: .init()).perform(
+                HTTPRequest(method: .post, url: "http://127.0.0.1:\(server.port)/replenish/slot-1", body: [1]))
+            Issue.record("a request the server never answered succeeded")
+        } catch {
+            #expect(error.curl?.code == CurlError.gotNothing)
+            #expect(error.curl?.requestSent == true)
+            #expect(!error.requestNeverSent)
+        }
+    }
+
+    /// #19.5: a transfer waiting for an answer that never comes ends soon after its abort flag is set, and
+    /// counts as sent (the server had the request).
+    @Test func anAbortedTransferEndsAtOnceAndCountsAsSent() throws {
+        let server = try SilentServer(closeAfterReading: false)
+        let abort = TransferAbort()
+        Thread {
+            usleep(200_000)
+            abort.abort()
+        }.start()
+        let started = ContinuousClock.now
+        do {
+            _ = try CurlEasy(options: .init()).perform(
+                HTTPRequest(
+                    method: .post, url: "http://127.0.0.1:\(server.port)/replenish/slot-1", body: [1],
+                    timeoutSeconds: 30),
+                abort: abort)
+            Issue.record("a request the server never answered succeeded")
+        } catch {
+            #expect(error.curl?.code == Int(CURLE_ABORTED_BY_CALLBACK.rawValue))
+            #expect(error.curl?.requestSent == true)
+        }
+        #expect(started.duration(to: .now) < .seconds(5), "the 30 s transfer did not end on its abort")
     }
 
     @Test func onlyHTTPAndHTTPSAreSpoken() throws {

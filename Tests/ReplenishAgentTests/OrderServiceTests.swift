@@ -30,13 +30,14 @@ import Testing
     }
 
     func orderService(
-        directory: String, drs: any HTTPClient, tokens: TokenManager<ManualClock>, slots: [String] = ["slot-1"]
+        directory: String, drs: any HTTPClient, tokens: TokenManager<ManualClock>, slots: [String] = ["slot-1"],
+        boot: String? = nil, clockSynchronized: @escaping @Sendable () -> Bool = { false }
     ) throws -> OrderService<ManualClock> {
         try OrderService(
             stateDirectory: directory, slots: slots,
             drs: DRSClient(http: drs, baseURL: try EndpointURL("http://127.0.0.1:1")), tokens: tokens,
             status: try StatusBook(stateDirectory: directory) { _ in }, clock: clock, wallTime: wallTime,
-            random: .seeded(state: 3), logger: .init(label: "test"))
+            random: .seeded(state: 3), boot: boot, clockSynchronized: clockSynchronized, logger: .init(label: "test"))
     }
 
     /// Moves the manual clock forward a second at a time; after each step waits (bounded, 5 s of real time at
@@ -102,6 +103,35 @@ import Testing
         #expect(busyLWA.requests.count == scheduled)
         #expect(drs.requests.isEmpty, "no DRS call without a token")
         #expect(await orders.snapshot.pending.count == 3, "the presses are kept")
+    }
+
+    /// #19.2: calls left unanswered during an earlier boot wait, neither resent nor parked, until the wall clock
+    /// is known synchronised (a restored clock makes them look fresh); then they are judged by their age.
+    @Test func unansweredCallsOfAnEarlierBootWaitForASynchronisedClock() async throws {
+        let directory = temporaryDirectory()
+        var outbox = Outbox()
+        _ = outbox.accept(slot: "slot-1", at: epoch - 3 * 86400)
+        outbox.markSending(slot: "slot-1", at: epoch - 2 * 86400, boot: "boot-before")
+        _ = outbox.accept(slot: "slot-2", at: epoch - 7200)
+        outbox.markSending(slot: "slot-2", at: epoch - 3600, boot: "boot-before")
+        try StateFile.save(outbox, to: OrderService<ManualClock>.path(stateDirectory: directory))
+        let drs = ScriptedHTTPClient { _ in json(200, #"{"detailCode":"ORDER_INPROGRESS"}"#) }
+        let tokens = try tokenManager(
+            ScriptedHTTPClient { _ in json(503, "") }, store: MemoryTokenStore(tokenSet(expiresAt: epoch + 3600)))
+        let synchronized = Mutex(false)
+        let orders = try orderService(
+            directory: directory, drs: drs, tokens: tokens, slots: ["slot-1", "slot-2"], boot: "boot-now",
+            clockSynchronized: { synchronized.withLock { $0 } })
+        let runner = Task { await orders.run() }
+        defer { runner.cancel() }
+        await pass(seconds: 60, step: 5)
+        #expect(drs.requests.isEmpty, "nothing resent before the clock is synchronised")
+        #expect(await orders.snapshot.pending.count == 2, "nothing parked either")
+        synchronized.withLock { $0 = true }
+        await pass(seconds: 10, step: 5)
+        #expect(await settle({ await orders.snapshot.pending.isEmpty }))
+        #expect(drs.requests.map(\.url) == ["http://127.0.0.1:1/replenish/slot-2"])
+        #expect(try outboxOnDisk(directory)?.entry(for: "slot-1")?.parkedReason?.contains("no answer") == true)
     }
 
     @Test func aCallUnansweredForOverADayIsParkedAndNotSentAgain() async throws {

@@ -19,5 +19,13 @@ CURLcode ccurl_setopt_write_callback(CURL *handle, CURLoption option, ccurl_writ
 CURLcode ccurl_setopt_off_t(CURL *handle, CURLoption option, curl_off_t value);
 /// curl_easy_getinfo for CURLINFO_RESPONSE_CODE and other long-valued infos.
 CURLcode ccurl_getinfo_long(CURL *handle, CURLINFO info, long *value);
+/// curl_easy_getinfo for curl_off_t-valued infos (CURLINFO_PRETRANSFER_TIME_T and the other *_T times).
+CURLcode ccurl_getinfo_off_t(CURL *handle, CURLINFO info, curl_off_t *value);
+
+/// Callback type libcurl uses for CURLOPT_XFERINFOFUNCTION; a non-zero return aborts the transfer.
+typedef int (*ccurl_xferinfo_callback)(void *userdata, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                                       curl_off_t ulnow);
+/// curl_easy_setopt for XFERINFOFUNCTION.
+CURLcode ccurl_setopt_xferinfo_callback(CURL *handle, ccurl_xferinfo_callback callback);
 
 #endif

@@ -30,27 +30,39 @@ struct DeregisterCommand: AsyncParsableCommand {
         }
     }
 
-    /// No daemon runs (the caller holds the lock): DRS is asked once now; if it cannot be reached the call
-    /// waits in `deregistration.json` for the agent's next start. Then the pairing and queued presses go.
+    /// No daemon runs (the caller holds the lock). The local part first: the call is queued durably in
+    /// `deregistration.json` (the newest refresh token), the pairing and queued presses go; then DRS is asked
+    /// once now. If it cannot be reached, the call waits in the file for the agent's next start.
     static func performOffline(config: AgentConfig) async throws(AgentError) -> String {
         let directory = config.stateDirectory
         let logger = DaemonClient.commandLogger("deregister")
+        try POSIX.checkWritable(directory)
+        try FactoryReset<ContinuousClock>.shredMovedAside(stateDirectory: directory)
+        let old = try FileTokenStore(stateDirectory: directory).load()
+        if let old {
+            try DeregistrationQueue<ContinuousClock>.write(
+                .init(refreshToken: old.refreshToken, clientId: old.clientId), stateDirectory: directory)
+        }
+        for name in ["tokens.json", "outbox.json"] { try POSIX.shred(POSIX.join(directory, name)) }
+        let status = try StatusBook(stateDirectory: directory) { logger.error("\($0)") }
+        try await status.update { $0.forgetAccount() }
         var deregistered = "the device was not paired"
-        if let old = try FileTokenStore(stateDirectory: directory).load() {
-            let pending = PendingDeregistration(refreshToken: old.refreshToken, clientId: old.clientId)
+        if let old {
+            var pending = PendingDeregistration(refreshToken: old.refreshToken, clientId: old.clientId)
             do throws(AgentError) {
                 let (lwa, drs) = try Agent.lanes(config: config)
-                try await DeregistrationQueue<ContinuousClock>.attempt(pending, lwa: lwa, drs: drs, logger: logger)
+                let stillGood = old.accessTokenExpiresAt > POSIX.wallTime() + 60
+                try await DeregistrationQueue<ContinuousClock>.attempt(
+                    &pending, accessToken: stillGood ? old.accessToken : nil, lwa: lwa, drs: drs, logger: logger
+                ) { (newest) throws(AgentError) in
+                    try DeregistrationQueue<ContinuousClock>.write(newest, stateDirectory: directory)
+                }
+                try POSIX.shred(DeregistrationQueue<ContinuousClock>.path(stateDirectory: directory))
                 deregistered = "deregistered from DRS"
             } catch {
-                try DeregistrationQueue<ContinuousClock>.write(pending, stateDirectory: directory)
                 deregistered = "deregistration queued (\(error.message)); the agent retries it when it runs"
             }
         }
-        for name in ["tokens.json", "outbox.json"] { try POSIX.shred(POSIX.join(directory, name)) }
-        try FactoryReset<ContinuousClock>.shredMovedAside(stateDirectory: directory)
-        let status = try StatusBook(stateDirectory: directory) { logger.error("\($0)") }
-        try await status.update { $0.forgetAccount() }
         return "deregister: \(deregistered); tokens and queued presses wiped; the agent opens pairing when it runs"
     }
 }

@@ -19,6 +19,9 @@ struct StatusCommand: AsyncParsableCommand {
             var lastResultAt: String?
             var pending: Bool
             var parkedReason: String?
+            /// What a pending order waits for before it is sent again, when something other than its backoff
+            /// holds it (a wall clock known synchronised, after a restart with an unanswered call).
+            var waitingFor: String? = nil
             /// What the slot is subscribed to (`subscriptionInfo` @2.0), when DRS said.
             var products: [SubscriptionInfo.Product]? = nil
             /// The slot's last placed order: DRS's id, whether it is still followed, its state as DRS said.
@@ -39,12 +42,13 @@ struct StatusCommand: AsyncParsableCommand {
                 try container.encodeIfPresent(lastResultAt, forKey: .lastResultAt)
                 try container.encode(pending, forKey: .pending)
                 try container.encodeIfPresent(parkedReason, forKey: .parkedReason)
+                try container.encodeIfPresent(waitingFor, forKey: .waitingFor)
                 try container.encodeIfPresent(products, forKey: .products)
                 try container.encodeIfPresent(order, forKey: .order)
             }
 
             enum CodingKeys: String, CodingKey {
-                case subscribed, lastResult, lastResultAt, pending, parkedReason, products, order
+                case subscribed, lastResult, lastResultAt, pending, parkedReason, waitingFor, products, order
             }
         }
 
@@ -103,13 +107,18 @@ struct StatusCommand: AsyncParsableCommand {
             (try? readState(StatusRecord.self, StatusBook.path(stateDirectory: config.stateDirectory), &problems))
             ?? StatusRecord()
         var slots: [String: Report.Slot] = [:]
+        let boot = WallClock.bootId()
+        let synchronized = WallClock.isSynchronized()
         for slot in config.slots {
             let known = record.slots[slot]
             let entry = outbox.entry(for: slot)
+            let waitsForClock = entry.map { Outbox.waitsForClock($0, boot: boot, clockSynchronized: synchronized) }
             slots[slot] = Report.Slot(
                 subscribed: known?.subscribed, lastResult: entry?.parkedReason ?? known?.lastResult,
                 lastResultAt: known?.lastResultAt.map(ISO8601.format), pending: entry.map { !$0.isParked } ?? false,
-                parkedReason: entry?.parkedReason, products: known?.products,
+                parkedReason: entry?.parkedReason,
+                waitingFor: waitsForClock == true ? Outbox.waitingForClockReason : nil,
+                products: known?.products,
                 order: known?.lastEventInstanceId.map { id in
                     .init(
                         eventInstanceId: id, open: known?.orderOpen ?? false, status: known?.orderStatus,
@@ -215,6 +224,7 @@ struct StatusCommand: AsyncParsableCommand {
             }
             Output.line(
                 "slot \(slot): \(subscribed); last result: \(info.lastResult ?? "none")\(info.pending ? "; order pending" : "")"
+                    + (info.waitingFor.map { ", \($0)" } ?? "")
                     + (info.order.map { "; order \($0.status ?? "placed")\($0.open ? " (followed)" : "")" } ?? "")
             )
         }

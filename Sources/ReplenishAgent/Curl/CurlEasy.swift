@@ -1,4 +1,5 @@
 import CCurl
+import Synchronization
 
 /// One libcurl easy handle. The `Curl/` folder holds every raw libcurl call of the agent (a test fails if one
 /// appears elsewhere). A `CurlEasy` is used by one thread at a time (its client's worker), so it needs no lock.
@@ -55,10 +56,14 @@ final class CurlEasy {
     /// Accumulates one response; reached from libcurl's C callbacks through an Unmanaged pointer.
     private final class Collector {
         let limit: Int
+        let abort: TransferAbort?
         var body: [UInt8] = []
         var headers: [(String, String)] = []
         var overflowed = false
-        init(limit: Int) { self.limit = limit }
+        init(limit: Int, abort: TransferAbort?) {
+            self.limit = limit
+            self.abort = abort
+        }
     }
 
     /// Whether a request may go out on a pooled connection and leave its own connection in the pool: only
@@ -67,11 +72,18 @@ final class CurlEasy {
 
     /// Performs one request, blocking the calling thread. GETs may keep their connection for the next GET;
     /// any other method uses a new connection and closes it (see the type's comment).
-    func perform(_ request: HTTPRequest) throws(AgentError) -> HTTPResponse {
+    /// With `abort`, the transfer ends (`CURLE_ABORTED_BY_CALLBACK`) within about a second of
+    /// `TransferAbort.abort()`, whatever it is waiting for (libcurl calls the progress callback at least once a
+    /// second, during the resolve and the connect too).
+    func perform(_ request: HTTPRequest, abort: TransferAbort? = nil) throws(AgentError) -> HTTPResponse {
         let operation = "\(request.method.rawValue) \(Self.redactedTarget(request.url))"
         // Reset clears the previous request's options but keeps live connections and caches.
         curl_easy_reset(handle)
-        let collector = Collector(limit: options.maximumResponseBytes)
+        if abort?.isAborted == true {
+            let error = CurlError(operation: operation, code: CURLE_ABORTED_BY_CALLBACK, requestSent: false)
+            throw AgentError(.network, "\(operation): stopped before it was sent", cause: error)
+        }
+        let collector = Collector(limit: options.maximumResponseBytes, abort: abort)
         // SAFETY: the retained reference keeps the collector alive until the defer below, which runs after
         // curl_easy_perform has returned; libcurl uses the pointer only during perform.
         let context = Unmanaged.passRetained(collector)
@@ -161,6 +173,20 @@ final class CurlEasy {
                     })
             ),
         ]
+        if abort != nil {
+            settings.append(("NOPROGRESS", ccurl_setopt_long(handle, CURLOPT_NOPROGRESS, 0)))
+            // SAFETY: `context` stays retained until perform has returned (see above).
+            settings.append(("XFERINFODATA", ccurl_setopt_pointer(handle, CURLOPT_XFERINFODATA, context.toOpaque())))
+            settings.append(
+                (
+                    "XFERINFOFUNCTION",
+                    ccurl_setopt_xferinfo_callback(handle) { userdata, _, _, _, _ in
+                        // SAFETY: userdata is the retained Collector set as XFERINFODATA for this perform.
+                        let collector = Unmanaged<Collector>.fromOpaque(userdata!).takeUnretainedValue()
+                        return collector.abort?.isAborted == true ? 1 : 0
+                    }
+                ))
+        }
         if let caFile = options.caFile {
             settings.append(("CAINFO", ccurl_setopt_string(handle, CURLOPT_CAINFO, caFile)))
         }
@@ -202,12 +228,27 @@ final class CurlEasy {
         }
         guard result == CURLE_OK else {
             // SAFETY: libcurl NUL-terminates what it writes; the extra byte allocated stays 0 in any case.
-            let error = CurlError(operation: operation, code: result, detail: String(cString: errorBuffer))
+            let error = CurlError(
+                operation: operation, code: result, detail: String(cString: errorBuffer),
+                requestSent: requestMayHaveLeft())
             throw AgentError(.network, error.description, cause: error)
         }
         var status = 0
         _ = ccurl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
         return HTTPResponse(status: status, headers: collector.headers, body: collector.body)
+    }
+
+    /// Whether any byte of the failed transfer's request may have reached the network. No, only when libcurl
+    /// never got to the transfer (`CURLINFO_PRETRANSFER_TIME_T` 0: the resolve, the connect or the TLS
+    /// handshake failed, a certificate was refused) and counts no request bytes (`CURLINFO_REQUEST_SIZE` 0).
+    /// Anything else, or an info libcurl cannot give, counts as sent: the server may have acted on it.
+    private func requestMayHaveLeft() -> Bool {
+        var requestSize = 0
+        var pretransfer: curl_off_t = 0
+        guard ccurl_getinfo_long(handle, CURLINFO_REQUEST_SIZE, &requestSize) == CURLE_OK,
+            ccurl_getinfo_off_t(handle, CURLINFO_PRETRANSFER_TIME_T, &pretransfer) == CURLE_OK
+        else { return true }
+        return requestSize != 0 || pretransfer != 0
     }
 
     /// Scheme, host and path of a URL, for messages (the agent never puts secrets in URLs, but be sure).
@@ -222,6 +263,14 @@ final class CurlEasy {
         defer { curl_free(escaped) }
         return String(cString: escaped)
     }
+}
+
+/// Ends a transfer in flight from another thread (`CurlEasy.perform(_:abort:)`): set when the task that waits
+/// for the answer is cancelled (a stop), read by libcurl's progress callback on the lane's thread.
+final class TransferAbort: Sendable {
+    private let flag = Atomic<Bool>(false)
+    func abort() { flag.store(true, ordering: .relaxed) }
+    var isAborted: Bool { flag.load(ordering: .relaxed) }
 }
 
 extension Substring {

@@ -23,12 +23,18 @@ struct CurlError: Error, Sendable, Equatable, CustomStringConvertible {
     /// ("SSL certificate problem: unable to get local issuer certificate").
     var detail: String?
 
-    init(operation: String, code: CURLcode, detail: String? = nil) {
+    /// Whether the request may have reached the server (and been acted on). False only when libcurl says no
+    /// byte of it left (`CurlEasy.requestMayHaveLeft`): a replenish call that never left is not "sent, answer
+    /// unknown".
+    var requestSent = true
+
+    init(operation: String, code: CURLcode, detail: String? = nil, requestSent: Bool = true) {
         self.operation = operation
         self.kind = .easy
         self.code = Int(code.rawValue)
         self.text = String(cString: curl_easy_strerror(code))
         self.detail = detail.flatMap { $0.isEmpty ? nil : $0 }
+        self.requestSent = requestSent
     }
 
     init(operation: String, urlCode: CURLUcode) {
@@ -57,4 +63,8 @@ struct CurlError: Error, Sendable, Equatable, CustomStringConvertible {
 extension AgentError {
     /// The libcurl failure behind this error, if one is.
     var curl: CurlError? { cause as? CurlError }
+
+    /// True when the failed request certainly never left the device (see `CurlError.requestSent`); every
+    /// other failure may have reached the server.
+    var requestNeverSent: Bool { curl.map { !$0.requestSent } ?? false }
 }

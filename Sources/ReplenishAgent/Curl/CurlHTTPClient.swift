@@ -22,8 +22,16 @@ final class CurlHTTPClient: HTTPClient, @unchecked Sendable {
         // The config is checked at load; checking each request too means no code path can send a token in
         // clear text to a host that is not this machine.
         _ = try EndpointURL(String(request.url.prefix { $0 != "?" }))
+        // A cancelled caller (the agent stopping) ends the transfer within about a second instead of waiting for
+        // the answer (up to the request's timeout): a stop stays bounded. A call ended that way may have reached
+        // the server; its caller keeps treating it as sent, answer unknown.
+        let abort = TransferAbort()
         do {
-            return try await worker.runIfActive { try self.easy.perform(request) }
+            return try await withTaskCancellationHandler {
+                try await worker.runIfActive { try self.easy.perform(request, abort: abort) }
+            } onCancel: {
+                abort.abort()
+            }
         } catch let error as AgentError {
             throw error
         } catch {

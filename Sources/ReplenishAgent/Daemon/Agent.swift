@@ -68,7 +68,7 @@ struct Agent {
         let deregistration = DeregistrationQueue(
             stateDirectory: config.stateDirectory, lwa: lwa, drs: drs, clock: clock, logger: logger)
         let reset = FactoryReset(
-            stateDirectory: config.stateDirectory, tokens: tokens, orders: orders, status: status, drs: drs,
+            stateDirectory: config.stateDirectory, tokens: tokens, orders: orders, status: status,
             deregistration: deregistration, logger: logger,
             pairingAgain: config.pairingMode == .code ? "code-based linking starts again" : "pairing window open")
         let testOrders = TestOrderCancellation(

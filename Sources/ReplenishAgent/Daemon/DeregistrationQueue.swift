@@ -13,10 +13,13 @@ struct PendingDeregistration: Codable, Sendable, StateFormat {
     }
 }
 
-/// A DRS deregistration that could not be made when the owner reset the device (offline, or the daemon was
-/// not running): the old pairing's refresh token, kept in `deregistration.json` (0600) only for this one call,
-/// is refreshed and `DELETE /registration` sent, retried with the duties backoff until DRS answers. LWA's
-/// `invalid_grant` means the pairing is gone already; either way the file is then removed.
+/// The one way the device leaves the customer's account at DRS (`reset`, `deregister`, the owner-change
+/// gesture, with or without the daemon). The old pairing's refresh token is first written to
+/// `deregistration.json` (0600), kept only for this call; then `DELETE /registration` is tried, and retried with
+/// the duties backoff (never sooner than 1 s) until DRS answers. When LWA rotates refresh tokens, the newest
+/// one is written to the file before the call that uses its access token, the rule `tokens.json` follows:
+/// a failed DELETE is retried with a token LWA still accepts. LWA's `invalid_grant` on the newest token means
+/// the pairing is gone already (the customer removed the device); either way the file is then removed.
 actor DeregistrationQueue<C: Clock> where C.Duration == Duration {
     typealias Pending = PendingDeregistration
 
@@ -34,6 +37,13 @@ actor DeregistrationQueue<C: Clock> where C.Duration == Duration {
     private let waker = Waker()
     private var random = RandomSource.system
     private var failures = 0
+    /// The newest pending call (the file's content, read once); nil when none waits.
+    private var pending: Pending?
+    private var loaded = false
+    /// No try before this instant (the backoff after a failure).
+    private var retryAt: C.Instant?
+    /// A try is out (the run loop's, or the caller's `tryNow`): never two at once.
+    private var trying = false
 
     init(stateDirectory: String, lwa: LWAClient, drs: DRSClient, clock: C, logger: Logger) {
         self.stateDirectory = stateDirectory
@@ -43,21 +53,83 @@ actor DeregistrationQueue<C: Clock> where C.Duration == Duration {
         self.logger = logger
     }
 
-    func queue(refreshToken: Secret, clientId: String) throws(AgentError) {
-        try Self.write(.init(refreshToken: refreshToken, clientId: clientId), stateDirectory: stateDirectory)
+    /// Writes the call durably; nothing is sent yet. The caller (a reset) does its local part and then calls
+    /// `tryNow`; if it never does, the queue tries after the backoff's floor on its own.
+    func enqueue(_ next: Pending) throws(AgentError) {
+        try Self.write(next, stateDirectory: stateDirectory)
+        pending = next
+        loaded = true
         failures = 0
+        retryAt = clock.now.advanced(by: Backoff.floor)
         logger.notice("DRS deregistration queued")
         waker.ring()
     }
 
-    /// One try: refresh the old pairing's token and send `DELETE /registration`. LWA's `invalid_grant` means the
-    /// pairing is gone already, which is success too.
-    static func attempt(_ pending: Pending, lwa: LWAClient, drs: DRSClient, logger: Logger) async throws(AgentError) {
+    /// One try now; after a failure the queue retries on its backoff. Returns the failure, or nil when DRS
+    /// answered (or the pairing was gone already). `accessToken`: the old pairing's access token, when it is
+    /// still good, saves a refresh.
+    func tryNow(accessToken: Secret?) async -> AgentError? {
+        guard !trying else { return AgentError(.network, "an earlier deregistration is being tried now") }
+        return await attempt(accessToken: accessToken)
+    }
+
+    /// One try, on the shared rules, and what follows from it: the file removed, or the next try scheduled.
+    private func attempt(accessToken: Secret?) async -> AgentError? {
+        guard var current = pending else { return nil }
+        trying = true
+        defer {
+            trying = false
+            waker.ring()
+        }
+        let path = Self.path(stateDirectory: stateDirectory)
         do throws(AgentError) {
-            let grant = try await lwa.refresh(refreshToken: pending.refreshToken, clientId: pending.clientId)
-            let answer = try await drs.deregister(token: grant.accessToken)
-            guard (200..<300).contains(answer.status) else {
-                throw AgentError(.server, "DRS answered \(answer.status)")
+            let directory = stateDirectory
+            try await Self.attempt(&current, accessToken: accessToken, lwa: lwa, drs: drs, logger: logger) {
+                (newest) throws(AgentError) in try Self.write(newest, stateDirectory: directory)
+            }
+            pending = nil
+            failures = 0
+            retryAt = nil
+            do { try POSIX.shred(path) } catch {
+                logger.error("could not remove deregistration.json", metadata: ["error": "\(error.message)"])
+            }
+            return nil
+        } catch {
+            pending = current
+            failures += 1
+            let delay = DutySchedule.retryDelay(after: error, attempt: failures, using: &random)
+            retryAt = clock.now.advanced(by: delay)
+            logger.warning(
+                "DRS deregistration failed; will retry",
+                metadata: ["error": "\(error.message)", "duty.retryIn": "\(delay.components.seconds)s"])
+            return error
+        }
+    }
+
+    /// One try of the call: `DELETE /registration` with `accessToken`, or with a refreshed one (and once more
+    /// after a refresh when DRS rejects the access token given). A rotated refresh token goes into `pending`
+    /// and through `keep` (durable) before its access token is used. LWA's `invalid_grant` is success: the
+    /// pairing is gone already.
+    static func attempt(
+        _ pending: inout Pending, accessToken: Secret? = nil, lwa: LWAClient, drs: DRSClient, logger: Logger,
+        keep: @Sendable (Pending) throws(AgentError) -> Void
+    ) async throws(AgentError) {
+        do throws(AgentError) {
+            var answer: HTTPResponse? = nil
+            if let accessToken {
+                let first = try await drs.deregister(token: accessToken)
+                if !DRSClient.isTokenRejection(first) { answer = first }
+            }
+            if answer == nil {
+                let grant = try await lwa.refresh(refreshToken: pending.refreshToken, clientId: pending.clientId)
+                if let rotated = grant.refreshToken, rotated != pending.refreshToken {
+                    pending.refreshToken = rotated
+                    try keep(pending)
+                }
+                answer = try await drs.deregister(token: grant.accessToken)
+            }
+            guard let answer, (200..<300).contains(answer.status) else {
+                throw AgentError(.server, "DRS answered \(answer?.status ?? 0)")
             }
             logger.info("DRS deregistration done", metadata: ["http.status": "\(answer.status)"])
         } catch  where error.code == .applicationNotAuthorized {
@@ -66,24 +138,22 @@ actor DeregistrationQueue<C: Clock> where C.Duration == Duration {
     }
 
     func run() async {
-        let path = Self.path(stateDirectory: stateDirectory)
         while !Task.isCancelled {
-            let pending = try? StateFile.load(Pending.self, from: path) { logger.error("\($0)") }
-            guard let pending else {
+            if !loaded {
+                loaded = true
+                pending = try? StateFile.load(Pending.self, from: Self.path(stateDirectory: stateDirectory)) {
+                    logger.error("\($0)")
+                }
+            }
+            guard pending != nil, !trying else {
                 await waker.wait(timeout: nil, clock: clock)
                 continue
             }
-            do throws(AgentError) {
-                try await Self.attempt(pending, lwa: lwa, drs: drs, logger: logger)
-                try? POSIX.shred(path)
-            } catch {
-                failures += 1
-                let delay = DutySchedule.retryDelay(after: error, attempt: failures, using: &random)
-                logger.warning(
-                    "queued DRS deregistration failed; will retry",
-                    metadata: ["error": "\(error.message)", "duty.retryIn": "\(delay.components.seconds)s"])
-                await waker.wait(timeout: delay, clock: clock)
+            if let at = retryAt, clock.now < at {
+                await waker.wait(timeout: clock.now.duration(to: at), clock: clock)
+                continue
             }
+            _ = await attempt(accessToken: nil)
         }
     }
 }

@@ -11,7 +11,6 @@ struct FactoryReset<C: Clock>: Sendable where C.Duration == Duration {
     let tokens: TokenManager<C>
     let orders: OrderService<C>
     let status: StatusBook
-    let drs: DRSClient
     let deregistration: DeregistrationQueue<C>
     let logger: Logger
     /// How the device pairs again, for the answer (the pairing window, or code-based linking).
@@ -24,40 +23,46 @@ struct FactoryReset<C: Clock>: Sendable where C.Duration == Duration {
         case everything, pairing
     }
 
-    /// Carries the reset out in the running daemon.
+    /// Carries the reset out in the running daemon: all of it or nothing. The local part is shown possible
+    /// first (the state directory takes a write, moved-aside copies go), before DRS hears anything; then the
+    /// DRS call is queued durably with the newest refresh token, the pairing and files are wiped, and only then
+    /// is DRS asked (once now, then retried by the queue until it answers).
     func perform(reason: String, scope: Scope = .everything) async -> Result<String, AgentError> {
-        var deregistered = "the device was not paired"
-        if let old = await tokens.currentTokens {
-            // Tried at once with the current access token; when DRS cannot be reached, queued with the old
-            // refresh token (kept only for that call) and retried until DRS answers.
-            do {
-                let answer = try await drs.deregister(token: try await tokens.accessToken())
-                guard (200..<300).contains(answer.status) else {
-                    throw AgentError(.server, "DRS answered \(answer.status)")
-                }
-                deregistered = "deregistered from DRS"
-                logger.info("deregistered from DRS", metadata: ["http.status": "\(answer.status)"])
-            } catch {
-                let why = (error as? AgentError)?.message ?? "\(error)"
-                do {
-                    try await deregistration.queue(refreshToken: old.refreshToken, clientId: old.clientId)
-                    deregistered = "deregistration queued (\(why))"
-                } catch {
-                    return .failure(error)
-                }
-            }
-        }
         do {
-            try await tokens.unpair(reason: reason)
+            try POSIX.checkWritable(stateDirectory)
+            // Moved-aside copies of a damaged token file may hold a token: they go either way.
+            try Self.shredMovedAside(stateDirectory: stateDirectory)
+        } catch {
+            return .failure(
+                AgentError(error.code, "nothing was reset, DRS was not told: \(error.message)", cause: error))
+        }
+        let old: TokenSet?
+        do {
+            if let current = await tokens.currentTokens {
+                try await deregistration.enqueue(.init(refreshToken: current.refreshToken, clientId: current.clientId))
+            }
+            old = try await tokens.unpair(reason: reason)
+            // A refresh that rotated the token between the two reads: the queue keeps the newest.
+            if let old, old.refreshToken != (await tokens.currentTokens)?.refreshToken {
+                try await deregistration.enqueue(.init(refreshToken: old.refreshToken, clientId: old.clientId))
+            }
             try await orders.wipe()
             switch scope {
             case .everything: try await status.wipe()
             case .pairing: try await status.update { $0.forgetAccount() }
             }
-            // Moved-aside copies of a damaged token file may hold a token: they go either way.
-            try Self.shredMovedAside(stateDirectory: stateDirectory)
         } catch {
             return .failure(error)
+        }
+        var deregistered = "the device was not paired"
+        if let old {
+            let stillGood = old.accessTokenExpiresAt > POSIX.wallTime() + 60
+            if let error = await deregistration.tryNow(accessToken: stillGood ? old.accessToken : nil) {
+                deregistered = "deregistration queued (\(error.message))"
+            } else {
+                deregistered = "deregistered from DRS"
+                logger.info("deregistered from DRS")
+            }
         }
         switch scope {
         case .everything:
@@ -70,8 +75,10 @@ struct FactoryReset<C: Clock>: Sendable where C.Duration == Duration {
     }
 
     /// The reset while no daemon runs (the caller holds the state directory's lock): the deregistration is
-    /// queued for the next start, and the files go.
+    /// queued for the next start, and the files go. Nothing is changed unless the directory takes writes.
     static func performOffline(stateDirectory: String) throws(AgentError) -> String {
+        try POSIX.checkWritable(stateDirectory)
+        try shredMovedAside(stateDirectory: stateDirectory)
         var queued = false
         if let old = try FileTokenStore(stateDirectory: stateDirectory).load() {
             try DeregistrationQueue<ContinuousClock>.write(
@@ -81,15 +88,15 @@ struct FactoryReset<C: Clock>: Sendable where C.Duration == Duration {
         for name in ["tokens.json", "outbox.json", "status.json"] {
             try POSIX.shred(POSIX.join(stateDirectory, name))
         }
-        try shredMovedAside(stateDirectory: stateDirectory)
         return queued
             ? "reset: tokens, queued presses and status wiped; the agent deregisters from DRS when it next runs"
             : "reset: tokens, queued presses and status wiped (the device was not paired)"
     }
 
+    /// Every moved-aside copy (`*.corrupt-*`), a directory that once stood where a state file belongs too.
     static func shredMovedAside(stateDirectory: String) throws(AgentError) {
         for name in try POSIX.directoryEntries(stateDirectory) where StateDirectory.isMovedAside(name) {
-            try POSIX.shred(POSIX.join(stateDirectory, name))
+            try POSIX.shredEntry(POSIX.join(stateDirectory, name))
         }
     }
 }

@@ -25,8 +25,16 @@ actor OrderService<C: Clock> where C.Duration == Duration {
     private var saveFailures = 0
     /// Slots whose last try found no token to send with: they are tried again as soon as the tokens change.
     private var waitingForTokens: Set<String> = []
+    /// The wait for a synchronised clock was logged (once per run).
+    private var loggedClockWait = false
     /// Every order event with the outbox as it then is; published, never awaited.
     nonisolated let updates = Broadcast<Update>()
+    /// This boot's id, stamped on every "sent, answer unknown" mark.
+    private let boot: String?
+    /// Whether the wall clock is known synchronised now (`WallClock.isSynchronized`).
+    private let clockSynchronized: @Sendable () -> Bool
+    /// How often an entry waiting for the clock looks again (only while one waits).
+    static var clockPollInterval: Duration { .seconds(5) }
 
     /// What happened to an order, for the LED and the logs.
     enum Event: Sendable, Equatable {
@@ -49,8 +57,12 @@ actor OrderService<C: Clock> where C.Duration == Duration {
     init(
         stateDirectory: String, slots: [String], drs: DRSClient, tokens: TokenManager<C>, status: StatusBook, clock: C,
         wallTime: @escaping @Sendable () -> Double, random: RandomSource = .system,
+        boot: String? = WallClock.bootId(),
+        clockSynchronized: @escaping @Sendable () -> Bool = { WallClock.isSynchronized() },
         logger: Logger
     ) throws(AgentError) {
+        self.boot = boot
+        self.clockSynchronized = clockSynchronized
         path = Self.path(stateDirectory: stateDirectory)
         self.drs = drs
         self.tokens = tokens
@@ -128,13 +140,28 @@ actor OrderService<C: Clock> where C.Duration == Duration {
                 await waker.wait(timeout: now.duration(to: at), clock: clock)
                 continue
             }
-            let due = outbox.pending.first { entry in notBefore[entry.slot].map { $0 <= now } ?? true }
+            let synchronized = clockSynchronized()
+            let waitingForClock = outbox.pending.filter {
+                Outbox.waitsForClock($0, boot: boot, clockSynchronized: synchronized)
+            }
+            let sendable = outbox.pending.filter { entry in !waitingForClock.contains { $0.slot == entry.slot } }
+            let due = sendable.first { entry in notBefore[entry.slot].map { $0 <= now } ?? true }
             if let due, await tokens.isPaired {
                 if await parkStale() { continue }
                 await deliver(slot: due.slot)
                 continue
             }
-            let next = outbox.pending.compactMap { notBefore[$0.slot] }.min()
+            if !waitingForClock.isEmpty && !loggedClockWait {
+                loggedClockWait = true
+                logger.notice(
+                    "an order waits for the wall clock to be synchronised before it is resent",
+                    metadata: ["order.slots": "\(waitingForClock.map(\.slot).joined(separator: ","))"])
+            }
+            var next = sendable.compactMap { notBefore[$0.slot] }.min()
+            if !waitingForClock.isEmpty {
+                let poll = now.advanced(by: Self.clockPollInterval)
+                next = next.map { min($0, poll) } ?? poll
+            }
             let timeout: Duration? = (next.map { now.duration(to: $0) }).map { max($0, .zero) }
             await waker.wait(timeout: due == nil ? timeout : nil, clock: clock)
         }
@@ -147,7 +174,9 @@ actor OrderService<C: Clock> where C.Duration == Duration {
         var next = outbox
         // The pairing's tag is known only while paired; unpaired, entries wait for the next pairing to judge.
         let pairingId: String?? = await tokens.isPaired ? .some(await tokens.pairingId) : .none
-        let parked = next.parkStale(now: wallTime(), configuredSlots: configuredSlots, pairingId: pairingId)
+        let parked = next.parkStale(
+            now: wallTime(), configuredSlots: configuredSlots, pairingId: pairingId, boot: boot,
+            clockSynchronized: clockSynchronized())
         guard !parked.isEmpty else { return false }
         saveOrRetryLater(next)
         for (slot, reason) in parked {
@@ -180,8 +209,9 @@ actor OrderService<C: Clock> where C.Duration == Duration {
             }
             // "Sent, answer unknown" is durable before the call leaves: after a power cut the agent knows it
             // may have ordered (and stops resending after a day, when DRS no longer de-duplicates).
+            guard let unmarked = outbox.entry(for: slot) else { return }
             var marked = outbox
-            marked.markSending(slot: slot, at: wallTime())
+            marked.markSending(slot: slot, at: wallTime(), boot: boot)
             guard saveOrRetryLater(marked) else { return }
             let attemptNumber = (outbox.entry(for: slot)?.attempts ?? 0) + 1
             // One line per request that leaves the device, written before it is sent (the transport resends
@@ -193,11 +223,21 @@ actor OrderService<C: Clock> where C.Duration == Duration {
                 result = .failure(error)
             }
             let attempt = attemptNumber
-            if case .success = result {
+            switch result {
+            case .success:
                 // Any answer says what happened to this call; only a call with no answer stays unknown.
                 var answered = outbox
                 answered.markAnswered(slot: slot)
                 outbox = answered
+            case .failure(let error) where error.requestNeverSent:
+                // No byte left the device (no route, refused, TLS or certificate failure): DRS cannot have
+                // placed anything, so this try does not make the press "sent, answer unknown" (a day offline
+                // would otherwise park it). Written with the attempt count below.
+                var unsent = outbox
+                unsent.unmarkSending(slot: slot, previous: unmarked)
+                outbox = unsent
+            case .failure:
+                break
             }
             let decision = DeliveryPolicy.decide(
                 result, attempt: attempt, tokenAlreadyRefreshed: refreshed, using: &random)
@@ -256,7 +296,7 @@ actor OrderService<C: Clock> where C.Duration == Duration {
             next.recordAttempt(slot: slot)
             saveOrRetryLater(next)
         }
-        notBefore[slot] = clock.now.advanced(by: max(delay, .milliseconds(100)))
+        notBefore[slot] = clock.now.advanced(by: max(delay, Backoff.floor))
         logger.warning(
             "order not sent yet; will retry",
             metadata: [

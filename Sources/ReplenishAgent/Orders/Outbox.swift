@@ -16,6 +16,10 @@ struct Outbox: Codable, Sendable, Equatable {
         /// Wall-clock time of the first replenish call for this entry whose answer never came (written before
         /// the call leaves): DRS may have placed that order. Cleared by any answer.
         var unansweredSince: Double?
+        /// The boot (`/proc/sys/kernel/random/boot_id`) during which `unansweredSince` was last marked: after a
+        /// reboot the wall clock may be a restored one (fake-hwclock, timesyncd's clock file) that makes an old
+        /// call look seconds old, so such an entry waits for a synchronised clock (`waitsForClock`).
+        var unansweredBoot: String?
         /// The pairing the press was made under (`TokenSet.pairingId`).
         var pairingId: String?
 
@@ -44,6 +48,7 @@ struct Outbox: Codable, Sendable, Equatable {
             self.attempts = Int(min(max(attempts.rounded(.down), 0), Double(Outbox.maximumAttempts)))
             parkedReason = try container.decodeIfPresent(String.self, forKey: .parkedReason)
             unansweredSince = try container.decodeIfPresent(Double.self, forKey: .unansweredSince)
+            unansweredBoot = try container.decodeIfPresent(String.self, forKey: .unansweredBoot)
             pairingId = try container.decodeIfPresent(String.self, forKey: .pairingId)
         }
     }
@@ -96,12 +101,34 @@ struct Outbox: Codable, Sendable, Equatable {
         if let index = entries.firstIndex(where: { $0.slot == slot }) { entries[index].parkedReason = reason }
     }
 
-    /// A replenish call for `slot` is about to leave at `time`: until an answer comes, DRS may have placed it.
-    mutating func markSending(slot: String, at time: Double) {
+    /// A replenish call for `slot` is about to leave at `time`, during `boot`: until an answer comes, DRS may
+    /// have placed it.
+    mutating func markSending(slot: String, at time: Double, boot: String? = nil) {
         if let index = entries.firstIndex(where: { $0.slot == slot }) {
             entries[index].unansweredSince = entries[index].unansweredSince ?? time
+            entries[index].unansweredBoot = boot
         }
     }
+
+    /// The call marked by `markSending` certainly never left the device (no connection, no byte sent): the
+    /// mark goes back to what it was before (`previous`, an earlier call's unknown answer, or none).
+    mutating func unmarkSending(slot: String, previous: Entry) {
+        if let index = entries.firstIndex(where: { $0.slot == slot }) {
+            entries[index].unansweredSince = previous.unansweredSince
+            entries[index].unansweredBoot = previous.unansweredBoot
+        }
+    }
+
+    /// Whether `entry`'s unanswered call was made during another boot while the wall clock is not known to be
+    /// synchronised now: its age cannot be judged, so it is neither resent nor parked until the clock is.
+    static func waitsForClock(_ entry: Entry, boot: String?, clockSynchronized: Bool) -> Bool {
+        guard entry.unansweredSince != nil, !entry.isParked, !clockSynchronized else { return false }
+        return entry.unansweredBoot != boot
+    }
+
+    static let waitingForClockReason =
+        "waiting for the wall clock to be synchronised: an answer from before the restart is unknown, and the "
+        + "clock may be a restored one"
 
     /// An answer came for the last call of `slot` (whatever it said): nothing is unknown any more.
     mutating func markAnswered(slot: String) {
@@ -117,17 +144,22 @@ struct Outbox: Codable, Sendable, Equatable {
     /// Parks every pending entry whose unanswered call is older than a day at `now`, and every pending entry
     /// for a slot that is no longer configured. Returns the slots parked, with the reason.
     /// With `pairingId` (the device is paired), entries pressed under another pairing are parked too.
-    mutating func parkStale(now: Double, configuredSlots: Set<String>, pairingId: String?? = .none)
+    /// An entry waiting for the clock (`waitsForClock`, with `boot` and `clockSynchronized`) is not judged by age.
+    mutating func parkStale(
+        now: Double, configuredSlots: Set<String>, pairingId: String?? = .none, boot: String? = nil,
+        clockSynchronized: Bool = true
+    )
         -> [(slot: String, reason: String)]
     {
         var parked: [(slot: String, reason: String)] = []
         for index in entries.indices where !entries[index].isParked {
+            let waits = Self.waitsForClock(entries[index], boot: boot, clockSynchronized: clockSynchronized)
             let reason: String
             if !configuredSlots.contains(entries[index].slot) {
                 reason = "slot no longer configured"
             } else if case .some(let current) = pairingId, entries[index].pairingId != current {
                 reason = Self.earlierPairingReason
-            } else if let since = entries[index].unansweredSince, WallClock.isPlausible(since),
+            } else if !waits, let since = entries[index].unansweredSince, WallClock.isPlausible(since),
                 WallClock.isPlausible(now), now - since > Self.longestUnansweredResend
             {
                 reason = "sent over a day ago with no answer (DRS may have placed it); press again to order"

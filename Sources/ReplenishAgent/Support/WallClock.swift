@@ -9,6 +9,19 @@ enum WallClock {
     /// The file systemd-timesyncd creates once it has synchronised the clock.
     static let timesyncMarker = "/run/systemd/timesync/synchronized"
 
+    /// True when an NTP client said it synchronised the clock during this boot: systemd-timesyncd's marker
+    /// (another client can create the same file once it has synchronised, as the README describes). A
+    /// plausible time is not enough after a reboot: fake-hwclock and timesyncd's clock file restore the
+    /// shutdown's time, which looks right and is not.
+    static func isSynchronized() -> Bool { POSIX.exists(timesyncMarker) }
+
+    /// This boot's id (`/proc/sys/kernel/random/boot_id`), or nil where the kernel does not give one.
+    static func bootId() -> String? {
+        guard let bytes = try? POSIX.readFile("/proc/sys/kernel/random/boot_id", limit: 64) else { return nil }
+        let text = String(decoding: bytes, as: UTF8.self).filter { !$0.isWhitespace }
+        return text.isEmpty ? nil : text
+    }
+
     /// True when `time` could have come from a set clock.
     static func isPlausible(_ time: Double) -> Bool { time >= earliestPlausible }
 

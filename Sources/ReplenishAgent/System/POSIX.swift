@@ -181,6 +181,24 @@ enum POSIX {
         try removeFile(path)
     }
 
+    /// `shred` for whatever the path is: a directory (a state file that once was one, moved aside) has each
+    /// entry shredded the same way and is then removed; a symbolic link or a special file is unlinked.
+    static func shredEntry(_ path: String) throws(AgentError) {
+        guard let info = try linkStatus(path) else { return }
+        guard info.kind == .directory else { return try shred(path) }
+        for name in try directoryEntries(path) { try shredEntry(join(path, name)) }
+        if rmdir(path) != 0 && errno != ENOENT { throw storageError("rmdir", path) }
+        try syncDirectory(parentDirectory(of: path))
+    }
+
+    /// Proves that files can be made, written, synced and removed in `directory` now (a read-only or full file
+    /// system says no), with a probe file that is removed again. A reset asks before it tells DRS anything.
+    static func checkWritable(_ directory: String) throws(AgentError) {
+        let probe = join(directory, ".write-check")
+        try writeFileAtomically(probe, Array("check\n".utf8))
+        try removeFile(probe)
+    }
+
     /// Removes a file durably; a missing file is not an error.
     static func removeFile(_ path: String) throws(AgentError) {
         if unlink(path) != 0 && errno != ENOENT { throw storageError("unlink", path) }

@@ -98,7 +98,10 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
 
     /// Forgets the pairing on the customer's request (re-pairing from the button): wipes the tokens and
     /// goes back to pairing mode. The outbox is kept.
-    func unpair(reason: String) async throws(AgentError) {
+    /// Forgets the pairing; returns the tokens it had at that moment (the newest, after any rotation).
+    @discardableResult
+    func unpair(reason: String) async throws(AgentError) -> TokenSet? {
+        let had = tokens
         try store.wipe()
         tokens = nil
         lostReason = reason
@@ -107,6 +110,7 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
         logger.notice("pairing forgotten", metadata: ["token.reason": "\(reason)"])
         notifyChange()
         events.publish(.pairingLost)
+        return had
     }
 
     /// An access token that is not expired, refreshing first when it is (or is about to be).

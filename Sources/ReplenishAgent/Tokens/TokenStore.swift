@@ -49,5 +49,6 @@ struct FileTokenStore: TokenStore {
 
     func save(_ tokens: TokenSet) throws(AgentError) { try StateFile.save(tokens, to: path) }
 
-    func wipe() throws(AgentError) { try POSIX.removeFile(path) }
+    /// Overwritten with zeros, synced, then unlinked: the refresh token does not stay in freed blocks.
+    func wipe() throws(AgentError) { try POSIX.shred(path) }
 }

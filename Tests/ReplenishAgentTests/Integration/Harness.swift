@@ -35,12 +35,15 @@ final class Harness: @unchecked Sendable {
 
     /// Starts a long-running process with its output going to `log` files in the harness directory.
     @discardableResult
+    /// `launcher`: a program that runs the binary (its first argument), such as `/usr/bin/env`.
     func start(
-        _ binary: String, _ arguments: [String], log: String, environment: [String: String]? = nil
+        _ binary: String, _ arguments: [String], log: String, environment: [String: String]? = nil,
+        launcher: String? = nil
     ) throws -> Process {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.binDirectory + "/" + binary)
-        process.arguments = arguments
+        let path = Self.binDirectory + "/" + binary
+        process.executableURL = URL(fileURLWithPath: launcher ?? path)
+        process.arguments = launcher == nil ? arguments : [path] + arguments
         if let environment { process.environment = environment }
         FileManager.default.createFile(atPath: directory + "/" + log, contents: nil)
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: directory + "/" + log))
@@ -48,7 +51,19 @@ final class Harness: @unchecked Sendable {
         process.standardError = handle
         try process.run()
         processes.append(process)
+        if binary == "replenish-emulator" { emulatorProcesses.append(process) }
         return process
+    }
+
+    /// Every emulator started with `startEmulator` (and still tracked).
+    private var emulatorProcesses: [Process] = []
+
+    /// Kills every emulator this harness started (SIGKILL) and waits until they are gone: the network is down
+    /// from the agent's side (connections refused). An emulator with `--state-file` comes back where it was.
+    func stopEmulators() throws {
+        for process in emulatorProcesses where process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        try waitUntil("the emulators to stop", timeout: 10) { emulatorProcesses.allSatisfy { !$0.isRunning } }
+        emulatorProcesses.removeAll()
     }
 
     /// Runs a command to completion (at most `timeout` seconds) and returns its output.
@@ -105,6 +120,7 @@ final class Harness: @unchecked Sendable {
         -> String
     {
         let portFile = directory + "/emulator.port"
+        unlink(portFile)
         try start(
             "replenish-emulator", ["serve", "--listen", "127.0.0.1:\(port)", "--port-file", portFile] + extra,
             log: "emulator.log")
@@ -192,10 +208,11 @@ final class Harness: @unchecked Sendable {
     private var incarnation = 0
 
     /// Starts (or restarts) the agent with its own log file (and `environment` instead of the test's own).
-    func startAgent(config: String, environment: [String: String]? = nil) throws -> Process {
+    func startAgent(config: String, environment: [String: String]? = nil, launcher: String? = nil) throws -> Process {
         incarnation += 1
         return try start(
-            "replenish-agent", ["run", "--config", config], log: "agent-\(incarnation).log", environment: environment)
+            "replenish-agent", ["run", "--config", config], log: "agent-\(incarnation).log", environment: environment,
+            launcher: launcher)
     }
 
     /// The replenish requests the agent logged (`sending replenish`, one line before each leaves the device)
@@ -208,14 +225,15 @@ final class Harness: @unchecked Sendable {
 
     /// An emulator, a config and a running agent, paired through the companion flow, its first duties done.
     func startPairedAgent(
-        emulatorArguments: [String] = [], slots: [String] = ["slot-1"], agentEnvironment: [String: String]? = nil
+        emulatorArguments: [String] = [], slots: [String] = ["slot-1"], agentEnvironment: [String: String]? = nil,
+        agentLauncher: String? = nil
     ) throws
         -> (emulator: String, config: String, agent: Process, pairingPort: Int)
     {
         let emulator = try startEmulator(emulatorArguments + ["--slots", slots.joined(separator: ",")])
         let pairingPort = try Harness.freePort()
         let config = try writeConfig(emulator: emulator, pairingPort: pairingPort, slots: slots)
-        let agent = try startAgent(config: config, environment: agentEnvironment)
+        let agent = try startAgent(config: config, environment: agentEnvironment, launcher: agentLauncher)
         try pair(emulator: emulator, pairingPort: pairingPort)
         try waitUntil("the first duties") {
             let slotsStatus = try statusJSON(config: config)["slots"] as? [String: [String: Any]]

@@ -1,0 +1,177 @@
+import Foundation
+import Testing
+
+@testable import ReplenishAgent
+
+/// Ordinary bad luck in people's homes, against the real binaries (issue #19): a day without the network, a
+/// reboot that restores an old clock, an owner change while LWA rotates refresh tokens. Each test failed on
+/// the main this work started from.
+@Suite(.serialized, .onOwnThread) struct RealHomesTests {
+    /// libfaketime, preloaded into the agent to move its wall clock (CLOCK_REALTIME) only: the monotonic
+    /// clocks its timers run on are left alone (`FAKETIME_DONT_FAKE_MONOTONIC`). Installed by
+    /// `scripts/install-deps.sh` (Debian's `libfaketime`).
+    static func faketimeLibrary() throws -> String {
+        let candidates = ["x86_64-linux-gnu", "aarch64-linux-gnu"].map { "/usr/lib/\($0)/faketime/libfaketime.so.1" }
+        guard let found = candidates.first(where: { FileManager.default.fileExists(atPath: $0) }) else {
+            throw AgentError(.configuration, "libfaketime is not installed (apt-get install libfaketime)")
+        }
+        return found
+    }
+
+    /// The agent's environment with its wall clock offset by what `offsetFile` says (`+0`, `+90000`: seconds).
+    /// Started through `/usr/bin/env` (`fakedWallClockLauncher`): libfaketime's constructor adds
+    /// `FAKETIME_SHARED` to the environment of the first preloaded process, and a Swift program whose
+    /// environment changes that early sees no command-line arguments (measured: `CommandLine.arguments` is
+    /// `[]`); env, preloaded first, sets the variable and the agent it runs inherits it.
+    static let fakedWallClockLauncher = "/usr/bin/env"
+
+    static func fakedWallClock(offsetFile: String) throws -> [String: String] {
+        try "+0\n".write(toFile: offsetFile, atomically: true, encoding: .utf8)
+        return [
+            "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+            "LD_PRELOAD": try faketimeLibrary(),
+            "FAKETIME_TIMESTAMP_FILE": offsetFile,
+            "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+            "FAKETIME_CACHE_DURATION": "1",
+        ]
+    }
+
+    func placed(_ harness: Harness, _ emulator: String, slot: String = "slot-1") throws -> Int {
+        try harness.replenishEvents(emulator).filter {
+            $0["slot"] as? String == slot && $0["outcome"] as? String == "placed"
+        }.count
+    }
+
+    /// #19.1: with DRS unreachable (connections refused: no byte of any call left the device) for 25 hours of
+    /// wall clock, the press is still ordered, exactly once, when the network comes back.
+    @Test func aDayOfflineStillOrdersThePressOnceWhenTheNetworkIsBack() throws {
+        let harness = Harness()
+        let offsetFile = harness.directory + "/faketime-offset"
+        let environment = try Self.fakedWallClock(offsetFile: offsetFile)
+        let stateFile = harness.directory + "/emulator-state.json"
+        let (emulator, config, agent, _) = try harness.startPairedAgent(
+            emulatorArguments: ["--state-file", stateFile], agentEnvironment: environment,
+            agentLauncher: Self.fakedWallClockLauncher)
+        let port = Int(emulator.split(separator: ":").last!)!
+        try harness.stopEmulators()
+        #expect(try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0)
+        try harness.waitUntil("two refused attempts") { harness.loggedReplenishAttempts(slot: "slot-1") >= 2 }
+        // A day and an hour later by the wall clock (the agent's monotonic timers go on as they were).
+        func failures() -> Int {
+            harness.agentLogs.components(separatedBy: "(curl 7)").count - 1
+        }
+        let failuresBefore = failures()
+        try "+90000\n".write(toFile: offsetFile, atomically: true, encoding: .utf8)
+        // The agent's next tries (its access token has expired by the wall clock, so they are refreshes).
+        try harness.waitUntil("two more refused tries after the day went by", timeout: 60) {
+            failures() >= failuresBefore + 2 || harness.agentLogs.contains("order parked")
+        }
+        #expect(try harness.statusJSON(config: config)["parkedOrders"] as? Int == 0)
+        _ = try harness.startEmulator(["--state-file", stateFile, "--slots", "slot-1"], port: port)
+        try harness.waitUntil("the order once the network is back", timeout: 120) {
+            let status = try harness.statusJSON(config: config)
+            return status["pendingOrders"] as? Int == 0
+        }
+        #expect(try harness.statusJSON(config: config)["parkedOrders"] as? Int == 0)
+        #expect(try placed(harness, emulator) == 1)
+        #expect(agent.isRunning)
+        harness.expectNoSecretsInAgentOutput()
+    }
+
+    /// #19.2: a call whose answer was lost, a power cut, the order delivered meanwhile, and a reboot that
+    /// restores the wall clock to the shutdown's time (fake-hwclock, timesyncd's clock file): the restarted
+    /// agent must not resend before the clock is known synchronised (DRS would place a second order).
+    @Test func aRebootWithARestoredClockDoesNotOrderTwice() throws {
+        let harness = Harness()
+        let (emulator, config, agent, _) = try harness.startPairedAgent()
+        // The first call places the order and its answer is lost; every later call is dropped unanswered and
+        // undone, so the agent keeps not knowing.
+        _ = try harness.emulator(
+            emulator, .post, "/admin/faults",
+            body: #"{"path":"/replenish/slot-1","count":1,"fault":{"kind":"dropAfterWork"}}"#)
+        _ = try harness.emulator(
+            emulator, .post, "/admin/faults",
+            body: #"{"path":"/replenish/slot-1","count":1000,"fault":{"kind":"drop"}}"#)
+        #expect(try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0)
+        try harness.waitUntil("the order placed, its answer lost") { try placed(harness, emulator) == 1 }
+        try harness.kill9(agent)
+        _ = try harness.emulator(emulator, .delete, "/admin/faults")
+        _ = try harness.emulator(emulator, .post, "/admin/deliver/slot-1")
+        // The power cut was a reboot: the outbox's mark was written during another boot.
+        let outboxPath = harness.directory + "/state/outbox.json"
+        var outbox =
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: outboxPath)))
+            as! [String: Any]
+        var entries = outbox["entries"] as! [[String: Any]]
+        #expect(entries.count == 1 && entries[0]["unansweredSince"] != nil)
+        entries[0]["unansweredBoot"] = "00000000-0000-4000-8000-000000000000"
+        outbox["entries"] = entries
+        try JSONSerialization.data(withJSONObject: outbox).write(to: URL(fileURLWithPath: outboxPath))
+        // The wall clock after the reboot is the shutdown's (a few seconds on): the restored clock.
+        _ = try harness.startAgent(config: config)
+        try harness.waitUntil("status to say what the order waits for", timeout: 30) {
+            let slot = try harness.slotStatus(config: config, "slot-1")
+            return (slot["waitingFor"] as? String)?.contains("clock") == true
+        }
+        #expect(try harness.statusJSON(config: config)["pendingOrders"] as? Int == 1)
+        let text = try harness.run("replenish-agent", ["status", "--config", config]).output
+        #expect(text.contains("waiting for the wall clock to be synchronised"))
+        #expect(try placed(harness, emulator) == 1)
+        #expect(!harness.read("agent-2.log").contains("sending replenish"))
+        harness.expectNoSecretsInAgentOutput()
+    }
+
+    /// The `DELETE /registration` calls the emulator received, with their arrival times.
+    func deregistrationArrivals(_ harness: Harness, _ emulator: String) throws -> [Double] {
+        let arrivals = try harness.stats(emulator)["arrivals"] as? [[String: Any]] ?? []
+        return arrivals.filter { $0["method"] as? String == "DELETE" && $0["path"] as? String == "/registration" }
+            .compactMap { $0["at"] as? Double }
+    }
+
+    /// #19.3 and #19.4, through the daemon: LWA rotates refresh tokens (the previous one ends at once) and the
+    /// DELETE fails twice. The queued deregistration keeps the newest refresh token, so DRS still hears it;
+    /// and no retry comes sooner than 1 s after the one before.
+    @Test func aQueuedDeregistrationSurvivesTokenRotationThroughTheDaemon() throws {
+        let harness = Harness()
+        let (emulator, config, _, _) = try harness.startPairedAgent(
+            emulatorArguments: ["--rotate-refresh-tokens", "--old-refresh-token-policy", "invalidate"])
+        _ = try harness.emulator(
+            emulator, .post, "/admin/faults",
+            body: #"{"path":"/registration","count":2,"fault":{"kind":"status","status":503}}"#)
+        let reset = try harness.run("replenish-agent", ["reset", "--config", config])
+        #expect(reset.status == 0, "\(reset.error)")
+        try harness.waitUntil("DRS to deregister the device", timeout: 60) {
+            try harness.stats(emulator)["deregistrations"] as? Int == 1
+        }
+        #expect(!FileManager.default.fileExists(atPath: harness.directory + "/state/deregistration.json"))
+        let times = try deregistrationArrivals(harness, emulator)
+        #expect(times.count == 3)
+        for (earlier, later) in zip(times, times.dropFirst()) {
+            #expect(later - earlier >= 1.0, "a retry came \(later - earlier) s after the call before it")
+        }
+        harness.expectNoSecretsInAgentOutput()
+    }
+
+    /// #19.3, offline: `deregister` with no daemon running refreshes (a rotation), the DELETE fails; the queued
+    /// call the next start makes must use the rotated token, not the one LWA has ended.
+    @Test func anOfflineDeregistrationSurvivesTokenRotation() throws {
+        let harness = Harness()
+        let (emulator, config, agent, _) = try harness.startPairedAgent(
+            emulatorArguments: ["--rotate-refresh-tokens", "--old-refresh-token-policy", "invalidate"])
+        agent.terminate()
+        try harness.waitUntil("the agent to stop", timeout: 15) { !agent.isRunning }
+        _ = try harness.emulator(
+            emulator, .post, "/admin/faults",
+            body: #"{"path":"/registration","count":2,"fault":{"kind":"status","status":503}}"#)
+        let offline = try harness.run("replenish-agent", ["deregister", "--config", config])
+        #expect(offline.status == 0, "\(offline.error)")
+        #expect(offline.output.contains("queued"))
+        _ = try harness.startAgent(config: config)
+        try harness.waitUntil("DRS to deregister the device", timeout: 60) {
+            try harness.stats(emulator)["deregistrations"] as? Int == 1
+        }
+        #expect(!FileManager.default.fileExists(atPath: harness.directory + "/state/deregistration.json"))
+        #expect(try deregistrationArrivals(harness, emulator).count == 3)
+        harness.expectNoSecretsInAgentOutput()
+    }
+}
