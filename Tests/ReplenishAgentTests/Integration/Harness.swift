@@ -67,9 +67,10 @@ final class Harness: @unchecked Sendable {
     }
 
     /// Runs a command to completion (at most `timeout` seconds) and returns its output.
+    /// `binary`: one of the package's products, or an absolute path (`/bin/mount`).
     func run(_ binary: String, _ arguments: [String], timeout: Double = 60) throws -> Finished {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.binDirectory + "/" + binary)
+        process.executableURL = URL(fileURLWithPath: binary.hasPrefix("/") ? binary : Self.binDirectory + "/" + binary)
         process.arguments = arguments
         let out = Pipe()
         let err = Pipe()

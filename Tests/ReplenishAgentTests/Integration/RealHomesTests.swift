@@ -174,4 +174,145 @@ import Testing
         #expect(try deregistrationArrivals(harness, emulator).count == 3)
         harness.expectNoSecretsInAgentOutput()
     }
+
+    // MARK: - #19.5: a stop is bounded
+
+    /// SIGTERM, then the agent must be gone within the README's 10 s graceful limit (polled, 15 s at most).
+    func stopWithinTheGracefulLimit(_ harness: Harness, _ agent: Process) throws -> Double {
+        let started = ContinuousClock.now
+        agent.terminate()
+        try harness.waitUntil("the agent to stop", timeout: 15) { !agent.isRunning }
+        let seconds = Double(started.duration(to: .now).components.seconds)
+        #expect(seconds < 10, "the stop took \(seconds) s")
+        #expect(agent.terminationStatus == 0)
+        return seconds
+    }
+
+    @Test func aStopWithALongSimulatedPressInFlightIsBounded() throws {
+        let harness = Harness()
+        let (_, config, agent, _) = try harness.startPairedAgent()
+        let press = try harness.start(
+            "replenish-agent", ["press", "button", "--hold", "40", "--config", config], log: "press.log")
+        // The agent logs nothing until the button is released: the hold is under way once the command has run
+        // for 2 s (it connects in milliseconds) and has not ended (it would only after 40 s).
+        let pressed = ContinuousClock.now
+        try harness.waitUntil("the hold under way") {
+            pressed.duration(to: .now) >= .seconds(2) && press.isRunning
+        }
+        _ = try stopWithinTheGracefulLimit(harness, agent)
+        try harness.waitUntil("the press command to end", timeout: 15) { !press.isRunning }
+        #expect(press.terminationStatus != 0, "a press cut short by the stop is not reported as ordered")
+    }
+
+    @Test func aStopWithAResetWaitingOnDRSIsBoundedAndTheDeregistrationStaysQueued() throws {
+        let harness = Harness()
+        let (emulator, config, agent, _) = try harness.startPairedAgent()
+        _ = try harness.emulator(
+            emulator, .post, "/admin/faults",
+            body: #"{"path":"/registration","count":1,"fault":{"kind":"delay","seconds":40}}"#)
+        let reset = try harness.start("replenish-agent", ["reset", "--config", config], log: "reset.log")
+        try harness.waitUntil("the DELETE to reach DRS") { try deregistrationArrivals(harness, emulator).count == 1 }
+        _ = try stopWithinTheGracefulLimit(harness, agent)
+        try harness.waitUntil("the reset command to end", timeout: 15) { !reset.isRunning }
+        // The local part was done first; the call waits in the queue for the next start.
+        #expect(FileManager.default.fileExists(atPath: harness.directory + "/state/deregistration.json"))
+        #expect(!FileManager.default.fileExists(atPath: harness.directory + "/state/tokens.json"))
+        _ = try harness.startAgent(config: config)
+        try harness.waitUntil("the queued deregistration", timeout: 60) {
+            !FileManager.default.fileExists(atPath: harness.directory + "/state/deregistration.json")
+        }
+        #expect(try harness.stats(emulator)["deregistrations"] as? Int ?? 0 >= 1)
+        harness.expectNoSecretsInAgentOutput()
+    }
+
+    @Test func aStopDuringASlowReplenishCallIsBoundedAndThePressStaysQueued() throws {
+        let harness = Harness()
+        let (emulator, config, agent, _) = try harness.startPairedAgent()
+        _ = try harness.emulator(
+            emulator, .post, "/admin/faults",
+            body: #"{"path":"/replenish/slot-1","count":1,"fault":{"kind":"delay","seconds":40}}"#)
+        #expect(try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0)
+        try harness.waitUntil("the replenish call to reach DRS") {
+            (try harness.stats(emulator)["arrivals"] as? [[String: Any]] ?? []).contains {
+                $0["path"] as? String == "/replenish/slot-1"
+            }
+        }
+        _ = try stopWithinTheGracefulLimit(harness, agent)
+        #expect(try harness.statusJSON(config: config)["pendingOrders"] as? Int == 1, "the press is kept")
+        _ = try harness.startAgent(config: config)
+        try harness.waitUntil("the order after the restart", timeout: 90) {
+            try harness.statusJSON(config: config)["pendingOrders"] as? Int == 0
+        }
+        // The delayed first call placed the order when its timer fired; the resend was de-duplicated.
+        try harness.waitUntil("DRS to place the order", timeout: 60) { try placed(harness, emulator) == 1 }
+        #expect(try placed(harness, emulator) == 1)
+        harness.expectNoSecretsInAgentOutput()
+    }
+
+    // MARK: - #19.7 and #19.8: reset is all or nothing, and overwrites the tokens
+
+    @Test func aResetWorksAfterAStateFileWasOnceADirectory() throws {
+        let harness = Harness()
+        let (emulator, config, agent, _) = try harness.startPairedAgent()
+        agent.terminate()
+        try harness.waitUntil("the agent to stop", timeout: 15) { !agent.isRunning }
+        let outbox = harness.directory + "/state/outbox.json"
+        try FileManager.default.removeItem(atPath: outbox)
+        try FileManager.default.createDirectory(atPath: outbox + "/inner", withIntermediateDirectories: true)
+        try "x".write(toFile: outbox + "/inner/file", atomically: false, encoding: .utf8)
+        _ = try harness.startAgent(config: config)
+        try harness.waitUntil("the directory moved aside") {
+            try FileManager.default.contentsOfDirectory(atPath: harness.directory + "/state").contains {
+                $0.hasPrefix("outbox.json.corrupt-")
+            }
+        }
+        let reset = try harness.run("replenish-agent", ["reset", "--config", config])
+        #expect(reset.status == 0, "\(reset.error)")
+        #expect(reset.output.contains("deregistered from DRS"), "\(reset.output)")
+        let left = try FileManager.default.contentsOfDirectory(atPath: harness.directory + "/state")
+        #expect(!left.contains { $0.contains(".corrupt-") }, "\(left)")
+        #expect(try harness.stats(emulator)["deregistrations"] as? Int == 1)
+        harness.expectNoSecretsInAgentOutput()
+    }
+
+    /// A read-only state directory (a read-only bind mount as root, mode 0555 otherwise): the reset refuses
+    /// before DRS hears anything, and the device stays paired and ordering.
+    @Test func aResetThatCannotWriteLocallyTellsDRSNothing() throws {
+        let harness = Harness()
+        let (emulator, config, _, _) = try harness.startPairedAgent()
+        let state = harness.directory + "/state"
+        let asRoot = geteuid() == 0
+        if asRoot {
+            #expect(try harness.run("/bin/mount", ["--bind", state, state]).status == 0)
+            #expect(try harness.run("/bin/mount", ["-o", "remount,bind,ro", state, state]).status == 0)
+        } else {
+            chmod(state, 0o555)
+        }
+        defer {
+            if asRoot { _ = try? harness.run("/bin/umount", [state]) } else { chmod(state, 0o700) }
+        }
+        let reset = try harness.run("replenish-agent", ["reset", "--config", config])
+        #expect(reset.status != 0)
+        #expect(reset.error.contains("DRS was not told"), "\(reset.error)")
+        #expect(try harness.stats(emulator)["deregisterCalls"] as? Int == 0)
+        #expect(try harness.statusJSON(config: config)["paired"] as? Bool == true)
+        if asRoot { #expect(try harness.run("/bin/umount", [state]).status == 0) } else { chmod(state, 0o700) }
+        #expect(try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0)
+        try harness.waitUntil("the order") { try placed(harness, emulator) == 1 }
+        harness.expectNoSecretsInAgentOutput()
+    }
+
+    /// The daemon's reset overwrites `tokens.json` with zeros before unlinking it: a hard link made before the
+    /// reset (the same inode) reads zeros afterwards.
+    @Test func theDaemonsResetOverwritesTheTokens() throws {
+        let harness = Harness()
+        let (_, config, _, _) = try harness.startPairedAgent()
+        let link = harness.directory + "/tokens-link"
+        #expect(Glibc.link(harness.directory + "/state/tokens.json", link) == 0)
+        let reset = try harness.run("replenish-agent", ["reset", "--config", config])
+        #expect(reset.status == 0, "\(reset.error)")
+        let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: link)))
+        #expect(!bytes.isEmpty && bytes.allSatisfy { $0 == 0 }, "tokens.json was unlinked without being overwritten")
+        unlink(link)
+    }
 }
