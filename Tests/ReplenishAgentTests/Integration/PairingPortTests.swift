@@ -190,6 +190,37 @@ import Testing
         harness.expectNoSecretsInAgentOutput()
     }
 
+    /// 300 one-shot deviceInfo requests from 300 addresses of two other networks (127.0.1.0/24 and
+    /// 127.0.2.0/24) while the phone (127.0.0.2) is at LWA: the phone's session survives and it pairs.
+    @Test func aFloodFromManyAddressesOfOtherNetworksLeavesThePhonesSession() throws {
+        let harness = Harness()
+        let emulator = try harness.startEmulator(["--slots", "slot-1"])
+        let port = try Harness.freePort()
+        let config = try harness.writeConfig(emulator: emulator, pairingPort: port)
+        let agent = try harness.startAgent(config: config)
+        try harness.waitUntil("the pairing endpoints") { Harness.pairingPortAnswers(port) }
+
+        let phone = "127.0.0.2"
+        let info = try deviceInfo(port, source: phone)
+        let code = try consent(emulator: emulator, info: info)
+        // Each address is its own peer to the server: every one of them starts a session (none is refused 429).
+        var started = 0
+        for index in 0..<300 {
+            let flood = try RawConnection(port: port, source: "127.0.\(1 + index / 150).\(1 + index % 150)")
+            flood.send("GET /provision/deviceInfo HTTP/1.1\r\n\(Self.host)\r\n\r\n")
+            if flood.receiveAnswers(1, within: 5).answers.first?.status == 200 { started += 1 }
+        }
+        #expect(started == 300)
+
+        let companion = try RawConnection(port: port, source: phone)
+        companion.send(companionInfoRequest(info: info, code: code))
+        let answer = companion.receiveAnswers(1, within: 20).answers.first
+        #expect(answer?.status == 204, "companionInfo: \(answer?.status ?? 0) \(answer?.body.prefix(120) ?? "")")
+        try harness.waitUntil("paired") { try harness.statusJSON(config: config)["paired"] as? Bool == true }
+        #expect(agent.isRunning)
+        harness.expectNoSecretsInAgentOutput()
+    }
+
     /// deviceInfo's answer, from `source`.
     func deviceInfo(_ port: Int, source: String? = nil) throws -> [String: Any] {
         let connection = try RawConnection(port: port, source: source)
