@@ -196,6 +196,50 @@ import Testing
         #expect(sessions.session(id: "phone") == nil && sessions.sessions.count == 4)
     }
 
+    @Test func aFloodFromOtherNetworksReplacesItsOwnSessionsNotThePhones() {
+        var sessions = PairingSessions<ManualClock.Instant, Int>(limits: .init(maximumPeers: 16))
+        sessions.start(id: "phone", peer: "192.168.1.20", value: 0, at: at(0))
+        sessions.start(id: "laptop", peer: "fd00:1:2:3::9", value: 0, at: at(0))
+        // 300 one-shot addresses of three other networks, IPv4 and IPv6, in a burst.
+        for index in 0..<300 {
+            let peer =
+                switch index % 3 {
+                case 0: "10.0.\(index % 2).\(index / 3 % 250 + 1)"
+                case 1: "fd00:1:2:4::\(String(index, radix: 16))"
+                default: "::ffff:172.16.0.\(index / 3 % 250 + 1)"
+                }
+            #expect(sessions.mayStart(peer: peer, at: at(1)) == nil)
+            sessions.start(id: "flood-\(index)", peer: peer, value: index, at: at(1))
+            // The newest session is always valid.
+            #expect(sessions.session(id: "flood-\(index)") != nil)
+        }
+        #expect(sessions.sessions.count == 16)
+        #expect(sessions.session(id: "phone") != nil && sessions.session(id: "laptop") != nil)
+        // Another address of the phone's network takes the room of a flooding network, not the phone's.
+        sessions.start(id: "tablet", peer: "192.168.1.21", value: 0, at: at(2))
+        #expect(sessions.session(id: "phone") != nil && sessions.session(id: "tablet") != nil)
+        // With every network down to one session, the oldest goes.
+        var lone = PairingSessions<ManualClock.Instant, Int>(limits: .init(maximumPeers: 2))
+        lone.start(id: "a", peer: "10.0.1.1", value: 0, at: at(0))
+        lone.start(id: "b", peer: "10.0.2.1", value: 0, at: at(1))
+        lone.start(id: "c", peer: "10.0.3.1", value: 0, at: at(2))
+        #expect(lone.sessions.map(\.id) == ["b", "c"])
+    }
+
+    @Test func networksAreIPv4Slash24AndIPv6Slash64() {
+        typealias Sessions = PairingSessions<ManualClock.Instant, Int>
+        #expect(Sessions.network(of: "192.168.1.20") == "192.168.1.0/24")
+        #expect(Sessions.network(of: "::ffff:192.168.1.20") == "192.168.1.0/24")
+        #expect(Sessions.network(of: "::ffff:c0a8:0114") == "192.168.1.0/24")
+        #expect(Sessions.network(of: "fd00:0:0:1:2:3:4:5") == "fd00:0:0:1::/64")
+        #expect(Sessions.network(of: "fd00::1:2:3:4:5") == "fd00:0:0:1::/64")
+        #expect(Sessions.network(of: "FE80::1%eth0") == "fe80:0:0:0::/64")
+        #expect(Sessions.network(of: "::1") == "0:0:0:0::/64")
+        for odd in ["", "local", "1.2.3", "1.2.3.256", "1:2:3:4:5:6:7:8:9", "1::2::3", "12345::", "a.b.c.d"] {
+            #expect(Sessions.network(of: odd) == odd)
+        }
+    }
+
     // MARK: the coordinator
 
     func coordinator(_ http: ScriptedHTTPClient) throws -> PairingCoordinator<ManualClock> {

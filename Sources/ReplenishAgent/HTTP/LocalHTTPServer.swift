@@ -50,6 +50,13 @@ struct ServerResponse: Sendable {
 ///   the most connections; slow ones first, see `ConnectionAdmission`), so a crowd of slow or idle peers
 ///   cannot keep a new client out: a client that sends its request at once is being answered before it
 ///   could be evicted.
+///
+/// Requests on one connection are answered one at a time in the order they came, pipelined ones included
+/// (SwiftNIO's `HTTPServerPipelineHandler` holds the next until the previous answer is out). A request that
+/// asks to close (`Connection: close`, HTTP/1.0 without keep-alive) is answered with `Connection: close`
+/// and the connection ends after a lingering close; whatever was sent after it is not answered. A peer
+/// that half-closes (`shutdown(SHUT_WR)`) after its requests still gets every answer, then the connection
+/// closes; one that half-closes without a request is closed at once.
 enum LocalHTTPServer {
     enum Address: Sendable {
         case tcp(host: String, port: Int)
@@ -90,6 +97,9 @@ enum LocalHTTPServer {
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            // A peer's half-close is an event (`ChannelEvent.inputClosed`), not the end of the connection: a
+            // client that sends its request and shuts down its sending side still gets its answer.
+            .childChannelOption(.allowRemoteHalfClosure, value: true)
         let decoderLimits = {
             var configuration = NIOHTTPDecoderLimitConfiguration()
             configuration.maxHeaderListSize = limits.maximumHeaderBytes
@@ -268,6 +278,8 @@ enum LocalHTTPServer {
                     .error(413, "INVALID_PARAM", "request body larger than \(limits.maximumBodyBytes) bytes"),
                     to: requestHead, closing: true)
             }
+            // The stream ends when the peer half-closes (or the connection closes): every request read
+            // before that has been answered by then.
             for try await part in inbound {
                 switch part {
                 case .head(let requestHead):
@@ -290,7 +302,12 @@ enum LocalHTTPServer {
                     let path = String(requestHead.uri.prefix { $0 != "?" })
                     let request = ServerRequest(
                         method: requestHead.method, path: path, body: body, headers: requestHead.headers, peer: peer)
-                    try await respond(await handler(request), to: requestHead, closing: false)
+                    // A request that asks to close is the connection's last: answered, then a lingering close
+                    // (what the peer pipelined after it is read and discarded, so no reset destroys the answer).
+                    let keepAlive = requestHead.isKeepAlive
+                    if !keepAlive { channel.triggerUserOutboundEvent(LingeringClose.Arm(), promise: nil) }
+                    try await respond(await handler(request), to: requestHead, closing: !keepAlive)
+                    if !keepAlive { return }
                     head = nil
                     body = []
                 }
@@ -430,6 +447,9 @@ private final class ParseErrorAnswer: ChannelDuplexHandler {
     /// An error answer went out: the connection says nothing more (a late answer of the request handler
     /// would be a second response).
     private var answeredError = false
+    /// An answer with `Connection: close` went out: what the parser finds after it (a request pipelined
+    /// after one that asked to close) is not answered.
+    private var answeredClosing = false
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         guard let parserError = error as? HTTPParserError else {
@@ -437,7 +457,8 @@ private final class ParseErrorAnswer: ChannelDuplexHandler {
             return
         }
         // A connection that closed in the middle of a request (the parser's EOF error) gets no answer.
-        if !responseStarted && !answeredError && context.channel.isActive {
+        // A peer that half-closed in the middle of a request is still there to read the 400.
+        if !responseStarted && !answeredError && !answeredClosing && context.channel.isActive {
             let tooLarge = parserError == .headerOverflow
             let answer = ServerResponse.error(
                 tooLarge ? 431 : 400, "INVALID_PARAM",
@@ -464,7 +485,11 @@ private final class ParseErrorAnswer: ChannelDuplexHandler {
             return
         }
         switch unwrapOutboundIn(data) {
-        case .head: responseStarted = true
+        case .head(let head):
+            responseStarted = true
+            if head.headers[canonicalForm: "connection"].contains(where: { $0.lowercased() == "close" }) {
+                answeredClosing = true
+            }
         case .end: responseStarted = false
         case .body: break
         }
@@ -477,7 +502,8 @@ private final class ParseErrorAnswer: ChannelDuplexHandler {
 /// parsed, and a close becomes: flush the answer, shut down the sending side, keep reading and discarding
 /// until the peer closes, `time` has passed or `bytes` were discarded, then close. Closing at once would make
 /// the kernel answer the unread upload with a reset, which can destroy the answer before the peer reads it.
-/// `CloseNow` closes at once (deadline, eviction).
+/// `CloseNow` closes at once (deadline, eviction). A peer that half-closed has nothing left to send: then
+/// a close (armed or not) flushes the answer and closes, and a lingering close ends.
 private final class LingeringClose: ChannelDuplexHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
@@ -494,6 +520,10 @@ private final class LingeringClose: ChannelDuplexHandler {
     // Touched only on the channel's event loop.
     private var armed = false
     private var lingering = false
+    /// The peer half-closed (`ChannelEvent.inputClosed`): no more input will come.
+    private var inputClosed = false
+    /// The lingering close flushed the answer.
+    private var answerOut = false
     private var discarded = 0
     private var lingerStarted = NIODeadline.now()
     private var lastRead = NIODeadline.now()
@@ -526,6 +556,23 @@ private final class LingeringClose: ChannelDuplexHandler {
         context.fireChannelReadComplete()
     }
 
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        guard case ChannelEvent.inputClosed = event else {
+            context.fireUserInboundEventTriggered(event)
+            return
+        }
+        inputClosed = true
+        if lingering {
+            // What the lingering close waited for: the peer is done sending (once the answer is out; if it
+            // is not yet, the flush's completion closes).
+            if answerOut { finish(context: context) }
+        } else if !armed {
+            // Once armed, the answer that ends the connection is out or going: the parser above must not
+            // see the end of an unfinished request and answer it a second time.
+            context.fireUserInboundEventTriggered(event)
+        }
+    }
+
     func channelInactive(context: ChannelHandlerContext) {
         timer?.cancel()
         closePromise?.succeed()
@@ -548,7 +595,7 @@ private final class LingeringClose: ChannelDuplexHandler {
     }
 
     func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
-        guard armed, mode == .all else {
+        guard armed || inputClosed, mode == .all else {
             context.close(mode: mode, promise: promise)
             return
         }
@@ -565,9 +612,18 @@ private final class LingeringClose: ChannelDuplexHandler {
         // An empty write completes after everything written before it: then the answer is out.
         let flushed = context.eventLoop.makePromise(of: Void.self)
         context.writeAndFlush(wrapOutboundOut(ByteBuffer()), promise: flushed)
-        let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
-        flushed.futureResult.whenComplete { _ in loopBound.value.close(mode: .output, promise: nil) }
-        context.read()
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        flushed.futureResult.whenComplete { _ in
+            let (handler, context) = loopBound.value
+            handler.answerOut = true
+            // A peer that half-closed sends nothing more: nothing to read and discard.
+            if handler.inputClosed {
+                handler.finish(context: context)
+            } else {
+                context.close(mode: .output, promise: nil)
+            }
+        }
+        if !inputClosed { context.read() }
     }
 
     /// Wakes at the end of the lingering time or of the idle time, whichever comes first.

@@ -4,9 +4,14 @@
 /// Each peer address has at most one session, and a new `deviceInfo` replaces only that peer's session, so
 /// the newest session is always valid and a script on another machine calling `deviceInfo` in a loop cannot
 /// replace the session of the phone that is pairing. A peer may start a session at most once per
-/// `spacing` and `perMinute` times a minute (429 with the time to wait beyond). At most `maximumPeers`
-/// sessions are kept (the oldest goes first): only an attacker with that many addresses could push the
-/// phone's session out.
+/// `spacing` and `perMinute` times a minute (429 with the time to wait beyond).
+///
+/// At most `maximumPeers` sessions are kept. A new session that needs room takes it from the network
+/// (`network(of:)`: an IPv4 /24, an IPv6 /64) holding the most sessions, whose oldest session goes (the
+/// newcomer's own network first when it is one of those). So addresses of other networks, however many,
+/// only replace each other's sessions and never the last session of a network; only when every network
+/// holds a single session does the oldest of all go (an attacker with as many networks routed to the
+/// device as sessions are kept).
 struct PairingSessions<Instant: InstantProtocol, Value: Sendable>: Sendable where Instant.Duration == Duration {
     struct Session: Sendable {
         let id: String
@@ -25,6 +30,7 @@ struct PairingSessions<Instant: InstantProtocol, Value: Sendable>: Sendable wher
     }
 
     let limits: Limits
+    /// Oldest first.
     private(set) var sessions: [Session] = []
     private var starts: [String: [Instant]] = [:]
 
@@ -55,7 +61,9 @@ struct PairingSessions<Instant: InstantProtocol, Value: Sendable>: Sendable wher
         }
         starts[peer, default: []].append(now)
         sessions.removeAll { $0.peer == peer }
-        if sessions.count >= limits.maximumPeers { sessions.removeFirst() }
+        while sessions.count >= max(limits.maximumPeers, 1), let victim = evictee(for: peer) {
+            sessions.remove(at: victim)
+        }
         sessions.append(Session(id: id, peer: peer, createdAt: now, value: value))
     }
 
@@ -63,4 +71,71 @@ struct PairingSessions<Instant: InstantProtocol, Value: Sendable>: Sendable wher
 
     /// Forgets every session (paired, or a new window): the rate limits stay.
     mutating func removeAll() { sessions.removeAll() }
+
+    /// The index of the session that makes room for one of `peer`: the oldest of the network holding the
+    /// most sessions; of several such networks, `peer`'s own, else the one whose oldest session is oldest.
+    private func evictee(for peer: String) -> Int? {
+        let networks = sessions.map { Self.network(of: $0.peer) }
+        var counts: [String: Int] = [:]
+        for network in networks { counts[network, default: 0] += 1 }
+        guard let most = counts.values.max() else { return nil }
+        let own = Self.network(of: peer)
+        if counts[own] == most { return networks.firstIndex(of: own) }
+        return networks.firstIndex { counts[$0] == most }
+    }
+
+    /// The network of a peer address, as eviction groups them: an IPv4 address's /24 (`192.168.1.0/24`),
+    /// an IPv6 address's /64 (`fd00:0:0:1::/64`), an IPv4-mapped IPv6 address as IPv4; anything else (a
+    /// name, a Unix socket's empty peer) is a network of its own.
+    static func network(of peer: String) -> String {
+        let address = peer.prefix { $0 != "%" }
+        if let bytes = ipv4(address) { return "\(bytes[0]).\(bytes[1]).\(bytes[2]).0/24" }
+        guard let groups = ipv6(address) else { return peer }
+        if groups[0..<5].allSatisfy({ $0 == 0 }) && groups[5] == 0xffff {
+            return "\(groups[6] >> 8).\(groups[6] & 0xff).\(groups[7] >> 8).0/24"
+        }
+        return groups[0..<4].map { String($0, radix: 16) }.joined(separator: ":") + "::/64"
+    }
+
+    /// `a.b.c.d` in decimal, or nil.
+    private static func ipv4(_ text: Substring) -> [UInt8]? {
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 4 else { return nil }
+        var bytes: [UInt8] = []
+        for part in parts {
+            guard (1...3).contains(part.count), part.allSatisfy({ $0.isASCII && $0.isNumber }),
+                let byte = UInt8(part)
+            else { return nil }
+            bytes.append(byte)
+        }
+        return bytes
+    }
+
+    /// The eight groups of an IPv6 address (`::` and a dotted IPv4 tail allowed), or nil.
+    private static func ipv6(_ text: Substring) -> [UInt16]? {
+        func groups(_ part: Substring, dottedTail: Bool) -> [UInt16]? {
+            if part.isEmpty { return [] }
+            let pieces = part.split(separator: ":", omittingEmptySubsequences: false)
+            var result: [UInt16] = []
+            for (index, piece) in pieces.enumerated() {
+                if dottedTail, index == pieces.count - 1, let bytes = ipv4(piece) {
+                    result += [UInt16(bytes[0]) << 8 | UInt16(bytes[1]), UInt16(bytes[2]) << 8 | UInt16(bytes[3])]
+                } else {
+                    guard (1...4).contains(piece.count), piece.allSatisfy(\.isHexDigit),
+                        let group = UInt16(piece, radix: 16)
+                    else { return nil }
+                    result.append(group)
+                }
+            }
+            return result
+        }
+        if let gap = text.firstRange(of: "::") {
+            guard let head = groups(text[..<gap.lowerBound], dottedTail: false),
+                let tail = groups(text[gap.upperBound...], dottedTail: true), head.count + tail.count < 8
+            else { return nil }
+            return head + Array(repeating: 0, count: 8 - head.count - tail.count) + tail
+        }
+        guard let all = groups(text, dottedTail: true), all.count == 8 else { return nil }
+        return all
+    }
 }

@@ -117,6 +117,157 @@ import Testing
         harness.expectNoSecretsInAgentOutput()
     }
 
+    /// Three requests in one write are answered in order at once (not after the 10 s request deadline); a
+    /// request that asks to close is answered and the connection ends at once; a client that half-closes (`shutdown(SHUT_WR)`) after its request still gets the answer, the companion's
+    /// 204 included, and one that half-closes without a request is closed at once.
+    @Test func pipelinedRequestsAreAnsweredInOrderAndAHalfClosedClientGetsItsAnswer() throws {
+        let harness = Harness()
+        let emulator = try harness.startEmulator(["--slots", "slot-1"])
+        let port = try Harness.freePort()
+        let config = try harness.writeConfig(emulator: emulator, pairingPort: port)
+        let agent = try harness.startAgent(config: config)
+        try harness.waitUntil("the pairing endpoints") { Harness.pairingPortAnswers(port) }
+
+        let pipelined = try RawConnection(port: port)
+        let started = Date()
+        pipelined.send(
+            "GET /a HTTP/1.1\r\n\(Self.host)\r\n\r\n" + "GET /provision/companionInfo HTTP/1.1\r\n\(Self.host)\r\n\r\n"
+                + "GET /b HTTP/1.1\r\n\(Self.host)\r\n\r\n")
+        let answered = pipelined.receiveAnswers(3, within: 8)
+        let elapsed = Date().timeIntervalSince(started)
+        #expect(
+            answered.answers.map(\.status) == [404, 405, 404] && elapsed < 3,
+            "pipelined: \(answered.answers.map(\.status)) in \(elapsed) s, closed \(answered.closed)")
+
+        // A request that asks to close (`Connection: close`, or HTTP/1.0 without keep-alive) is answered with
+        // `Connection: close` and the connection ends at once; what was pipelined after it is not answered.
+        let closing = try RawConnection(port: port)
+        let closingStarted = Date()
+        closing.send(
+            "GET /a HTTP/1.1\r\n\(Self.host)\r\nConnection: close\r\n\r\n" + "GET /b HTTP/1.1\r\n\(Self.host)\r\n\r\n")
+        let closed = closing.receiveAnswers(2, within: 5)
+        #expect(
+            closed.answers.map(\.status) == [404] && closed.closed
+                && closed.answers[0].head.lowercased().contains("connection: close")
+                && Date().timeIntervalSince(closingStarted) < 3,
+            "Connection: close: \(closed.answers.map(\.status)), closed \(closed.closed)")
+        let http10 = try RawConnection(port: port)
+        http10.send("GET /a HTTP/1.0\r\n\(Self.host)\r\n\r\n")
+        let answered10 = http10.receiveAnswers(2, within: 5)
+        #expect(
+            answered10.answers.map(\.status) == [404] && answered10.closed,
+            "HTTP/1.0: \(answered10.answers.map(\.status)), closed \(answered10.closed)")
+
+        // Two requests, then a half-close: both answered, then the connection ends.
+        let halfClosed = try RawConnection(port: port)
+        halfClosed.send("GET /a HTTP/1.1\r\n\(Self.host)\r\n\r\nGET /b HTTP/1.1\r\n\(Self.host)\r\n\r\n")
+        halfClosed.shutdownWrite()
+        let halfAnswered = halfClosed.receiveAnswers(2, within: 8)
+        #expect(
+            halfAnswered.answers.map(\.status) == [404, 404],
+            "half-closed: \(halfAnswered.answers.map(\.status)), closed \(halfAnswered.closed)")
+        #expect(halfClosed.receive(within: 3)?.closed == true, "closed after its answers")
+
+        // A half-close without a request: closed at once, with nothing said.
+        let silent = try RawConnection(port: port)
+        silent.shutdownWrite()
+        let silentStarted = Date()
+        let silentEnd = silent.receive(within: 8)
+        #expect(silentEnd?.closed == true && silentEnd?.text == "" && Date().timeIntervalSince(silentStarted) < 3)
+
+        // The companion half-closes after sending companionInfo: it gets its 204, and the device is paired.
+        let info = try deviceInfo(port)
+        let code = try consent(emulator: emulator, info: info)
+        let companion = try RawConnection(port: port)
+        companion.send(companionInfoRequest(info: info, code: code))
+        companion.shutdownWrite()
+        let paired = companion.receiveAnswers(1, within: 20)
+        #expect(
+            paired.answers.first?.status == 204,
+            "companionInfo: \(paired.answers.map(\.status)), closed \(paired.closed)")
+        try harness.waitUntil("paired") { try harness.statusJSON(config: config)["paired"] as? Bool == true }
+        #expect(agent.isRunning)
+        harness.expectNoSecretsInAgentOutput()
+    }
+
+    /// 300 one-shot deviceInfo requests from 300 addresses of two other networks (127.0.1.0/24 and
+    /// 127.0.2.0/24) while the phone (127.0.0.2) is at LWA: the phone's session survives and it pairs.
+    @Test func aFloodFromManyAddressesOfOtherNetworksLeavesThePhonesSession() throws {
+        let harness = Harness()
+        let emulator = try harness.startEmulator(["--slots", "slot-1"])
+        let port = try Harness.freePort()
+        let config = try harness.writeConfig(emulator: emulator, pairingPort: port)
+        let agent = try harness.startAgent(config: config)
+        try harness.waitUntil("the pairing endpoints") { Harness.pairingPortAnswers(port) }
+
+        let phone = "127.0.0.2"
+        let info = try deviceInfo(port, source: phone)
+        let code = try consent(emulator: emulator, info: info)
+        // Each address is its own peer to the server: every one of them starts a session (none is refused 429).
+        var started = 0
+        for index in 0..<300 {
+            let flood = try RawConnection(port: port, source: "127.0.\(1 + index / 150).\(1 + index % 150)")
+            flood.send("GET /provision/deviceInfo HTTP/1.1\r\n\(Self.host)\r\n\r\n")
+            if flood.receiveAnswers(1, within: 5).answers.first?.status == 200 { started += 1 }
+        }
+        #expect(started == 300)
+
+        let companion = try RawConnection(port: port, source: phone)
+        companion.send(companionInfoRequest(info: info, code: code))
+        let answer = companion.receiveAnswers(1, within: 20).answers.first
+        #expect(answer?.status == 204, "companionInfo: \(answer?.status ?? 0) \(answer?.body.prefix(120) ?? "")")
+        try harness.waitUntil("paired") { try harness.statusJSON(config: config)["paired"] as? Bool == true }
+        #expect(agent.isRunning)
+        harness.expectNoSecretsInAgentOutput()
+    }
+
+    /// deviceInfo's answer, from `source`.
+    func deviceInfo(_ port: Int, source: String? = nil) throws -> [String: Any] {
+        let connection = try RawConnection(port: port, source: source)
+        connection.send("GET /provision/deviceInfo HTTP/1.1\r\n\(Self.host)\r\n\r\n")
+        let answer = try #require(connection.receiveAnswers(1, within: 10).answers.first)
+        #expect(answer.status == 200)
+        return try #require(try JSONSerialization.jsonObject(with: Data(answer.body.utf8)) as? [String: Any])
+    }
+
+    /// The customer's consent at the emulated LWA for the session `info` started (what the companion app
+    /// does): the authorization code from the redirect.
+    func consent(emulator: String, info: [String: Any]) throws -> String {
+        func encoded(_ text: String) -> String {
+            var allowed = CharacterSet.alphanumerics
+            allowed.insert(charactersIn: "-._~")
+            return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text
+        }
+        let scopeData =
+            #"{"dash:replenish":{"device_model":"\#(info["deviceModel"] as? String ?? "")","#
+            + #""serial":"\#(info["serial"] as? String ?? "")","#
+            + #""is_test_device":\#(info["isTestDevice"] as? Bool ?? false),"#
+            + #""should_include_non_live":\#(info["shouldIncludeNonLive"] as? Bool ?? false)}}"#
+        let query = [
+            ("client_id", Self.clientId), ("scope", "dash:replenish"), ("scope_data", scopeData),
+            ("response_type", "code"), ("redirect_uri", Self.redirectURI),
+            ("code_challenge", info["codeChallenge"] as? String ?? ""),
+            ("code_challenge_method", info["codeChallengeMethod"] as? String ?? ""), ("state", "s"),
+        ].map { "\($0.0)=\(encoded($0.1))" }.joined(separator: "&")
+        let redirect = try CurlEasy(options: .init()).perform(
+            HTTPRequest(method: .get, url: "\(emulator)/ap/oa?\(query)"))
+        let location = try #require(redirect.header("location"), "LWA answered \(redirect.status)")
+        let code = URLComponents(string: location)?.queryItems?.first { $0.name == "code" }?.value
+        return try #require(code, "LWA's redirect has no code")
+    }
+
+    /// companionInfo for the session `info` started, with `code`.
+    func companionInfoRequest(info: [String: Any], code: String) -> String {
+        let body =
+            #"{"sessionId":"\#(info["sessionId"] as? String ?? "")","authCode":"\#(code)","#
+            + #""clientId":"\#(Self.clientId)","redirectUri":"\#(Self.redirectURI)"}"#
+        return "POST /provision/companionInfo HTTP/1.1\r\n\(Self.host)\r\nContent-Type: application/json\r\n"
+            + "Content-Length: \(body.utf8.count)\r\n\r\n" + body
+    }
+
+    static let clientId = "amzn1.application-oa2-client.emulator"
+    static let redirectURI = "https://companion.example/redirect"
+
     func led(_ harness: Harness) throws -> String {
         let response = try CurlEasy(options: .init(unixSocketPath: harness.directory + "/state/control.sock")).perform(
             HTTPRequest(method: .get, url: "http://localhost/state"))

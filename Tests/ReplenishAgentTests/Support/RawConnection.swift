@@ -51,6 +51,58 @@ final class RawConnection {
         return true
     }
 
+    /// Half-closes the connection (`shutdown(SHUT_WR)`): the peer reads the end of the stream, and this side
+    /// can still read its answer.
+    func shutdownWrite() { shutdown(fd, Int32(SHUT_WR)) }
+
+    /// One whole answer: its status code, head and body (framed by its `Content-Length`).
+    struct Answer {
+        var status: Int
+        var head: String
+        var body: String
+    }
+
+    /// Reads until `count` whole answers came, the peer closed, or `seconds` passed; `closed` says whether the
+    /// peer closed (or reset) within that time.
+    func receiveAnswers(_ count: Int, within seconds: Double) -> (answers: [Answer], closed: Bool) {
+        var received: [UInt8] = []
+        var answers: [Answer] = []
+        var closed = false
+        let separator = Array("\r\n\r\n".utf8)
+        func takeAnswers() {
+            while let end = received.indices.first(where: { received[$0...].starts(with: separator) }) {
+                let head = String(decoding: received[..<end], as: UTF8.self)
+                let lines = head.split(separator: "\r\n")
+                let length =
+                    lines.dropFirst().compactMap { line -> Int? in
+                        let parts = line.split(separator: ":", maxSplits: 1)
+                        guard parts.count == 2, parts[0].lowercased() == "content-length" else { return nil }
+                        return Int(parts[1].trimmingCharacters(in: .whitespaces))
+                    }.first ?? 0
+                let bodyStart = end + separator.count
+                guard received.count >= bodyStart + length else { return }
+                let status = lines.first.map { Int($0.dropFirst(9).prefix(3)) ?? 0 } ?? 0
+                let body = String(decoding: received[bodyStart..<(bodyStart + length)], as: UTF8.self)
+                answers.append(Answer(status: status, head: head, body: body))
+                received.removeFirst(bodyStart + length)
+            }
+        }
+        let deadline = Date().addingTimeInterval(seconds)
+        while answers.count < count && !closed && Date() < deadline {
+            var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&descriptor, 1, 50) > 0 else { continue }
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            let read = Glibc.read(fd, &buffer, buffer.count)
+            if read <= 0 {
+                closed = true
+            } else {
+                received += buffer[0..<read]
+            }
+            takeAnswers()
+        }
+        return (answers, closed)
+    }
+
     /// What arrives within `seconds`, up to the peer closing: nil when nothing came and it stayed open.
     func receive(within seconds: Double) -> (text: String, closed: Bool)? {
         var received: [UInt8] = []
