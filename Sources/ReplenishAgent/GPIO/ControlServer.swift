@@ -110,10 +110,17 @@ struct ControlServer: Sendable {
         // Wait for this press's outcome: debounce on both edges plus the hold, with room for a slow disk.
         let timeout = Duration.milliseconds(Int64(hold * 1000) + Int64(2 * input.debounceMilliseconds) + 10_000)
         let id = await inputs.expectPress(on: input.name)
-        do {
+        do throws(AgentError) {
             try edges(input.name, settlingAt: true, bounces: bounces, backend: backend)
-            try await ContinuousClock().loopSleep(for: .milliseconds(Int64(hold * 1000)))
+            // The button is released in any case: a hold cut short (the agent stopping) must not leave it down.
+            let held: Result<Void, any Error> = await Result {
+                try await ContinuousClock().loopSleep(for: .milliseconds(Int64(hold * 1000)))
+            }
             try edges(input.name, settlingAt: false, bounces: bounces, backend: backend)
+            if case .failure = held {
+                return .json(
+                    503, Answer(ok: false, message: "the agent is stopping: the simulated press was cut short"))
+            }
         } catch {
             return .json(500, Answer(ok: false, message: "\(error)"))
         }

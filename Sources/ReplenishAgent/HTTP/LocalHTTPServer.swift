@@ -249,7 +249,7 @@ enum LocalHTTPServer {
 
     private static func serveConnection(
         _ connection: NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>, peer: String?, limits: Limits,
-        afterResponse: @Sendable (ServerResponse) -> Void, handler: Handler
+        afterResponse: @Sendable (ServerResponse) -> Void, handler: @escaping Handler
     ) async throws {
         let channel = connection.channel
         try await connection.executeThenClose { inbound, outbound in
@@ -306,13 +306,26 @@ enum LocalHTTPServer {
                     // (what the peer pipelined after it is read and discarded, so no reset destroys the answer).
                     let keepAlive = requestHead.isKeepAlive
                     if !keepAlive { channel.triggerUserOutboundEvent(LingeringClose.Arm(), promise: nil) }
-                    try await respond(await handler(request), to: requestHead, closing: !keepAlive)
+                    try await respond(await answer(request, on: channel, handler), to: requestHead, closing: !keepAlive)
                     if !keepAlive { return }
                     head = nil
                     body = []
                 }
             }
         }
+    }
+}
+
+extension LocalHTTPServer {
+    /// Runs the handler for one request, cancelled as soon as its connection closes: the server stopping closes
+    /// every connection (so a stop never waits for a long request, such as a held simulated press or a reset
+    /// waiting on DRS), and a client that went away needs no answer.
+    fileprivate static func answer(_ request: ServerRequest, on channel: any Channel, _ handler: @escaping Handler) async
+        -> ServerResponse
+    {
+        let work = Task { await handler(request) }
+        channel.closeFuture.whenComplete { _ in work.cancel() }
+        return await withTaskCancellationHandler { await work.value } onCancel: { work.cancel() }
     }
 }
 

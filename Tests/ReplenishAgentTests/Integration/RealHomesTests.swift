@@ -257,7 +257,7 @@ import Testing
         agent.terminate()
         try harness.waitUntil("the agent to stop", timeout: 15) { !agent.isRunning }
         let outbox = harness.directory + "/state/outbox.json"
-        try FileManager.default.removeItem(atPath: outbox)
+        try? FileManager.default.removeItem(atPath: outbox)
         try FileManager.default.createDirectory(atPath: outbox + "/inner", withIntermediateDirectories: true)
         try "x".write(toFile: outbox + "/inner/file", atomically: false, encoding: .utf8)
         _ = try harness.startAgent(config: config)
