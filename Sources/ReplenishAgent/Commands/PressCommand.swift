@@ -33,7 +33,9 @@ struct PressCommand: AsyncParsableCommand {
         }
         let body = try JSONEncoder().encode(Body(input: input, holdSeconds: hold, bounces: bounce))
         try ControlClient.send(
-            "press", path: "/press", body: Array(body), config: config, timeoutSeconds: Int(hold ?? 0) + 30)
+            "press", path: "/press", body: Array(body), config: config,
+            // The agent answers within the hold, 10 s for the press to be recognised and 100 s for its outcome.
+            timeoutSeconds: Int(hold ?? 0) + 130)
     }
 }
 

@@ -184,9 +184,17 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
     private func deliver(_ press: ButtonPress) async {
         logger.info(
             "press recognised", metadata: ["gpio.input": "\(press.input)", "gpio.press": "\(press.kind.rawValue)"])
+        // The oldest waiter for this input is this press's: from now on its wait is for the handler's outcome
+        // (which may take a DRS call or two), no longer for a press to be recognised.
+        let waiter = waiters.first { $0.input == press.input && $0.result == nil && !$0.recognised }?.id
+        if let waiter, let index = waiters.firstIndex(where: { $0.id == waiter }) { waiters[index].recognised = true }
         let outcome = await handler(press)
-        resolveOldestWaiter(press.input, with: outcome)
+        if let waiter { finish(waiter, with: outcome) }
     }
+
+    /// How long whoever caused a recognised press waits for the handler's outcome before it is told the outcome
+    /// is not known yet (the handler's own calls are bounded by their timeouts well within this).
+    static var outcomeLimit: Duration { .seconds(100) }
 
     /// Registers interest in the outcome of the next press recognised on `input` (before causing it), so
     /// the outcome cannot be missed; collect it with `outcome(of:timeout:)`.
@@ -196,7 +204,9 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
         return nextWaiterID
     }
 
-    /// The outcome of the press registered as `id`, or a failure when none was recognised within `timeout`.
+    /// The outcome of the press registered as `id`. A failure when no press was recognised within `timeout`;
+    /// once one is, the handler's own outcome, however long its DRS calls take (up to `outcomeLimit`). Ends
+    /// at once, with a failure, when the caller is cancelled (the agent stopping).
     func outcome(of id: Int, timeout: Duration) async -> Outcome {
         guard let index = waiters.firstIndex(where: { $0.id == id }) else {
             return .failure(AgentError(.invalidInput, "unknown press"))
@@ -207,20 +217,32 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
         }
         let clock = clock
         let timer = Task {
-            try? await clock.loopSleep(for: timeout)
+            do { try await clock.loopSleep(for: timeout) } catch { return }
+            guard !self.isRecognised(id) else {
+                do { try await clock.loopSleep(for: Self.outcomeLimit) } catch { return }
+                self.finish(
+                    id,
+                    with: .failure(
+                        AgentError(
+                            .server,
+                            "the press was recognised; its outcome is not known yet (DRS is slow to answer): see replenish-agent status"
+                        )))
+                return
+            }
             self.finish(id, with: .failure(AgentError(.invalidInput, "no press was recognised within \(timeout)")))
         }
-        let outcome = await withCheckedContinuation { continuation in
-            waiters[index].continuation = continuation
+        let outcome = await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                waiters[index].continuation = continuation
+            }
+        } onCancel: {
+            Task { await self.finish(id, with: .failure(AgentError(.server, "the agent is stopping"))) }
         }
         timer.cancel()
         return outcome
     }
 
-    private func resolveOldestWaiter(_ input: String, with outcome: Outcome) {
-        guard let waiter = waiters.first(where: { $0.input == input && $0.result == nil }) else { return }
-        finish(waiter.id, with: outcome)
-    }
+    private func isRecognised(_ id: Int) -> Bool { waiters.first { $0.id == id }?.recognised ?? false }
 
     private func finish(_ id: Int, with outcome: Outcome) {
         guard let index = waiters.firstIndex(where: { $0.id == id }), waiters[index].result == nil else { return }
@@ -235,6 +257,8 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
     private struct Waiter {
         let id: Int
         let input: String
+        /// A press was recognised for this waiter and handed to the handler.
+        var recognised = false
         var result: Outcome?
         var continuation: CheckedContinuation<Outcome, Never>?
     }

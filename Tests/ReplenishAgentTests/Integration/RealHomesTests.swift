@@ -315,4 +315,24 @@ import Testing
         #expect(!bytes.isEmpty && bytes.allSatisfy { $0 == 0 }, "tokens.json was unlinked without being overwritten")
         unlink(link)
     }
+
+    // MARK: - #19.9: press reports what happened
+
+    /// The second press of a slot whose order DRS has shipped: the agent asks DRS about the open order first,
+    /// and DRS takes 14 s to answer. The press is then ordered, and `press` must say so (exit 0).
+    @Test func aPressWhoseOrderRecheckIsSlowReportsTheRealOutcome() throws {
+        let harness = Harness()
+        let (emulator, config, _, _) = try harness.startPairedAgent()
+        #expect(try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0)
+        try harness.waitUntil("the first order") { try placed(harness, emulator) == 1 }
+        _ = try harness.emulator(emulator, .post, "/admin/deliver/slot-1")
+        _ = try harness.emulator(
+            emulator, .post, "/admin/faults",
+            body: #"{"path":"/getOrderInfo","count":1,"fault":{"kind":"delay","seconds":14}}"#)
+        let second = try harness.run("replenish-agent", ["press", "button", "--config", config], timeout: 150)
+        try harness.waitUntil("the second order") { try placed(harness, emulator) == 2 }
+        #expect(second.status == 0, "press said: \(second.error)")
+        #expect(!second.error.contains("no press was recognised"))
+        harness.expectNoSecretsInAgentOutput()
+    }
 }
