@@ -320,12 +320,17 @@ extension LocalHTTPServer {
     /// Runs the handler for one request, cancelled as soon as its connection closes: the server stopping closes
     /// every connection (so a stop never waits for a long request, such as a held simulated press or a reset
     /// waiting on DRS), and a client that went away needs no answer.
-    fileprivate static func answer(_ request: ServerRequest, on channel: any Channel, _ handler: @escaping Handler) async
+    fileprivate static func answer(_ request: ServerRequest, on channel: any Channel, _ handler: @escaping Handler)
+        async
         -> ServerResponse
     {
         let work = Task { await handler(request) }
         channel.closeFuture.whenComplete { _ in work.cancel() }
-        return await withTaskCancellationHandler { await work.value } onCancel: { work.cancel() }
+        return await withTaskCancellationHandler {
+            await work.value
+        } onCancel: {
+            work.cancel()
+        }
     }
 }
 
