@@ -242,6 +242,20 @@ import Testing
         }
     }
 
+    /// A device file (or a FIFO: the process test, since a FIFO would block the unfixed read forever) is not read
+    /// as the config, the board file or the CA file: refused with the key path, without reading a byte.
+    @Test func aDeviceFileIsRefusedAsTheConfigBoardOrCAFile() throws {
+        for device in ["/dev/zero", "/dev/null"] {
+            var problems = Problems()
+            #expect(AgentConfig.parse(path: device, problems: &problems) == nil)
+            #expect(problems.lines == ["\(device): \(device) is a character device, not a regular file"])
+            let board = try self.problems { $0["board"] = device }
+            #expect(board == ["board: \(device) is a character device, not a regular file"])
+            let ca = try self.problems { $0["tls"] = ["caFile": device] }
+            #expect(ca == ["tls.caFile: \(device) is a character device, not a regular file"])
+        }
+    }
+
     @Test func notJSONIsOneProblem() throws {
         let directory = temporaryDirectory()
         try "{ nope".write(toFile: directory + "/agent.json", atomically: true, encoding: .utf8)

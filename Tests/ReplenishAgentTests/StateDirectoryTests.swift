@@ -228,9 +228,10 @@ import Testing
         #expect(
             cause { try POSIX.writeFileAtomically(missing, [1]) }
                 == SystemError("create", path: missing + ".tmp-\(getpid())", errno: ENOENT))
-        // A directory opened for reading fails at read with EISDIR.
+        // A directory opened for reading fails at read with EISDIR (`readFile` refuses it before reading).
         #expect(
-            cause { _ = try POSIX.readFile(directory) } == SystemError("read", path: directory, errno: EISDIR))
+            cause { _ = try POSIX.openFile(directory).readAll(limit: 1) }
+                == SystemError("read", path: directory, errno: EISDIR))
         // The message is the one the logs always had.
         #expect(
             AgentError.system("open", missing, errno: ENOENT).message == "open \(missing): No such file or directory")

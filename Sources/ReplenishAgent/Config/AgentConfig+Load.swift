@@ -103,9 +103,11 @@ extension AgentConfig {
         {
             if let file = reader.string("caFile", required: false, problems: &problems) {
                 let resolved = POSIX.join(configDirectory, file)
-                if (try? POSIX.readFile(resolved, limit: 4 << 20)) ?? nil == nil {
-                    problems.add("tls.caFile", "cannot read \(resolved)")
-                }
+                do {
+                    if try POSIX.readFile(resolved, limit: 4 << 20) == nil {
+                        problems.add("tls.caFile", "cannot read \(resolved): no such file")
+                    }
+                } catch { problems.add("tls.caFile", error.message) }
                 caFile = resolved
             }
             reader.reportUnknownKeys(problems: &problems)

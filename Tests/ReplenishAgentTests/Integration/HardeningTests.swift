@@ -1,0 +1,62 @@
+import Foundation
+import Testing
+
+@testable import ReplenishAgent
+
+/// Bad files and a crowded control socket, against the real binaries (issue 19, items 6, 10 and 13 to 16): no
+/// start that fails at every try while `check-config` passes, no command that hangs on a FIFO, no lock-out of
+/// the owner, no duplicate key or shared GPIO line that passes unnoticed, no dumpable agent.
+@Suite(.serialized, .onOwnThread) struct HardeningTests {
+    /// Runs `check-config` (and others) with a bound: a command that hangs is a failure, not a stuck test run.
+    private func bounded(_ harness: Harness, _ arguments: [String], timeout: Double = 15) -> Harness.Finished? {
+        do { return try harness.run("replenish-agent", arguments, timeout: timeout) } catch {
+            Issue.record("replenish-agent \(arguments.joined(separator: " ")): \(error)")
+            return nil
+        }
+    }
+
+    private func isSocket(_ path: String) -> Bool {
+        var info = stat()
+        return lstat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFSOCK
+    }
+
+    private func stop(_ harness: Harness, _ agent: Process) throws {
+        agent.terminate()
+        try harness.waitUntil("the agent to stop", timeout: 15) { !agent.isRunning }
+    }
+
+    // MARK: 13. FIFOs and devices as files
+
+    /// A FIFO as the config, the board file or the CA file: every command says which, at once, never hangs.
+    @Test func aFIFOGivenAsTheConfigBoardOrCAFileIsRefusedAtOnce() throws {
+        let harness = Harness()
+        let written = try harness.writeConfig(emulator: "http://127.0.0.1:9", pairingPort: try Harness.freePort())
+        let text = try String(contentsOfFile: written, encoding: .utf8)
+        let fifo = harness.directory + "/fifo"
+        #expect(mkfifo(fifo, 0o600) == 0)
+
+        for command in [["check-config"], ["status"], ["run"]] {
+            let finished = try #require(bounded(harness, command + ["--config", fifo]))
+            #expect(finished.status == 1, "\(command)")
+            #expect(finished.error.contains("\(fifo) is a FIFO, not a regular file"), "\(command): \(finished.error)")
+        }
+
+        let boardConfig = harness.directory + "/board-fifo.json"
+        try text.replacingOccurrences(of: packageRoot() + "/board/simulated.json", with: fifo)
+            .write(toFile: boardConfig, atomically: true, encoding: .utf8)
+        for command in [["check-config"], ["status"]] {
+            let finished = try #require(bounded(harness, command + ["--config", boardConfig]))
+            #expect(finished.status == 1, "\(command)")
+            #expect(
+                finished.error.contains("board: \(fifo) is a FIFO, not a regular file"),
+                "\(command): \(finished.error)")
+        }
+
+        let caConfig = harness.directory + "/ca-fifo.json"
+        try text.replacingOccurrences(of: #""stateDirectory""#, with: #""tls":{"caFile":"\#(fifo)"},"stateDirectory""#)
+            .write(toFile: caConfig, atomically: true, encoding: .utf8)
+        let finished = try #require(bounded(harness, ["check-config", "--config", caConfig]))
+        #expect(finished.status == 1)
+        #expect(finished.error.contains("tls.caFile: \(fifo) is a FIFO, not a regular file"), "\(finished.error)")
+    }
+}
