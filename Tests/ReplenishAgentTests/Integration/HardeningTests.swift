@@ -59,4 +59,17 @@ import Testing
         #expect(finished.status == 1)
         #expect(finished.error.contains("tls.caFile: \(fifo) is a FIFO, not a regular file"), "\(finished.error)")
     }
+
+    // MARK: 14. Duplicate keys
+
+    @Test func aDuplicateKeyIsACheckConfigErrorNamingIt() throws {
+        let harness = Harness()
+        let written = try harness.writeConfig(emulator: "http://127.0.0.1:9", pairingPort: try Harness.freePort())
+        let text = try String(contentsOfFile: written, encoding: .utf8)
+            .replacingOccurrences(of: #""serial":"TEST0001","#, with: #""serial":"TEST0001","serial":"OTHER0002","#)
+        try text.write(toFile: written, atomically: true, encoding: .utf8)
+        let check = try #require(bounded(harness, ["check-config", "--config", written]))
+        #expect(check.status == 1)
+        #expect(check.error.contains("device.serial: appears twice"), "\(check.error)")
+    }
 }
