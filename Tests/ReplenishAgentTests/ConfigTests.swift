@@ -290,6 +290,25 @@ import Testing
         #expect(found.contains { $0.hasPrefix("\(directory)/board.json: inputs[0].name: appears twice") }, "\(found)")
     }
 
+    /// One chip line is one input or one LED: two inputs, an input and an LED, or two LEDs on a line are refused,
+    /// naming both.
+    @Test func aLineUsedTwiceIsNamedWithBothUsers() throws {
+        let board: [String: Any] = [
+            "backend": "gpiod", "chip": "gpiochip0",
+            "inputs": [
+                ["name": "button", "line": 17], ["name": "button2", "line": 17], ["name": "tank", "line": 5],
+            ],
+            "outputs": [["name": "led", "line": 5], ["name": "led2", "line": 6], ["name": "led3", "line": 6]],
+        ]
+        let found = try problems({ _ in }, board: board)
+        #expect(
+            found.contains { $0.contains("inputs[1].line: line 17 is also used by inputs[0] (button);") }, "\(found)")
+        #expect(found.contains { $0.contains("outputs[0].line: line 5 is also used by inputs[2] (tank);") }, "\(found)")
+        #expect(
+            found.contains { $0.contains("outputs[2].line: line 6 is also used by outputs[1] (led2);") }, "\(found)")
+        #expect(found.count == 3, "\(found)")
+    }
+
     /// A device file (or a FIFO: the process test, since a FIFO would block the unfixed read forever) is not read
     /// as the config, the board file or the CA file: refused with the key path, without reading a byte.
     @Test func aDeviceFileIsRefusedAsTheConfigBoardOrCAFile() throws {

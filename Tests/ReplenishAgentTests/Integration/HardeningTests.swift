@@ -72,4 +72,24 @@ import Testing
         #expect(check.status == 1)
         #expect(check.error.contains("device.serial: appears twice"), "\(check.error)")
     }
+
+    // MARK: 15. Lines used twice
+
+    @Test func twoInputsOrAnInputAndAnLEDOnOneLineAreACheckConfigError() throws {
+        let harness = Harness()
+        let board = harness.directory + "/board.json"
+        try #"""
+        {"name":"two on one","backend":"gpiod","chip":"gpiochip0",
+         "inputs":[{"name":"button","line":17},{"name":"button2","line":17},{"name":"button3","line":22}],
+         "outputs":[{"name":"led","line":22}]}
+        """#.write(toFile: board, atomically: true, encoding: .utf8)
+        let written = try harness.writeConfig(
+            emulator: "http://127.0.0.1:9", pairingPort: try Harness.freePort(), board: board)
+        let check = try #require(bounded(harness, ["check-config", "--config", written]))
+        #expect(check.status == 1)
+        #expect(
+            check.error.contains("inputs[1].line: line 17 is also used by inputs[0] (button)"), "\(check.error)")
+        #expect(
+            check.error.contains("outputs[0].line: line 22 is also used by inputs[2] (button3)"), "\(check.error)")
+    }
 }
