@@ -192,6 +192,10 @@ enum POSIX {
         try syncDirectory(parentDirectory(of: path))
     }
 
+    /// The longest path the agent can bind a unix socket at: 103 bytes. SwiftNIO (`SocketAddress`) refuses
+    /// longer paths on every platform (macOS's `sun_path` of 104 less its NUL), although Linux's holds 107.
+    static let maximumSocketPathBytes = min(103, MemoryLayout.size(ofValue: sockaddr_un().sun_path) - 1)
+
     static func parentDirectory(of path: String) -> String {
         guard let slash = path.lastIndex(of: "/") else { return "." }
         if slash == path.startIndex { return "/" }

@@ -25,6 +25,80 @@ import Testing
         try harness.waitUntil("the agent to stop", timeout: 15) { !agent.isRunning }
     }
 
+    // MARK: 6. No crash loop at start
+
+    /// A regular file, a directory or a FIFO where the control socket goes: `check-config --before-run` lets the
+    /// agent start (a note), and `run` moves the thing aside like a bad state file and binds its socket.
+    @Test func aNonSocketAtTheControlSocketPathIsMovedAsideAndTheAgentStarts() throws {
+        let harness = Harness()
+        let emulator = try harness.startEmulator()
+        let config = try harness.writeConfig(emulator: emulator, pairingPort: try Harness.freePort())
+        let state = harness.directory + "/state"
+        let socket = state + "/control.sock"
+        #expect(mkdir(state, 0o700) == 0)
+        let makers: [(String, () -> Bool)] = [
+            ("regular file", { FileManager.default.createFile(atPath: socket, contents: Data("x".utf8)) }),
+            ("directory", { mkdir(socket, 0o700) == 0 }),
+            ("FIFO", { mkfifo(socket, 0o600) == 0 }),
+        ]
+        for (kind, make) in makers {
+            // Whatever the last round left there (the agent's own socket) goes first.
+            _ = unlink(socket)
+            #expect(make(), "\(kind)")
+            let check = try #require(bounded(harness, ["check-config", "--before-run", "--config", config]))
+            #expect(check.status == 0, "\(kind): \(check.error)")
+            let agent = try harness.startAgent(config: config)
+            try harness.waitUntil("the control socket (\(kind))", timeout: 30) {
+                isSocket(socket) || !agent.isRunning
+            }
+            #expect(agent.isRunning, "\(kind): the agent stopped: \(harness.agentLogs)")
+            #expect(isSocket(socket), "\(kind)")
+            #expect(harness.agentLogs.contains("\(socket) is a \(kind)"), "\(kind)")
+            if agent.isRunning { try stop(harness, agent) }
+        }
+        let names = try FileManager.default.contentsOfDirectory(atPath: state)
+        #expect(names.filter { $0.hasPrefix("control.sock.corrupt-") }.count == 3, "\(names)")
+        // The agent's own socket left behind by a stop is a socket: bound anew, never moved aside.
+        let agent = try harness.startAgent(config: config)
+        try harness.waitUntil("the control socket again") { harness.agentLogs.contains("control socket ready") }
+        try stop(harness, agent)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: state).count { $0.contains(".corrupt-") } == 3)
+    }
+
+    /// A state directory whose control socket path does not fit a unix socket address (103 bytes): a
+    /// `check-config` error naming `stateDirectory` and the limit, even before `run`; `run` says the same at once.
+    @Test func aStateDirectoryTooLongForTheControlSocketIsACheckConfigError() throws {
+        let harness = Harness()
+        let written = try harness.writeConfig(emulator: "http://127.0.0.1:9", pairingPort: try Harness.freePort())
+        let long = harness.directory + "/" + String(repeating: "d", count: 99 - harness.directory.utf8.count)
+        #expect(long.utf8.count == 100)
+        let text = try String(contentsOfFile: written, encoding: .utf8)
+            .replacingOccurrences(of: harness.directory + "/state", with: long)
+        try text.write(toFile: written, atomically: true, encoding: .utf8)
+        for flags in [["check-config"], ["check-config", "--before-run"]] {
+            let check = try #require(bounded(harness, flags + ["--config", written]))
+            #expect(check.status == 1, "\(flags): \(check.error)")
+            #expect(check.error.contains("stateDirectory: "), "\(flags): \(check.error)")
+            #expect(check.error.contains("103 bytes"), "\(flags): \(check.error)")
+        }
+        let run = try #require(bounded(harness, ["run", "--config", written], timeout: 30))
+        #expect(run.status == 1)
+        #expect(run.error.contains("stateDirectory: ") && run.error.contains("103 bytes"), "\(run.error)")
+
+        // The longest that fits, 90 bytes (103 less "/control.sock"), passes and binds.
+        let fits = harness.directory + "/" + String(repeating: "f", count: 89 - harness.directory.utf8.count)
+        #expect(fits.utf8.count == 90)
+        try text.replacingOccurrences(of: long, with: fits).write(toFile: written, atomically: true, encoding: .utf8)
+        let check = try #require(bounded(harness, ["check-config", "--config", written]))
+        #expect(check.status == 0, "\(check.error)")
+        let agent = try harness.startAgent(config: written)
+        try harness.waitUntil("the control socket at 103 bytes") {
+            harness.agentLogs.contains("control socket ready") || !agent.isRunning
+        }
+        #expect(isSocket(fits + "/control.sock"), "\(harness.agentLogs)")
+        try stop(harness, agent)
+    }
+
     // MARK: 13. FIFOs and devices as files
 
     /// A FIFO as the config, the board file or the CA file: every command says which, at once, never hangs.
