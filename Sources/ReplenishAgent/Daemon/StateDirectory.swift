@@ -86,6 +86,19 @@ enum StateDirectory {
         return StateDirectoryLock(file: file)
     }
 
+    /// The pid of the agent that holds the lock on the state directory at `path`, as its lock file records it,
+    /// when that process is alive; nil when none is (or the file cannot be read). Only for messages: a command
+    /// that found no answer on the control socket says whether an agent runs. It never takes the lock, so an
+    /// agent starting meanwhile is not stopped by a look.
+    static func runningAgent(_ path: String) -> Int32? {
+        guard let file = try? POSIX.openFile(POSIX.join(path, lockFileName), .untrusted),
+            let prefix = try? file.readPrefix(32),
+            let pid = Int32(String(decoding: prefix, as: UTF8.self).split(separator: "\n").first ?? ""),
+            pid > 0, POSIX.processExists(pid)
+        else { return nil }
+        return pid
+    }
+
     /// Opens (creating, 0600) the lock file; nil when the name is taken by something that is not a regular file.
     private static func openLockFile(_ name: String) throws(AgentError) -> POSIX.OpenFile? {
         let file: POSIX.OpenFile

@@ -99,6 +99,48 @@ import Testing
         try stop(harness, agent)
     }
 
+    // MARK: 10. Eight requests in flight
+
+    /// Presses held open on the control socket (each a `press --hold` still in progress) do not lock the owner
+    /// out: with 8 in flight a press and an owner command get through; at the cap a press gets a true "busy,
+    /// retry", and owner commands still get through.
+    @Test func requestsInFlightDoNotLockTheOwnerOut() throws {
+        let harness = Harness()
+        let (emulator, config, agent, _) = try harness.startPairedAgent()
+        let socket = harness.directory + "/state/control.sock"
+        var held: [UnixConnection] = []
+        func hold(_ count: Int) throws {
+            for _ in 0..<count {
+                let connection = try UnixConnection(path: socket)
+                connection.send(UnixConnection.post("/press", #"{"input":"button3","holdSeconds":110}"#))
+                held.append(connection)
+            }
+            try harness.waitUntil("the agent to take the held requests") { held.allSatisfy { $0.unread == 0 } }
+        }
+        try hold(8)
+        let press = try harness.run("replenish-agent", ["press", "button", "--config", config])
+        #expect(press.status == 0, "\(press.error)")
+        try harness.waitUntil("the order") {
+            (try harness.stats(emulator)["ordersPlaced"] as? [String: Int])?["slot-1"] == 1
+        }
+        let cancel = try harness.run("replenish-agent", ["cancel-test-orders", "--config", config])
+        #expect(cancel.status == 0, "\(cancel.error)")
+        #expect(!cancel.error.contains("another replenish-agent") && !cancel.error.contains("not running"))
+        let status = try harness.run("replenish-agent", ["status", "--json", "--config", config])
+        #expect(status.status == 0)
+
+        // At the cap of presses in flight: a true "busy", and the owner's commands still get through.
+        try hold(ControlServer.Limits().pressesInFlight - 8)
+        let busy = try harness.run("replenish-agent", ["press", "button", "--config", config])
+        #expect(busy.status == 1)
+        #expect(busy.error.contains("busy") && busy.error.contains("retry"), "\(busy.error)")
+        #expect(!busy.error.contains("not running"), "\(busy.error)")
+        let cancelAgain = try harness.run("replenish-agent", ["cancel-test-orders", "--config", config])
+        #expect(cancelAgain.status == 0, "\(cancelAgain.error)")
+        #expect(agent.isRunning)
+        harness.expectNoSecretsInAgentOutput()
+    }
+
     // MARK: 13. FIFOs and devices as files
 
     /// A FIFO as the config, the board file or the CA file: every command says which, at once, never hangs.
