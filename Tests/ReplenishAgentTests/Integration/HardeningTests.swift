@@ -208,4 +208,44 @@ import Testing
         #expect(
             check.error.contains("outputs[0].line: line 22 is also used by inputs[2] (button3)"), "\(check.error)")
     }
+
+    // MARK: 16. Not dumpable
+
+    /// The running agent is not dumpable: the kernel then makes its /proc files root's, whoever it runs as (so
+    /// the agent runs as a user of its own here). Before, they were the agent's user's.
+    @Test(.enabled(if: geteuid() != 0 || FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")))
+    func theRunningAgentIsNotDumpable() throws {
+        let harness = Harness()
+        let emulator = try harness.startEmulator()
+        let config = try harness.writeConfig(emulator: emulator, pairingPort: try Harness.freePort())
+        let agent = Process()
+        let uid: uid_t
+        if geteuid() == 0 {
+            uid = 4244
+            #expect(chown(harness.directory, uid, uid) == 0)
+            agent.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            agent.arguments = [
+                "--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", Harness.binDirectory + "/replenish-agent",
+                "run", "--config", config,
+            ]
+        } else {
+            uid = geteuid()
+            agent.executableURL = URL(fileURLWithPath: Harness.binDirectory + "/replenish-agent")
+            agent.arguments = ["run", "--config", config]
+        }
+        let log = harness.directory + "/agent-dumpable.log"
+        FileManager.default.createFile(atPath: log, contents: nil)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
+        agent.standardOutput = handle
+        agent.standardError = handle
+        try agent.run()
+        defer { if agent.isRunning { kill(agent.processIdentifier, SIGKILL) } }
+        try harness.waitUntil("the agent's control socket") {
+            harness.read("agent-dumpable.log").contains("control socket ready") || !agent.isRunning
+        }
+        #expect(agent.isRunning, "\(harness.read("agent-dumpable.log"))")
+        var info = stat()
+        #expect(stat("/proc/\(agent.processIdentifier)/environ", &info) == 0)
+        #expect(info.st_uid == 0, "/proc/<agent>/environ is owned by uid \(info.st_uid) (the agent runs as \(uid))")
+    }
 }
