@@ -11,8 +11,8 @@ enum DaemonClient {
         var message: String
     }
 
-    /// The daemon's answer to a POST of `body` to `path`, or nil when no daemon runs (nothing listens on the
-    /// socket and no live agent holds the state directory's lock). When an agent runs but its answer did not
+    /// The daemon's answer to a POST of `body` to `path`, or nil when no daemon runs (nothing answered and no
+    /// process holds the state directory's lock: `StateDirectory.runningAgent`). When an agent runs but its answer did not
     /// come (it closed the connection, or did not take it), that is the failure, said as it happened: the
     /// command must not report "not running", nor fall back to doing the work itself beside the daemon. The time
     /// allowed covers a token refresh and a DRS call, each with its own 30 s limit.
@@ -46,7 +46,7 @@ enum DaemonClient {
             case CurlError.timedOut?: "did not answer within \(timeout) s (the request may still be done)"
             default: "did not answer on \(socket): \(error.message)"
             }
-        return "the agent (pid \(pid)) is running but \(what); retry in a moment"
+        return "the agent\(pid > 0 ? " (pid \(pid))" : "") is running but \(what); retry in a moment"
     }
 
     /// Prints the daemon's answer (standard output) or its reason (standard error, exit 1).

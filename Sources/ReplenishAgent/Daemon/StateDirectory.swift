@@ -86,17 +86,18 @@ enum StateDirectory {
         return StateDirectoryLock(file: file)
     }
 
-    /// The pid of the agent that holds the lock on the state directory at `path`, as its lock file records it,
-    /// when that process is alive; nil when none is (or the file cannot be read). Only for messages: a command
-    /// that found no answer on the control socket says whether an agent runs. It never takes the lock, so an
-    /// agent starting meanwhile is not stopped by a look.
+    /// Whether an agent holds the lock on the state directory at `path`, and its pid as the lock file records it
+    /// (0 when unreadable); nil when no process holds the lock. Only for messages: a command that got no answer
+    /// on the control socket says whether an agent runs. The look is a `flock` without waiting on a descriptor
+    /// of its own, released at once when it succeeds (no agent): the same instant's race with a starting agent
+    /// as the command's own lock, which it takes next, always had. A pid in the file is never trusted alone: it
+    /// stays after the agent ends, and may by then be another process's.
     static func runningAgent(_ path: String) -> Int32? {
         guard let file = try? POSIX.openFile(POSIX.join(path, lockFileName), .untrusted),
-            let prefix = try? file.readPrefix(32),
-            let pid = Int32(String(decoding: prefix, as: UTF8.self).split(separator: "\n").first ?? ""),
-            pid > 0, POSIX.processExists(pid)
+            (try? file.status().kind) == .regular, (try? file.tryLock()) == false
         else { return nil }
-        return pid
+        let prefix = (try? file.readPrefix(32)) ?? []
+        return Int32(String(decoding: prefix, as: UTF8.self).split(separator: "\n").first ?? "") ?? 0
     }
 
     /// Opens (creating, 0600) the lock file; nil when the name is taken by something that is not a regular file.

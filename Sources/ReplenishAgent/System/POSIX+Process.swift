@@ -11,9 +11,6 @@ extension POSIX {
     /// This process's id.
     static func processID() -> Int32 { getpid() }
 
-    /// Whether a process with this id exists (`kill(pid, 0)`; one of another user counts).
-    static func processExists(_ pid: Int32) -> Bool { kill(pid, 0) == 0 || errno == EPERM }
-
     /// This process's effective user id: the agent's uid when it runs as the agent.
     static func effectiveUserID() -> UserID { geteuid() }
 
