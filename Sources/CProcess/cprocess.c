@@ -10,6 +10,23 @@ int cprocess_limit_malloc_arenas(int count) {
 }
 #endif
 
+#if defined(__linux__)
+#include <sys/prctl.h>
+int cprocess_set_dumpable(int dumpable) { return prctl(PR_SET_DUMPABLE, (unsigned long)dumpable, 0UL, 0UL, 0UL); }
+int cprocess_get_dumpable(void) { return prctl(PR_GET_DUMPABLE, 0UL, 0UL, 0UL, 0UL); }
+#else
+#include <errno.h>
+int cprocess_set_dumpable(int dumpable) {
+    (void)dumpable;
+    errno = ENOSYS;
+    return -1;
+}
+int cprocess_get_dumpable(void) {
+    errno = ENOSYS;
+    return -1;
+}
+#endif
+
 // The Swift runtime's hook variables (libswift_Concurrency): each holds a function pointer or NULL.
 extern void *swift_task_enqueueGlobal_hook;
 extern void *swift_task_enqueueGlobalWithDelay_hook;

@@ -242,6 +242,87 @@ import Testing
         }
     }
 
+    /// Writes the config and board files as text (what `JSONSerialization` cannot write: a key twice) and
+    /// loads them; returns the problems.
+    func problems(configText: String, boardText: String) throws -> (directory: String, lines: [String]) {
+        let directory = temporaryDirectory()
+        try boardText.write(toFile: directory + "/board.json", atomically: true, encoding: .utf8)
+        try configText.write(toFile: directory + "/agent.json", atomically: true, encoding: .utf8)
+        var problems = Problems()
+        let loaded = AgentConfig.parse(path: directory + "/agent.json", problems: &problems)
+        #expect(loaded == nil || problems.isEmpty)
+        return (directory, problems.lines)
+    }
+
+    static let configText = #"""
+        {"device":{"serial":"SN0001","model":"m-1","phase":"test"},
+         "lwa":{"clientId":"c","tokenURL":"https://api.amazon.com/auth/o2/token"},
+         "drs":{"baseURL":"https://dash-replenishment-service-na.amazon.com"},
+         "stateDirectory":"/var/lib/replenish-agent","board":"board.json",
+         "buttons":[{"input":"button","slot":"s-1"}],"pairing":{"listen":"0.0.0.0:8642"}}
+        """#
+    static let boardText = #"{"backend":"simulated","inputs":[{"name":"button"}],"outputs":[{"name":"led"}]}"#
+
+    /// jq and Python read the last of two equal keys, FoundationEssentials the first: a key twice is refused,
+    /// named with its path, at any depth, in the config and in the board file (escapes compared decoded).
+    @Test func aKeyTwiceIsNamedWithItsPath() throws {
+        #expect(try problems(configText: Self.configText, boardText: Self.boardText).lines == [])
+        let cases: [(String, String)] = [
+            (#""serial":"SN0001","#, "device.serial"),
+            (#""board":"board.json","#, "board"),
+            (#""slot":"s-1""#, "buttons[0].slot"),
+            (#""phase":"test""#, "device.phase"),
+        ]
+        for (original, path) in cases {
+            let doubled = Self.configText.replacingOccurrences(
+                of: original, with: original.hasSuffix(",") ? original + original : original + "," + original)
+            let found = try problems(configText: doubled, boardText: Self.boardText).lines
+            #expect(found.contains { $0.hasPrefix("\(path): appears twice") }, "\(path): \(found)")
+        }
+        let escaped = Self.configText.replacingOccurrences(
+            of: #""serial":"SN0001","#, with: #""serial":"SN0001","seri\u0061l":"SN0002","#)
+        #expect(
+            try problems(configText: escaped, boardText: Self.boardText).lines.contains {
+                $0.hasPrefix("device.serial: appears twice")
+            })
+        let board = #"{"backend":"simulated","inputs":[{"name":"button","name":"button2"}],"outputs":[]}"#
+        let (directory, found) = try problems(configText: Self.configText, boardText: board)
+        #expect(found.contains { $0.hasPrefix("\(directory)/board.json: inputs[0].name: appears twice") }, "\(found)")
+    }
+
+    /// One chip line is one input or one LED: two inputs, an input and an LED, or two LEDs on a line are refused,
+    /// naming both.
+    @Test func aLineUsedTwiceIsNamedWithBothUsers() throws {
+        let board: [String: Any] = [
+            "backend": "gpiod", "chip": "gpiochip0",
+            "inputs": [
+                ["name": "button", "line": 17], ["name": "button2", "line": 17], ["name": "tank", "line": 5],
+            ],
+            "outputs": [["name": "led", "line": 5], ["name": "led2", "line": 6], ["name": "led3", "line": 6]],
+        ]
+        let found = try problems({ _ in }, board: board)
+        #expect(
+            found.contains { $0.contains("inputs[1].line: line 17 is also used by inputs[0] (button);") }, "\(found)")
+        #expect(found.contains { $0.contains("outputs[0].line: line 5 is also used by inputs[2] (tank);") }, "\(found)")
+        #expect(
+            found.contains { $0.contains("outputs[2].line: line 6 is also used by outputs[1] (led2);") }, "\(found)")
+        #expect(found.count == 3, "\(found)")
+    }
+
+    /// A device file (or a FIFO: the process test, since a FIFO would block the unfixed read forever) is not read
+    /// as the config, the board file or the CA file: refused with the key path, without reading a byte.
+    @Test func aDeviceFileIsRefusedAsTheConfigBoardOrCAFile() throws {
+        for device in ["/dev/zero", "/dev/null"] {
+            var problems = Problems()
+            #expect(AgentConfig.parse(path: device, problems: &problems) == nil)
+            #expect(problems.lines == ["\(device): \(device) is a character device, not a regular file"])
+            let board = try self.problems { $0["board"] = device }
+            #expect(board == ["board: \(device) is a character device, not a regular file"])
+            let ca = try self.problems { $0["tls"] = ["caFile": device] }
+            #expect(ca == ["tls.caFile: \(device) is a character device, not a regular file"])
+        }
+    }
+
     @Test func notJSONIsOneProblem() throws {
         let directory = temporaryDirectory()
         try "{ nope".write(toFile: directory + "/agent.json", atomically: true, encoding: .utf8)

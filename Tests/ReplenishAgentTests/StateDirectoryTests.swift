@@ -195,6 +195,22 @@ import Testing
         #expect(try StateDirectory.problems(state) == [])
     }
 
+    /// A command with no answer on the control socket asks whether an agent runs: the lock held, not a pid in
+    /// the file (which stays after the agent, perhaps another process's by then); the look leaves no lock.
+    @Test func aRunningAgentIsTheLocksHolderNotThePidInTheFile() throws {
+        let state = temporaryDirectory() + "/state"
+        #expect(StateDirectory.runningAgent(state) == nil)
+        var lock: StateDirectoryLock? = try StateDirectory.open(state) { _ in }
+        #expect(StateDirectory.runningAgent(state) == getpid())
+        withExtendedLifetime(lock) {}
+        lock = nil
+        // The pid is still in the file, of a live process (this one): no holder, no agent.
+        #expect(try String(contentsOfFile: state + "/lock", encoding: .utf8) == "\(getpid())\n")
+        #expect(StateDirectory.runningAgent(state) == nil)
+        // The look took nothing: a start still gets the lock.
+        _ = try StateDirectory.open(state) { _ in }
+    }
+
     @Test func aLockNameTakenByADirectoryIsMovedAsideAndTheLockTaken() throws {
         let state = temporaryDirectory() + "/state"
         try StateDirectory.prepare(state)
@@ -228,9 +244,10 @@ import Testing
         #expect(
             cause { try POSIX.writeFileAtomically(missing, [1]) }
                 == SystemError("create", path: missing + ".tmp-\(getpid())", errno: ENOENT))
-        // A directory opened for reading fails at read with EISDIR.
+        // A directory opened for reading fails at read with EISDIR (`readFile` refuses it before reading).
         #expect(
-            cause { _ = try POSIX.readFile(directory) } == SystemError("read", path: directory, errno: EISDIR))
+            cause { _ = try POSIX.openFile(directory).readAll(limit: 1) }
+                == SystemError("read", path: directory, errno: EISDIR))
         // The message is the one the logs always had.
         #expect(
             AgentError.system("open", missing, errno: ENOENT).message == "open \(missing): No such file or directory")

@@ -1,14 +1,20 @@
 #ifndef CPROCESS_H
 #define CPROCESS_H
-// Two process-wide settings that the C library's and the Swift runtime's Swift faces do not offer, called from
+// Process-wide settings that the C library's and the Swift runtime's Swift faces do not offer, called from
 // Sources/ReplenishAgent/System only:
 // - glibc's malloc tuning (mallopt; <malloc.h> is not in the C library's Swift module);
+// - the process's dumpable flag (prctl is variadic, which Swift cannot call);
 // - the addresses of the Swift runtime's global-executor hooks (swift_task_enqueueGlobal_hook and the two for
 //   delayed jobs). SwiftNIO finds the first with dlsym, which fails in a binary with the Swift runtime linked
 //   statically (its symbols are not exported); naming them here lets the linker resolve them in both builds.
 
 /// Caps the number of malloc arenas (glibc's M_ARENA_MAX); returns 1 when set, 0 when not (another C library).
 int cprocess_limit_malloc_arenas(int count);
+
+/// prctl(PR_SET_DUMPABLE, dumpable): 0 on success, -1 with errno set (or where there is no prctl).
+int cprocess_set_dumpable(int dumpable);
+/// prctl(PR_GET_DUMPABLE): 1 when dumpable, 0 when not (2: dumpable by root only), -1 with errno set.
+int cprocess_get_dumpable(void);
 
 /// The address of `swift_task_enqueueGlobal_hook` (a function pointer, NULL until set).
 void **cprocess_enqueue_global_hook(void);

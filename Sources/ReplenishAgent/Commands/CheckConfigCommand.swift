@@ -42,6 +42,7 @@ struct CheckConfigCommand: AsyncParsableCommand {
         var blocking: [String] = []
         var stateFiles: [String] = []
         let uid = StateDirectory.agentUID(config.stateDirectory)
+        blocking += StateDirectory.socketPathProblems(config.stateDirectory)
         do {
             blocking += try StateDirectory.directoryProblems(config.stateDirectory, agentUID: uid)
             stateFiles += try StateDirectory.fileProblems(config.stateDirectory, agentUID: uid)

@@ -11,22 +11,42 @@ enum DaemonClient {
         var message: String
     }
 
-    /// The daemon's answer to a POST of `body` to `path`, or nil when no daemon listens on the socket. The
-    /// time allowed covers a token refresh and a DRS call, each with its own 30 s limit.
+    /// The daemon's answer to a POST of `body` to `path`, or nil when no daemon runs (nothing answered and no
+    /// process holds the state directory's lock: `StateDirectory.runningAgent`). When an agent runs but its answer did not
+    /// come (it closed the connection, or did not take it), that is the failure, said as it happened: the
+    /// command must not report "not running", nor fall back to doing the work itself beside the daemon. The time
+    /// allowed covers a token refresh and a DRS call, each with its own 30 s limit.
     static func ask(
         _ path: String, body: [UInt8] = [], config: AgentConfig, timeoutSeconds: Int = 120
     ) -> Result<Answer, AgentError>? {
         let socket = Agent.controlSocketPath(stateDirectory: config.stateDirectory)
-        guard
-            let response = try? CurlEasy(options: .init(unixSocketPath: socket)).perform(
+        let response: HTTPResponse
+        do {
+            response = try CurlEasy(options: .init(unixSocketPath: socket)).perform(
                 HTTPRequest(
                     method: .post, url: "http://localhost" + path, headers: [("Content-Type", "application/json")],
                     body: body, timeoutSeconds: timeoutSeconds))
-        else { return nil }
+        } catch {
+            guard let pid = StateDirectory.runningAgent(config.stateDirectory) else { return nil }
+            return .failure(AgentError(.server, unanswered(error, pid: pid, socket: socket, timeout: timeoutSeconds)))
+        }
         guard let answer = try? JSONDecoder().decode(Answer.self, from: Data(response.body)) else {
             return .failure(AgentError(.server, "unreadable answer from the agent (status \(response.status))"))
         }
         return .success(answer)
+    }
+
+    /// What happened to a request a running agent (`pid`) did not answer, from libcurl's code.
+    static func unanswered(_ error: AgentError, pid: Int32, socket: String, timeout: Int) -> String {
+        let what =
+            switch error.curl?.code {
+            case CurlError.couldNotConnect?:
+                "did not take the connection on \(socket) (it is starting, stopping or busy)"
+            case CurlError.gotNothing?: "closed the connection on \(socket) without an answer (busy)"
+            case CurlError.timedOut?: "did not answer within \(timeout) s (the request may still be done)"
+            default: "did not answer on \(socket): \(error.message)"
+            }
+        return "the agent\(pid > 0 ? " (pid \(pid))" : "") is running but \(what); retry in a moment"
     }
 
     /// Prints the daemon's answer (standard output) or its reason (standard error, exit 1).

@@ -39,13 +39,8 @@ struct PressCommand: AsyncParsableCommand {
     }
 }
 
-/// The client side of the simulated board's control socket, for `press` and `level`.
+/// The client side of the simulated board's control socket, for `press` and `level` (`DaemonClient.ask`).
 enum ControlClient {
-    struct Answer: Decodable {
-        var ok: Bool
-        var message: String
-    }
-
     /// Sends one command; prints the agent's answer, or its reason on standard error and exits 1.
     static func send(_ command: String, path: String, body: [UInt8], config: AgentConfig, timeoutSeconds: Int) throws {
         guard config.board.backend == .simulated else {
@@ -54,27 +49,21 @@ enum ControlClient {
             )
             throw ExitCode(1)
         }
-        let socket = Agent.controlSocketPath(stateDirectory: config.stateDirectory)
-        let response: HTTPResponse
-        do {
-            let client = try CurlEasy(options: .init(unixSocketPath: socket))
-            response = try client.perform(
-                HTTPRequest(
-                    method: .post, url: "http://localhost" + path, headers: [("Content-Type", "application/json")],
-                    body: body, timeoutSeconds: timeoutSeconds))
-        } catch {
-            Output.error(
-                "\(command): the agent is not running with this config (no answer on \(socket)): \(error.message)")
+        guard
+            let result = DaemonClient.ask(path, body: body, config: config, timeoutSeconds: timeoutSeconds)
+        else {
+            let socket = Agent.controlSocketPath(stateDirectory: config.stateDirectory)
+            Output.error("\(command): the agent is not running with this config (nothing listens on \(socket))")
             throw ExitCode(1)
         }
-        guard let answer = try? JSONDecoder().decode(Answer.self, from: Data(response.body)) else {
-            Output.error("\(command): unreadable answer from the agent (status \(response.status))")
-            throw ExitCode(1)
-        }
-        guard answer.ok else {
+        switch result {
+        case .success(let answer) where answer.ok: Output.line("\(command): \(answer.message)")
+        case .success(let answer):
             Output.error("\(command): \(answer.message)")
             throw ExitCode(1)
+        case .failure(let error):
+            Output.error("\(command): \(error.message)")
+            throw ExitCode(1)
         }
-        Output.line("\(command): \(answer.message)")
     }
 }

@@ -17,8 +17,11 @@ struct RunCommand: AsyncParsableCommand {
         // with: the control socket is bound before it can be chmod-ed, and a SIGKILL in between must not leave
         // a file that group or others can reach (systemd's unit sets UMask=0077 as well).
         POSIX.setFileCreationMask(0o077)
-        // No core dumps, whoever started it: one would hold the tokens (the unit also sets LimitCORE=0).
+        // No core dumps, whoever started it: one would hold the tokens (the unit also sets LimitCORE=0). A core
+        // pipe ignores that limit, and the agent's own user could still ptrace it or read /proc/<pid>/mem: not
+        // dumpable closes both.
         POSIX.disableCoreDumps()
+        let notDumpable = POSIX.disableDumping()
         let config = try options.load()
         let level = logLevel.level
         LoggingSystem.bootstrap { label in
@@ -27,6 +30,7 @@ struct RunCommand: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "replenish-agent")
+        if !notDumpable { logger.warning("the process stays dumpable: prctl(PR_SET_DUMPABLE, 0) failed") }
         do {
             try await Agent(config: config, logger: logger).run()
         } catch let error as AgentError {

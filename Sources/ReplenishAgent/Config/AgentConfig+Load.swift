@@ -24,8 +24,15 @@ extension AgentConfig {
             problems.add(path, "is not valid JSON")
             return nil
         }
-        return parse(json, path: path, problems: &problems)
+        let duplicates = JSONValue.duplicateKeys(in: bytes)
+        for key in duplicates { problems.add(key, duplicateKeyProblem) }
+        let config = parse(json, path: path, problems: &problems)
+        return duplicates.isEmpty ? config : nil
     }
+
+    /// What is wrong with a key given twice in one object (`JSONValue.duplicateKeys`).
+    static let duplicateKeyProblem =
+        "appears twice; JSON readers disagree on which one counts (this agent would read the first, jq and Python the last): keep one"
 
     static func parse(_ json: JSONValue, path: String, problems: inout Problems) -> AgentConfig? {
         let before = problems.lines.count
@@ -103,9 +110,11 @@ extension AgentConfig {
         {
             if let file = reader.string("caFile", required: false, problems: &problems) {
                 let resolved = POSIX.join(configDirectory, file)
-                if (try? POSIX.readFile(resolved, limit: 4 << 20)) ?? nil == nil {
-                    problems.add("tls.caFile", "cannot read \(resolved)")
-                }
+                do {
+                    if try POSIX.readFile(resolved, limit: 4 << 20) == nil {
+                        problems.add("tls.caFile", "cannot read \(resolved): no such file")
+                    }
+                } catch { problems.add("tls.caFile", error.message) }
                 caFile = resolved
             }
             reader.reportUnknownKeys(problems: &problems)
@@ -125,7 +134,10 @@ extension AgentConfig {
             do {
                 if let bytes = try POSIX.readFile(resolved) {
                     if let json = try? JSONValue.parse(bytes) {
+                        let duplicates = JSONValue.duplicateKeys(in: bytes)
+                        for key in duplicates { problems.add(resolved, "\(key): \(duplicateKeyProblem)") }
                         board = BoardFile.parse(json, file: resolved, problems: &problems)
+                        if !duplicates.isEmpty { board = nil }
                     } else {
                         problems.add("board", "\(resolved) is not valid JSON")
                     }

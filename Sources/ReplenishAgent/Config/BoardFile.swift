@@ -61,6 +61,19 @@ extension BoardFile {
             if !isValidName(name) { local.add(path, "must be 1 to 32 characters of a-z A-Z 0-9 - _") }
             if !names.insert(name).inserted { local.add(path, "\"\(name)\" is used twice") }
         }
+        // One line of the chip is one input or one LED: the kernel grants a line to one request once, and a
+        // button wired to an LED's line would read the LED. The first user of each line, for the message.
+        var lineUsers: [Int: String] = [:]
+        func checkLine(_ line: Int?, of entry: String, named name: String?) {
+            guard let line else { return }
+            if let first = lineUsers[line] {
+                local.add(
+                    "\(entry).line",
+                    "line \(line) is also used by \(first); each input and LED needs a line of its own")
+            } else {
+                lineUsers[line] = name.map { "\(entry) (\($0))" } ?? entry
+            }
+        }
         if case .array(let items)? = top.value("inputs", required: true, problems: &local) {
             if items.isEmpty { local.add("inputs", "must name at least one input") }
             for (index, item) in items.enumerated() {
@@ -73,6 +86,7 @@ extension BoardFile {
                 if kind == nil { local.add(reader.child("kind"), "must be \"button\" or \"level\"") }
                 let line = reader.integer("line", in: 0...1023, problems: &local)
                 if backend == .gpiod && line == nil { local.add(reader.child("line"), "is required on a gpiod board") }
+                checkLine(line, of: path, named: inputName)
                 let biasName = reader.string("bias", required: false, problems: &local) ?? "as-is"
                 let bias = Bias(rawValue: biasName)
                 if bias == nil {
@@ -105,6 +119,7 @@ extension BoardFile {
                     if backend == .gpiod && line == nil {
                         local.add(reader.child("line"), "is required on a gpiod board")
                     }
+                    checkLine(line, of: reader.path, named: outputName)
                     let activeLow = reader.bool("activeLow", problems: &local) ?? false
                     reader.reportUnknownKeys(problems: &local)
                     if let outputName { outputs.append(Output(name: outputName, line: line, activeLow: activeLow)) }

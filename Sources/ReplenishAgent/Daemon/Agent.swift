@@ -15,7 +15,9 @@ struct Agent {
     let config: AgentConfig
     let logger: Logger
 
-    static func controlSocketPath(stateDirectory: String) -> String { POSIX.join(stateDirectory, "control.sock") }
+    static func controlSocketPath(stateDirectory: String) -> String {
+        StateDirectory.controlSocketPath(stateDirectory)
+    }
 
     /// The LWA and DRS clients, each on a lane of its own (own handle, own thread): no DRS call, however slow,
     /// delays a due token refresh. The daemon and the owner commands that work without it use the same.

@@ -6,6 +6,11 @@ enum StateDirectory {
     static let stateFileNames = ["tokens.json", "outbox.json", "status.json"]
     /// The lock file `run` holds (`flock`) for its whole life; it records the holder's pid.
     static let lockFileName = "lock"
+    /// The daemon's control socket (`ControlServer`), bound anew at each start.
+    static let controlSocketName = "control.sock"
+
+    /// The control socket's path in the state directory at `path`.
+    static func controlSocketPath(_ path: String) -> String { POSIX.join(path, controlSocketName) }
 
     /// Prepares the directory for `run`, before any state is read: creates and checks it (`prepare`), takes the
     /// lock (a second agent on the same directory stops here with the holder's pid), then sweeps it (`sweep`).
@@ -18,8 +23,10 @@ enum StateDirectory {
     }
 
     /// Creates the directory (0700) when missing; then checks the directory itself (mode and owner). These
-    /// problems stop the agent: with them, the tokens are not private.
+    /// problems stop the agent: with them, the tokens are not private. A path too long for the control socket
+    /// stops it before anything is created (`socketPathProblems`).
     static func prepare(_ path: String) throws(AgentError) {
+        if let tooLong = socketPathProblems(path).first { throw AgentError(.configuration, tooLong) }
         if try POSIX.status(path) == nil {
             let parent = POSIX.parentDirectory(of: path)
             if parent != path, try POSIX.status(parent) == nil {
@@ -32,6 +39,18 @@ enum StateDirectory {
         }
         let problems = try directoryProblems(path, agentUID: POSIX.effectiveUserID())
         if let first = problems.first { throw AgentError(.storage, first) }
+    }
+
+    /// The control socket's path must fit a unix socket address (`POSIX.maximumSocketPathBytes`, 103 bytes), or
+    /// no start could bind it: a config error, named with its limit, before any start (`check-config`) and at
+    /// `run`'s first step. Checked on the path as written, as the socket is bound.
+    static func socketPathProblems(_ path: String) -> [String] {
+        let socket = controlSocketPath(path)
+        let limit = POSIX.maximumSocketPathBytes
+        guard socket.utf8.count > limit else { return [] }
+        return [
+            "stateDirectory: \(path) is too long for the control socket: \(socket) is \(socket.utf8.count) bytes, and a unix socket path holds at most \(limit) bytes; choose a stateDirectory of at most \(limit - socket.utf8.count + path.utf8.count) bytes"
+        ]
     }
 
     private static func createParents(_ path: String) throws(AgentError) {
@@ -67,6 +86,20 @@ enum StateDirectory {
         return StateDirectoryLock(file: file)
     }
 
+    /// Whether an agent holds the lock on the state directory at `path`, and its pid as the lock file records it
+    /// (0 when unreadable); nil when no process holds the lock. Only for messages: a command that got no answer
+    /// on the control socket says whether an agent runs. The look is a `flock` without waiting on a descriptor
+    /// of its own, released at once when it succeeds (no agent): the same instant's race with a starting agent
+    /// as the command's own lock, which it takes next, always had. A pid in the file is never trusted alone: it
+    /// stays after the agent ends, and may by then be another process's.
+    static func runningAgent(_ path: String) -> Int32? {
+        guard let file = try? POSIX.openFile(POSIX.join(path, lockFileName), .untrusted),
+            (try? file.status().kind) == .regular, (try? file.tryLock()) == false
+        else { return nil }
+        let prefix = (try? file.readPrefix(32)) ?? []
+        return Int32(String(decoding: prefix, as: UTF8.self).split(separator: "\n").first ?? "") ?? 0
+    }
+
     /// Opens (creating, 0600) the lock file; nil when the name is taken by something that is not a regular file.
     private static func openLockFile(_ name: String) throws(AgentError) -> POSIX.OpenFile? {
         let file: POSIX.OpenFile
@@ -95,6 +128,15 @@ enum StateDirectory {
                     try POSIX.unlinkEntry(file)
                     report("state directory: removed \(file), left by an interrupted write")
                 } catch { report("state directory: cannot remove \(file): \(error.message)") }
+                continue
+            }
+            // The control socket's name taken by anything but a socket (a file, a directory, a FIFO) would fail
+            // every start at bind: moved aside like a bad state file.
+            if name == controlSocketName && kind != .socket {
+                do {
+                    let aside = try StateFile.moveAside(file)
+                    report("state directory: \(file) is a \(kind), not a socket; it was moved to \(aside)")
+                } catch { report("state directory: \(file) is a \(kind), not a socket: \(error.message)") }
                 continue
             }
             // Sockets are bound anew at each start; a moved-aside copy was reported when it was moved.
@@ -145,6 +187,12 @@ enum StateDirectory {
             // A socket (the simulated board's control socket) is removed and bound anew at every start, so a
             // stale one's mode says nothing; files hold the secrets.
             if fileInfo.kind == .socket { continue }
+            if name == controlSocketName {
+                problems.append(
+                    "stateDirectory: \(file) is a \(fileInfo.kind), not a socket (run moves it aside and binds its socket)"
+                )
+                continue
+            }
             if fileInfo.kind != .regular {
                 problems.append(
                     "stateDirectory: \(file) is a \(fileInfo.kind), not a regular file (run moves a bad state file aside)"

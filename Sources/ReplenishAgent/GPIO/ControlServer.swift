@@ -1,12 +1,18 @@
 import FoundationEssentials
 import Logging
 import NIOCore
+import Synchronization
 
 /// The daemon's control socket (`control.sock` in the state directory, 0600: only the agent's user and root
 /// reach it). On every board it takes owner commands (`reset`, `deregister`, `cancel-test-orders`: the daemon
 /// does them, so no second process writes its state files); on the simulated board `replenish-agent press`
 /// and `level` (and tests) also drive named inputs through it, with the same events real hardware gives:
 /// bounce bursts, long holds, sensor levels. Requests are JSON over HTTP on the Unix socket.
+///
+/// Requests that take long (a held press, an owner command waiting on DRS) are capped apart (`Limits`), each
+/// kind answering 503 "busy, retry" over its cap, well below the socket's connection cap: so a crowd of held
+/// presses never keeps the owner's commands out, and a request over a cap gets that answer rather than a
+/// connection closed unanswered.
 struct ControlServer: Sendable {
     /// The simulated board, or nil on real hardware (press, level and state are then refused).
     let backend: SimulatedBackend?
@@ -14,6 +20,38 @@ struct ControlServer: Sendable {
     let lights: Lights<ContinuousClock>
     let board: BoardFile
     let owner: @Sendable (OwnerCommand) async -> Result<String, AgentError>
+    let limits = Limits()
+    private let pressesInFlight = InFlight()
+    private let ownerCommandsInFlight = InFlight()
+
+    /// How many requests of each slow kind are answered at once, and connections in all. The connection cap
+    /// leaves room over the two slow caps for quick requests (state, level, refusals) and idle connections,
+    /// which give way to new ones (`LocalHTTPServer`'s admission), so that the server's own refusal (a close
+    /// without an answer, when every connection is being answered) is out of reach of requests that wait.
+    struct Limits: Sendable {
+        /// Simulated presses being held or waiting for their outcome.
+        var pressesInFlight = 16
+        /// Owner commands (reset, deregister, cancel-test-orders) being done.
+        var ownerCommandsInFlight = 8
+        /// Open connections to the socket (all from one peer: the socket is the agent's user's alone).
+        var connections = 64
+    }
+
+    /// A count of requests of one kind being answered.
+    private final class InFlight: Sendable {
+        private let count = Mutex(0)
+
+        /// Counts one more, unless `limit` are in flight already.
+        func enter(limit: Int) -> Bool {
+            count.withLock { count in
+                guard count < limit else { return false }
+                count += 1
+                return true
+            }
+        }
+
+        func leave() { count.withLock { $0 -= 1 } }
+    }
 
     /// What the owner's commands ask of the daemon.
     enum OwnerCommand: Sendable, Equatable {
@@ -52,6 +90,10 @@ struct ControlServer: Sendable {
         if request.method == .POST, let command = Self.ownerCommand(path: request.path, body: request.body) {
             switch command {
             case .success(let command):
+                guard ownerCommandsInFlight.enter(limit: limits.ownerCommandsInFlight) else {
+                    return Self.busy("\(limits.ownerCommandsInFlight) owner commands are being done")
+                }
+                defer { ownerCommandsInFlight.leave() }
                 switch await owner(command) {
                 case .success(let message): return .json(200, Answer(ok: true, message: message))
                 case .failure(let error): return .json(500, Answer(ok: false, message: error.message))
@@ -64,7 +106,12 @@ struct ControlServer: Sendable {
                 404, Answer(ok: false, message: "the board is real hardware; this works on the simulated board only"))
         }
         switch (request.method, request.path) {
-        case (.POST, "/press"): return await press(request.body, backend: backend)
+        case (.POST, "/press"):
+            guard pressesInFlight.enter(limit: limits.pressesInFlight) else {
+                return Self.busy("\(limits.pressesInFlight) presses are in progress")
+            }
+            defer { pressesInFlight.leave() }
+            return await press(request.body, backend: backend)
         case (.POST, "/level"): return level(request.body, backend: backend)
         case (.GET, "/state"):
             var outputs: [String: Bool] = [:]
@@ -72,6 +119,11 @@ struct ControlServer: Sendable {
             return .json(200, State(outputs: outputs, ledPattern: await lights.pattern.rawValue))
         default: return .json(404, Answer(ok: false, message: "no such control command"))
         }
+    }
+
+    /// The answer over a cap: 503, with what is going on.
+    static func busy(_ what: String) -> ServerResponse {
+        .json(503, Answer(ok: false, message: "the agent is busy: \(what); retry when one has finished"))
     }
 
     /// The owner command a request names, nil for another path.
@@ -160,8 +212,11 @@ struct ControlServer: Sendable {
 extension ControlServer {
     /// Serves the control socket (mode 0600) at `path` until cancelled.
     func serve(at path: String, group: any EventLoopGroup, logger: Logger) async throws {
+        var serverLimits = LocalHTTPServer.Limits()
+        serverLimits.maximumConnections = limits.connections
+        serverLimits.maximumConnectionsPerPeer = limits.connections
         try await LocalHTTPServer.serve(
-            at: .unix(path: path), group: group,
+            at: .unix(path: path), group: group, limits: serverLimits,
             onBound: { _ in
                 // The umask already made it 0600; a failure here is worth a line, not a stop.
                 do { try POSIX.setMode(path, 0o600) } catch {

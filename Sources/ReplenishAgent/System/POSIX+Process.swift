@@ -48,6 +48,21 @@ extension POSIX {
         _ = setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &none)
     }
 
+    /// Makes the process not dumpable (`prctl(PR_SET_DUMPABLE, 0)`): no core dump at all, even through a core
+    /// pipe (`kernel.core_pattern` `|…`, which ignores RLIMIT_CORE), and no ptrace attach, `/proc/<pid>/mem` or
+    /// `environ` for the agent's own user (the kernel makes those files root's); the memory holds the tokens.
+    /// `execve` of a normal binary sets it back, so it is made at the start of `run`. A failure (no prctl) is
+    /// returned for the log: the agent still runs, as with the core limit alone.
+    @discardableResult
+    static func disableDumping() -> Bool { setDumpable(false) }
+
+    /// Sets the dumpable flag (`disableDumping`; tests set it back); false when prctl failed.
+    @discardableResult
+    static func setDumpable(_ dumpable: Bool) -> Bool { cprocess_set_dumpable(dumpable ? 1 : 0) == 0 }
+
+    /// Whether the process is dumpable (`prctl(PR_GET_DUMPABLE)` is 1).
+    static var isDumpable: Bool { cprocess_get_dumpable() == 1 }
+
     /// Seconds since the Unix epoch (wall clock): used only for absolute expiries and timestamps that must
     /// survive a restart. Waits use a monotonic `Clock`.
     static func wallTime() -> Double {

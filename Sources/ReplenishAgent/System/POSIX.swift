@@ -86,13 +86,18 @@ enum POSIX {
         throw storageError("lstat", path)
     }
 
-    /// Reads a whole file, or nil when it does not exist. Refuses files over `limit` bytes.
+    /// Reads a whole regular file (the config, the board file, the CA file), or nil when it does not exist.
+    /// Refuses files over `limit` bytes, and anything but a regular file without reading or waiting: opened
+    /// `O_NONBLOCK` (a FIFO with no writer would block `open`, a device `read`) and checked with `fstat` of what
+    /// was opened. A symbolic link is followed (the config may be one); what it names is checked.
     static func readFile(_ path: String, limit: Int = 1 << 20) throws(AgentError) -> [UInt8]? {
         let file: OpenFile
-        do { file = try openFile(path) } catch {
+        do { file = try openFile(path, [.nonBlocking, .noControllingTerminal]) } catch {
             if error.systemError?.errno == ENOENT { return nil }
             throw error
         }
+        let kind = try file.status().kind
+        guard kind == .regular else { throw AgentError(.storage, "\(path) is a \(kind), not a regular file") }
         guard let bytes = try file.readAll(limit: limit) else {
             throw AgentError(.storage, "\(path) is larger than \(limit) bytes")
         }
@@ -204,6 +209,10 @@ enum POSIX {
         if unlink(path) != 0 && errno != ENOENT { throw storageError("unlink", path) }
         try syncDirectory(parentDirectory(of: path))
     }
+
+    /// The longest path the agent can bind a unix socket at: 103 bytes. SwiftNIO (`SocketAddress`) refuses
+    /// longer paths on every platform (macOS's `sun_path` of 104 less its NUL), although Linux's holds 107.
+    static let maximumSocketPathBytes = min(103, MemoryLayout.size(ofValue: sockaddr_un().sun_path) - 1)
 
     static func parentDirectory(of path: String) -> String {
         guard let slash = path.lastIndex(of: "/") else { return "." }

@@ -1,0 +1,19 @@
+import Testing
+
+@testable import ReplenishAgent
+
+/// The process-wide settings `run` makes before anything else, checked on this (test) process.
+@Suite struct ProcessSettingsTests {
+    /// `run` makes the agent not dumpable: no core (not even through a core pipe, which ignores RLIMIT_CORE),
+    /// no ptrace or /proc/<pid>/mem by the agent's own user. Set back afterwards: the test runner is a process
+    /// like any other.
+    @Test func disablingDumpingMakesTheProcessNotDumpable() {
+        let before = POSIX.isDumpable
+        POSIX.disableDumping()
+        let after = POSIX.isDumpable
+        POSIX.setDumpable(before)
+        #expect(before)
+        #expect(!after)
+        #expect(POSIX.isDumpable == before)
+    }
+}
