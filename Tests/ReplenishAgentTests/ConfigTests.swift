@@ -231,8 +231,8 @@ import Testing
             #expect(relevant == [], "\(config)")
         }
         for board in [
-            "board/simulated.json", "board/raspberry-pi-4b.json", "board/raspberry-pi-5.json",
-            "board/generic-gpiod.json",
+            "board/simulated.json", "board/raspberry-pi-3b.json", "board/raspberry-pi-4b.json",
+            "board/raspberry-pi-5.json", "board/generic-gpiod.json",
         ] {
             var problems = Problems()
             let bytes = try #require(try POSIX.readFile(root + "/" + board))

@@ -314,7 +314,7 @@ import Testing
         #expect(await probe() == 421)
         #expect(reads.withLock { $0 } == 1, "just read: a miss does not read again")
         // DHCP gives the address; within 5 s of the last look the miss is not looked up again.
-        names.withLock { $0.insert("192.168.1.20") }
+        _ = names.withLock { $0.insert("192.168.1.20") }
         clock.advance(by: .seconds(4))
         #expect(await probe() == 421)
         #expect(await probe() == 421)

@@ -234,7 +234,7 @@ import Testing
             agent.arguments = ["run", "--config", config]
         }
         let log = harness.directory + "/agent-dumpable.log"
-        FileManager.default.createFile(atPath: log, contents: nil)
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
         agent.standardOutput = handle
         agent.standardError = handle

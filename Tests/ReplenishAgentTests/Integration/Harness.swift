@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import Synchronization
 import Testing
 
@@ -45,7 +46,7 @@ final class Harness: @unchecked Sendable {
         process.executableURL = URL(fileURLWithPath: launcher ?? path)
         process.arguments = launcher == nil ? arguments : [path] + arguments
         if let environment { process.environment = environment }
-        FileManager.default.createFile(atPath: directory + "/" + log, contents: nil)
+        _ = FileManager.default.createFile(atPath: directory + "/" + log, contents: nil)
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: directory + "/" + log))
         process.standardOutput = handle
         process.standardError = handle
@@ -209,6 +210,7 @@ final class Harness: @unchecked Sendable {
     private var incarnation = 0
 
     /// Starts (or restarts) the agent with its own log file (and `environment` instead of the test's own).
+    @discardableResult
     func startAgent(config: String, environment: [String: String]? = nil, launcher: String? = nil) throws -> Process {
         incarnation += 1
         return try start(

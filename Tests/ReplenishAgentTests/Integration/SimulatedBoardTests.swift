@@ -7,7 +7,7 @@ import Testing
 /// re-pairing, a level sensor that orders and reports slot status, and the LED patterns.
 @Suite(.serialized, .onOwnThread) struct SimulatedBoardTests {
     func led(_ harness: Harness, _ config: String) throws -> String {
-        let state = try harness.directory + "/state/control.sock"
+        let state = harness.directory + "/state/control.sock"
         let response = try CurlEasy(options: .init(unixSocketPath: state)).perform(
             HTTPRequest(method: .get, url: "http://localhost/state"))
         return

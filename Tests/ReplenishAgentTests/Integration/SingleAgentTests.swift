@@ -144,7 +144,7 @@ import Testing
             "--config", config,
         ]
         let log = harness.directory + "/agent-as-user.log"
-        FileManager.default.createFile(atPath: log, contents: nil)
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
         agent.standardOutput = handle
         agent.standardError = handle

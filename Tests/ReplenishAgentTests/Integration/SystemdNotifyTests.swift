@@ -22,7 +22,7 @@ import Testing
         environment["WATCHDOG_USEC"] = "1000000"  // a ping every 0.5 s
         agent.environment = environment
         let log = harness.directory + "/agent-notify.log"
-        FileManager.default.createFile(atPath: log, contents: nil)
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
         agent.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
         try agent.run()
         defer { if agent.isRunning { kill(agent.processIdentifier, SIGKILL) } }
