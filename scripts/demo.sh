@@ -5,8 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 scripts/install-deps.sh
-echo "== building"
-swift build 2>&1 | tail -n 1
+echo "== building (a first build takes about 5 minutes on 2 cores; progress every 100 steps)"
+# swift build prints one line per step when not on a terminal: show every 100th, errors, and the last line.
+swift build 2>&1 | awk '/^\[[0-9]+\/[0-9]+\]/ { if (++steps % 100 == 0) { print "   " $1; fflush() } next }
+  /error:/ || /^Build complete/ || /^Compiling plugin|^Building for/ { print; fflush() }'
 bin=$(swift build --show-bin-path)
 work=$(mktemp -d /tmp/replenish-demo.XXXXXX)
 pids=()

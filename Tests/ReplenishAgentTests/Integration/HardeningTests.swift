@@ -218,27 +218,19 @@ import Testing
         let harness = Harness()
         let emulator = try harness.startEmulator()
         let config = try harness.writeConfig(emulator: emulator, pairingPort: try Harness.freePort())
-        let agent = Process()
         let uid: uid_t
+        let agent: Process
+        let run = ["run", "--config", config]
         if geteuid() == 0 {
             uid = 4244
             #expect(chown(harness.directory, uid, uid) == 0)
-            agent.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-            agent.arguments = [
-                "--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", Harness.binDirectory + "/replenish-agent",
-                "run", "--config", config,
-            ]
+            let ids = ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups"]
+            agent = try harness.start(
+                "/usr/bin/setpriv", ids + [Harness.binDirectory + "/replenish-agent"] + run, log: "agent-dumpable.log")
         } else {
             uid = geteuid()
-            agent.executableURL = URL(fileURLWithPath: Harness.binDirectory + "/replenish-agent")
-            agent.arguments = ["run", "--config", config]
+            agent = try harness.start("replenish-agent", run, log: "agent-dumpable.log")
         }
-        let log = harness.directory + "/agent-dumpable.log"
-        _ = FileManager.default.createFile(atPath: log, contents: nil)
-        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
-        agent.standardOutput = handle
-        agent.standardError = handle
-        try agent.run()
         defer { if agent.isRunning { kill(agent.processIdentifier, SIGKILL) } }
         try harness.waitUntil("the agent's control socket") {
             harness.read("agent-dumpable.log").contains("control socket ready") || !agent.isRunning

@@ -37,12 +37,13 @@ final class Harness: @unchecked Sendable {
     /// Starts a long-running process with its output going to `log` files in the harness directory.
     @discardableResult
     /// `launcher`: a program that runs the binary (its first argument), such as `/usr/bin/env`.
+    /// `binary`: a name in the build's bin directory, or an absolute path (a launcher such as `setpriv`).
     func start(
         _ binary: String, _ arguments: [String], log: String, environment: [String: String]? = nil,
         launcher: String? = nil
     ) throws -> Process {
         let process = Process()
-        let path = Self.binDirectory + "/" + binary
+        let path = binary.hasPrefix("/") ? binary : Self.binDirectory + "/" + binary
         process.executableURL = URL(fileURLWithPath: launcher ?? path)
         process.arguments = launcher == nil ? arguments : [path] + arguments
         if let environment { process.environment = environment }

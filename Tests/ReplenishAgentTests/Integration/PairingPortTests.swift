@@ -17,6 +17,17 @@ import Testing
         return answer.hasPrefix("HTTP/1.1 ") ? String(answer.dropFirst(9).prefix(3)) : answer
     }
 
+    /// The emulator (slot `slot-1`) and an unpaired agent whose pairing port answers.
+    func startUnpairedAgent() throws -> (Harness, emulator: String, port: Int, config: String, agent: Process) {
+        let harness = Harness()
+        let emulator = try harness.startEmulator(["--slots", "slot-1"])
+        let port = try Harness.freePort()
+        let config = try harness.writeConfig(emulator: emulator, pairingPort: port)
+        let agent = try harness.startAgent(config: config)
+        try harness.waitUntil("the pairing endpoints") { Harness.pairingPortAnswers(port) }
+        return (harness, emulator, port, config, agent)
+    }
+
     @Test func everyBadClientGetsItsAnswerOrIsClosedAndThePortKeepsServing() throws {
         let harness = Harness()
         let emulator = try harness.startEmulator()
@@ -121,12 +132,7 @@ import Testing
     /// request that asks to close is answered and the connection ends at once; a client that half-closes (`shutdown(SHUT_WR)`) after its request still gets the answer, the companion's
     /// 204 included, and one that half-closes without a request is closed at once.
     @Test func pipelinedRequestsAreAnsweredInOrderAndAHalfClosedClientGetsItsAnswer() throws {
-        let harness = Harness()
-        let emulator = try harness.startEmulator(["--slots", "slot-1"])
-        let port = try Harness.freePort()
-        let config = try harness.writeConfig(emulator: emulator, pairingPort: port)
-        let agent = try harness.startAgent(config: config)
-        try harness.waitUntil("the pairing endpoints") { Harness.pairingPortAnswers(port) }
+        let (harness, emulator, port, config, agent) = try startUnpairedAgent()
 
         let pipelined = try RawConnection(port: port)
         let started = Date()
@@ -193,12 +199,7 @@ import Testing
     /// 300 one-shot deviceInfo requests from 300 addresses of two other networks (127.0.1.0/24 and
     /// 127.0.2.0/24) while the phone (127.0.0.2) is at LWA: the phone's session survives and it pairs.
     @Test func aFloodFromManyAddressesOfOtherNetworksLeavesThePhonesSession() throws {
-        let harness = Harness()
-        let emulator = try harness.startEmulator(["--slots", "slot-1"])
-        let port = try Harness.freePort()
-        let config = try harness.writeConfig(emulator: emulator, pairingPort: port)
-        let agent = try harness.startAgent(config: config)
-        try harness.waitUntil("the pairing endpoints") { Harness.pairingPortAnswers(port) }
+        let (harness, emulator, port, config, agent) = try startUnpairedAgent()
 
         let phone = "127.0.0.2"
         let info = try deviceInfo(port, source: phone)
@@ -279,12 +280,7 @@ import Testing
     /// The short variant of `scripts/pairing-load.sh`: 200 bad clients for 10 s (slowloris, 5 MB uploads,
     /// garbage, half-open, deviceInfo loops, rebinding) while the good companion pairs.
     @Test func twoHundredBadClientsDoNotStopTheCompanionOrGrowTheAgent() throws {
-        let harness = Harness()
-        let emulator = try harness.startEmulator(["--slots", "slot-1"])
-        let port = try Harness.freePort()
-        let config = try harness.writeConfig(emulator: emulator, pairingPort: port)
-        let agent = try harness.startAgent(config: config)
-        try harness.waitUntil("the pairing endpoints") { Harness.pairingPortAnswers(port) }
+        let (harness, emulator, port, config, agent) = try startUnpairedAgent()
         let script = Process()
         script.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         script.arguments = [

@@ -137,18 +137,12 @@ import Testing
             .write(toFile: tokens, atomically: false, encoding: .utf8)
         #expect(chmod(tokens, 0o600) == 0)  // root's, unreadable to the agent
 
-        let agent = Process()
-        agent.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-        agent.arguments = [
-            "--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", Harness.binDirectory + "/replenish-agent", "run",
-            "--config", config,
-        ]
-        let log = harness.directory + "/agent-as-user.log"
-        _ = FileManager.default.createFile(atPath: log, contents: nil)
-        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
-        agent.standardOutput = handle
-        agent.standardError = handle
-        try agent.run()
+        let agent = try harness.start(
+            "/usr/bin/setpriv",
+            [
+                "--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", Harness.binDirectory + "/replenish-agent", "run",
+                "--config", config,
+            ], log: "agent-as-user.log")
         defer {
             if agent.isRunning { kill(agent.processIdentifier, SIGKILL) }
         }
