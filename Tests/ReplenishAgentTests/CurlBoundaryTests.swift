@@ -39,7 +39,7 @@ import Testing
         private var thread: Thread?
 
         init(closeAfterReading: Bool) throws {
-            listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            listener = socket(AF_INET, streamSocket, 0)
             var address = sockaddr_in()
             address.sin_family = sa_family_t(AF_INET)
             address.sin_addr.s_addr = inet_addr("127.0.0.1")

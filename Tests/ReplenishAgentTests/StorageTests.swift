@@ -79,7 +79,7 @@ import Testing
         // A control socket left by an agent killed between bind and chmod (mode 777 here, umask 0) does not
         // stop the next start: sockets are bound anew at each start and hold no secret.
         unlink(state + "/loose")
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = socket(AF_UNIX, streamSocket, 0)
         defer { close(fd) }
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)

@@ -1,5 +1,4 @@
 import Foundation
-import Glibc
 import Synchronization
 import Testing
 
@@ -140,7 +139,7 @@ final class Harness: @unchecked Sendable {
 
     /// A free TCP port on loopback (bound and released; the agent binds it right after).
     static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = socket(AF_INET, streamSocket, 0)
         defer { close(fd) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
