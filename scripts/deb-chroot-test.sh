@@ -19,6 +19,9 @@ root=$(mktemp -d /tmp/replenish-chroot.XXXXXX)
 trap 'rm -rf "$root"' EXIT
 tar -C "$root" -xf "$tarball"
 in_root() { chroot "$root" "$@"; }
+# The agent's Swift runtime reads its arguments from /proc/self/cmdline: without /proc it sees none (and prints
+# its help). A command of the agent runs with /proc mounted in a private mount namespace, gone with the command.
+in_root_proc() { unshare --mount --fork sh -c 'mount -t proc proc "$0/proc" && exec chroot "$0" "$@"' "$root" "$@"; }
 passes=0
 pass() { echo "CHROOT PASS $1"; passes=$((passes + 1)); }
 fail() { echo "CHROOT FAIL $1" >&2; exit 1; }
@@ -49,7 +52,7 @@ check binary-runs bash -c "chroot '$root' /usr/bin/replenish-agent --help >/dev/
 # The installed config is the example: check-config must refuse it (exit 1), with one line for each value still
 # at a placeholder, naming its key (a unit shipped like this could never pair or order).
 set +e
-in_root /usr/bin/replenish-agent check-config --config /etc/replenish-agent/agent.json \
+in_root_proc /usr/bin/replenish-agent check-config --config /etc/replenish-agent/agent.json \
   >"$root/tmp/check-config.out" 2>"$root/tmp/check-config.err"
 check_status=$?
 set -e
