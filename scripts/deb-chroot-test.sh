@@ -19,6 +19,9 @@ root=$(mktemp -d /tmp/replenish-chroot.XXXXXX)
 trap 'rm -rf "$root"' EXIT
 tar -C "$root" -xf "$tarball"
 in_root() { chroot "$root" "$@"; }
+# The agent's Swift runtime reads its arguments from /proc/self/cmdline: without /proc it sees none (and prints
+# its help). A command of the agent runs with /proc mounted in a private mount namespace, gone with the command.
+in_root_proc() { unshare --mount --fork sh -c 'mount -t proc proc "$0/proc" && exec chroot "$0" "$@"' "$root" "$@"; }
 passes=0
 pass() { echo "CHROOT PASS $1"; passes=$((passes + 1)); }
 fail() { echo "CHROOT FAIL $1" >&2; exit 1; }
@@ -46,9 +49,22 @@ check config-mode [ "$(mode /etc/replenish-agent/agent.json)" == "root:replenish
 check not-enabled-with-example-config [ ! -e "$root$wants" ]
 check tells-what-to-do grep -q "systemctl enable --now replenish-agent" "$root/tmp/install.log"
 check binary-runs bash -c "chroot '$root' /usr/bin/replenish-agent --help >/dev/null"
+# The installed config is the example: check-config must refuse it (exit 1), with one line for each value still
+# at a placeholder, naming its key (a unit shipped like this could never pair or order).
+set +e
+in_root_proc /usr/bin/replenish-agent check-config --config /etc/replenish-agent/agent.json \
+  >"$root/tmp/check-config.out" 2>"$root/tmp/check-config.err"
+check_status=$?
+set -e
+cat "$root/tmp/check-config.err"
+check example-config-refused [ "$check_status" -eq 1 ]
+for key in device.serial device.model lwa.clientId lwa.clientSecret 'buttons[0].slot'; do
+  check "example-placeholder-$key" [ "$(grep -cF "$key: still the example's placeholder" "$root/tmp/check-config.err")" -eq 1 ]
+done
+check example-secret-not-printed bash -c "! grep -q REPLACE-WITH-YOUR-LWA-CLIENT-SECRET '$root/tmp/check-config.err'"
 
 echo "== the owner edits the config and enables the unit; upgrade to $version"
-sed -i 's/"SN0001"/"SN-EDITED"/' "$root/etc/replenish-agent/agent.json"
+sed -i 's/"REPLACEWITHUNITSERIAL"/"SNEDITED"/' "$root/etc/replenish-agent/agent.json"
 # What `systemctl enable` does (no systemd runs here): the WantedBy= link.
 in_root mkdir -p "$(dirname "$wants")"
 in_root ln -s /lib/systemd/system/replenish-agent.service "$wants"
@@ -56,7 +72,7 @@ in_root mkdir -p /var/lib/replenish-agent
 echo '{"kept":true}' >"$root/var/lib/replenish-agent/tokens.json"
 in_root dpkg -i /tmp/new.deb
 check upgraded [ "$(in_root dpkg-query -W -f '${Version}' replenish-agent)" == "$version" ]
-check edited-config-kept grep -q SN-EDITED "$root/etc/replenish-agent/agent.json"
+check edited-config-kept grep -q SNEDITED "$root/etc/replenish-agent/agent.json"
 check config-mode-after-upgrade [ "$(mode /etc/replenish-agent/agent.json)" == "root:replenish 640" ]
 check still-enabled [ -L "$root$wants" ]
 check state-kept-on-upgrade [ -s "$root/var/lib/replenish-agent/tokens.json" ]
@@ -65,7 +81,7 @@ echo "== remove"
 in_root dpkg -r replenish-agent
 check binary-gone [ ! -e "$root/usr/bin/replenish-agent" ]
 check state-kept-on-remove [ -s "$root/var/lib/replenish-agent/tokens.json" ]
-check config-kept-on-remove grep -q SN-EDITED "$root/etc/replenish-agent/agent.json"
+check config-kept-on-remove grep -q SNEDITED "$root/etc/replenish-agent/agent.json"
 check unit-masked-on-remove [ "$(readlink "$root/etc/systemd/system/replenish-agent.service")" == /dev/null ]
 
 echo "== purge"
@@ -78,9 +94,9 @@ check user-kept-on-purge in_root getent passwd replenish
 
 echo "== install on an image whose config was put in place first (image builders)"
 in_root mkdir -p /etc/replenish-agent
-sed 's/"SN0001"/"SN-IMAGE"/' config/agent.example.json >"$root/etc/replenish-agent/agent.json"
+sed 's/"REPLACEWITHUNITSERIAL"/"SNIMAGE"/' config/agent.example.json >"$root/etc/replenish-agent/agent.json"
 in_root dpkg --force-confold -i /tmp/new.deb
-check image-config-kept grep -q SN-IMAGE "$root/etc/replenish-agent/agent.json"
+check image-config-kept grep -q SNIMAGE "$root/etc/replenish-agent/agent.json"
 check enabled-with-edited-config [ -L "$root$wants" ]
 check image-config-mode [ "$(mode /etc/replenish-agent/agent.json)" == "root:replenish 640" ]
 in_root dpkg -P replenish-agent

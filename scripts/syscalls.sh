@@ -29,7 +29,7 @@ trap 'stop_all; rm -rf "$work"' EXIT
 start_emulator
 pick_pairing_port
 write_config
-"$bin/replenish-agent" check-config --config "$work/agent.json"   # the unit's ExecStartPre=
+"$bin/replenish-agent" check-config --config "$work/agent.json"   # the unit's ExecCondition=
 start_agent
 pair
 "$bin/replenish-agent" press button --config "$work/agent.json"

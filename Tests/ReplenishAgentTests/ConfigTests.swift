@@ -226,8 +226,12 @@ import Testing
         for config in ["config/simulated.json", "config/agent.example.json"] {
             var problems = Problems()
             _ = AgentConfig.parse(path: root + "/" + config, problems: &problems)
-            // The example names the installed board path; check it against the repository's copy instead.
-            let relevant = problems.lines.filter { !$0.hasPrefix("board:") && !$0.hasPrefix("tls.caFile:") }
+            // The example names the installed board path; check it against the repository's copy instead. Its
+            // placeholders are problems of their own (`theShippedExampleGivesOneProblemPerPlaceholderKey`).
+            let relevant = problems.lines.filter {
+                !$0.hasPrefix("board:") && !$0.hasPrefix("tls.caFile:")
+                    && !$0.contains("still the example's placeholder")
+            }
             #expect(relevant == [], "\(config)")
         }
         for board in [
@@ -323,12 +327,12 @@ import Testing
         }
     }
 
-    @Test func notJSONIsOneProblem() throws {
+    @Test func notJSONIsOneProblemWithLineAndColumn() throws {
         let directory = temporaryDirectory()
         try "{ nope".write(toFile: directory + "/agent.json", atomically: true, encoding: .utf8)
         var problems = Problems()
         #expect(AgentConfig.parse(path: directory + "/agent.json", problems: &problems) == nil)
-        #expect(problems.lines == ["\(directory)/agent.json: is not valid JSON"])
+        #expect(problems.lines == ["\(directory)/agent.json:1:3: 'n' where a key in double quotes was expected"])
     }
 }
 

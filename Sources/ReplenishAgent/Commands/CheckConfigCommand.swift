@@ -13,7 +13,7 @@ struct CheckConfigCommand: AsyncParsableCommand {
     @Flag(
         name: .long,
         help: """
-            Before `run` (systemd's ExecStartPre): problems of the files inside the state directory, which `run` \
+            Before `run` (the unit's ExecCondition): problems of the files inside the state directory, which `run` \
             repairs or works around itself (a bad state file moved aside, a lax mode set to 600), are printed \
             as notes and do not make the exit status 1, so they never keep the agent from starting.
             """)
@@ -33,6 +33,7 @@ struct CheckConfigCommand: AsyncParsableCommand {
         for note in notes { Output.error("note: \(note) (run deals with it at start)") }
         guard lines.isEmpty else { throw ExitCode(1) }
         Output.line("config OK: \(options.config)")
+        if let device = config?.device { Output.line("serial \(device.serial) from \(device.serialSource.describe)") }
     }
 
     /// The problems of the files around a valid config: `blocking`, the state directory itself (mode and owner,

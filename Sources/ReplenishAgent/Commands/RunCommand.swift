@@ -11,6 +11,12 @@ struct RunCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: LogLevel = .info
 
+    /// The exit status of a `run` that cannot start because of its configuration (the config or board file, a
+    /// placeholder left in, a serial file missing, a state directory path too long): sysexits' `EX_CONFIG`. The
+    /// unit's `RestartPreventExitStatus=78` keeps systemd from restarting it every 5 s until someone edits the
+    /// config; every other failure (exit 1) is restarted.
+    static let configurationExitCode: Int32 = 78
+
     func run() async throws {
         POSIX.unblockAllSignals()
         // Everything the daemon creates is private from the moment it exists, whatever umask it was started
@@ -22,7 +28,7 @@ struct RunCommand: AsyncParsableCommand {
         // dumpable closes both.
         POSIX.disableCoreDumps()
         let notDumpable = POSIX.disableDumping()
-        let config = try options.load()
+        let config = try options.load(exitCode: Self.configurationExitCode)
         let level = logLevel.level
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
@@ -35,7 +41,7 @@ struct RunCommand: AsyncParsableCommand {
             try await Agent(config: config, logger: logger).run()
         } catch let error as AgentError {
             Output.error("replenish-agent: \(error.message)")
-            throw ExitCode(1)
+            throw ExitCode(error.code == .configuration ? Self.configurationExitCode : 1)
         }
     }
 }

@@ -74,6 +74,9 @@ struct StatusCommand: AsyncParsableCommand {
         }
 
         var serial: String
+        /// Where the serial came from: `config`, `file` (`device.serialFile`) or `device-tree`; and the file.
+        var serialSource: String = "config"
+        var serialFile: String? = nil
         var phase: String
         var paired: Bool
         var pairingState: String
@@ -156,7 +159,8 @@ struct StatusCommand: AsyncParsableCommand {
             case .fresh, .refreshing, .retryWait: "paired"
             }
         return Report(
-            serial: config.device.serial, phase: config.device.phase.rawValue, paired: tokens != nil,
+            serial: config.device.serial, serialSource: config.device.serialSource.name,
+            serialFile: config.device.serialSource.file, phase: config.device.phase.rawValue, paired: tokens != nil,
             pairingState: pairingState, pairingMode: config.pairingMode.rawValue,
             pairingWindow: .init(open: windowClosesAt != nil, closesAt: windowClosesAt.map(ISO8601.format)),
             linking: linking.map {
@@ -202,6 +206,7 @@ struct StatusCommand: AsyncParsableCommand {
             return
         }
         Output.line("device \(report.serial) (phase \(report.phase)): \(report.pairingState)")
+        if config.device.serialSource != .config { Output.line("serial from \(config.device.serialSource.describe)") }
         if !report.paired {
             if let linking = report.linking {
                 Output.line("enter code \(linking.userCode) at \(linking.verificationURI) (until \(linking.expiresAt))")

@@ -8,7 +8,10 @@ extension AgentConfig {
         return config
     }
 
-    static func parse(path: String, problems: inout Problems) -> AgentConfig? {
+    /// `deviceTreeSerialPaths`: where `device.serialSource: "device-tree"` looks (tests give their own files).
+    static func parse(
+        path: String, problems: inout Problems, deviceTreeSerialPaths: [String] = AgentConfig.deviceTreeSerialPaths
+    ) -> AgentConfig? {
         let bytes: [UInt8]
         do {
             guard let read = try POSIX.readFile(path) else {
@@ -20,13 +23,17 @@ extension AgentConfig {
             problems.add(path, error.message)
             return nil
         }
+        if let fault = JSONSyntax.check(bytes) {
+            problems.add("\(path):\(fault.line):\(fault.column)", fault.message)
+            return nil
+        }
         guard let json = try? JSONValue.parse(bytes) else {
             problems.add(path, "is not valid JSON")
             return nil
         }
         let duplicates = JSONValue.duplicateKeys(in: bytes)
         for key in duplicates { problems.add(key, duplicateKeyProblem) }
-        let config = parse(json, path: path, problems: &problems)
+        let config = parse(json, path: path, problems: &problems, deviceTreeSerialPaths: deviceTreeSerialPaths)
         return duplicates.isEmpty ? config : nil
     }
 
@@ -34,9 +41,15 @@ extension AgentConfig {
     static let duplicateKeyProblem =
         "appears twice; JSON readers disagree on which one counts (this agent would read the first, jq and Python the last): keep one"
 
-    static func parse(_ json: JSONValue, path: String, problems: inout Problems) -> AgentConfig? {
+    static func parse(
+        _ json: JSONValue, path: String, problems: inout Problems,
+        deviceTreeSerialPaths: [String] = AgentConfig.deviceTreeSerialPaths
+    ) -> AgentConfig? {
         let before = problems.lines.count
         guard var top = ObjectReader(json, path: "", problems: &problems) else { return nil }
+        let configDirectory = POSIX.parentDirectory(of: path)
+        // Values still at the example's placeholders, checked once the rest is read: one line per key.
+        var placeholders: [(path: String, key: PlaceholderKey, value: String?)] = []
 
         // device
         var device: Device?
@@ -44,11 +57,10 @@ extension AgentConfig {
             top.value("device", required: true, problems: &problems) ?? .object([:]),
             path: "device", problems: &problems)
         {
-            let serial = reader.string("serial", problems: &problems)
-            if let serial, !isValidSerial(serial) {
-                problems.add(
-                    "device.serial", "must be 1 to 50 characters of A-Z a-z 0-9 (the DRS integration guide's rule)")
-            }
+            let serial = readSerial(
+                &reader, configDirectory: configDirectory, deviceTreeSerialPaths: deviceTreeSerialPaths,
+                problems: &problems)
+            if serial?.source == .config { placeholders.append(("device.serial", .serial, serial?.serial)) }
             let model = reader.string("model", problems: &problems)
             if let model, !isValidIdentifier(model) {
                 problems.add("device.model", "must be 1 to 64 characters of A-Z a-z 0-9 - + _")
@@ -59,8 +71,11 @@ extension AgentConfig {
                 problems.add(
                     "device.phase", "must be \"test\", \"certification\" or \"production\", found \"\(phaseName)\"")
             }
+            placeholders.append(("device.model", .model, model))
             reader.reportUnknownKeys(problems: &problems)
-            if let serial, let model, let phase { device = Device(serial: serial, model: model, phase: phase) }
+            if let serial, let model, let phase {
+                device = Device(serial: serial.serial, model: model, phase: phase, serialSource: serial.source)
+            }
         }
 
         // lwa
@@ -78,6 +93,7 @@ extension AgentConfig {
             if let secret, secret.isEmpty {
                 problems.add("lwa.clientSecret", "must not be empty (leave it out instead)")
             }
+            placeholders += [("lwa.clientId", .clientId, clientId), ("lwa.clientSecret", .clientSecret, secret)]
             let tokenURL = url(reader.string("tokenURL", problems: &problems), at: "lwa.tokenURL", problems: &problems)
             // Given at all (even of the wrong type, reported as such): not also "required" below.
             codePairURLGiven = reader.value("codePairURL", required: false, problems: &problems) != nil
@@ -100,8 +116,6 @@ extension AgentConfig {
             drsBaseURL = url(reader.string("baseURL", problems: &problems), at: "drs.baseURL", problems: &problems)
             reader.reportUnknownKeys(problems: &problems)
         }
-
-        let configDirectory = POSIX.parentDirectory(of: path)
 
         // tls (optional)
         var caFile: String?
@@ -133,7 +147,9 @@ extension AgentConfig {
             boardPath = resolved
             do {
                 if let bytes = try POSIX.readFile(resolved) {
-                    if let json = try? JSONValue.parse(bytes) {
+                    if let fault = JSONSyntax.check(bytes) {
+                        problems.add("board", fault.describe(file: resolved))
+                    } else if let json = try? JSONValue.parse(bytes) {
                         let duplicates = JSONValue.duplicateKeys(in: bytes)
                         for key in duplicates { problems.add(resolved, "\(key): \(duplicateKeyProblem)") }
                         board = BoardFile.parse(json, file: resolved, problems: &problems)
@@ -142,7 +158,7 @@ extension AgentConfig {
                         problems.add("board", "\(resolved) is not valid JSON")
                     }
                 } else {
-                    problems.add("board", "no board file at \(resolved)")
+                    problems.add("board", "no board file at \(resolved)\(boardFilesNear(resolved))")
                 }
             } catch {
                 problems.add("board", error.message)
@@ -172,6 +188,7 @@ extension AgentConfig {
                     if let slot, !isValidSlot(slot) {
                         problems.add(reader.child("slot"), "must be 1 to 255 characters of A-Z a-z 0-9 - . _ ~")
                     }
+                    placeholders.append((reader.child("slot"), .slot, slot))
                     let cooldown = reader.integer("cooldownSeconds", in: 0...86400, problems: &problems) ?? 60
                     let quantity = reader.number("quantity", in: 0.001...1_000_000, problems: &problems)
                     let remaining = reader.number("remainingWhenLow", in: 0...1_000_000, problems: &problems)
@@ -223,6 +240,7 @@ extension AgentConfig {
         }
 
         top.reportUnknownKeys(problems: &problems)
+        placeholderProblems(placeholders, problems: &problems)
         guard problems.lines.count == before, let device, let lwa, let drsBaseURL, let stateDirectory, let board,
             let boardPath, mode == .code || listen != nil
         else { return nil }
@@ -230,6 +248,16 @@ extension AgentConfig {
             device: device, lwa: lwa, drsBaseURL: drsBaseURL, caFile: caFile, stateDirectory: stateDirectory,
             boardPath: boardPath, board: board, buttons: buttons, pairingMode: mode, pairingListen: listen,
             pairingWindowMinutes: windowMinutes, path: path)
+    }
+
+    /// `; board files in /usr/share/replenish-agent/board: raspberry-pi-4b.json, simulated.json`: what a wrong
+    /// board path could have meant (the `.json` files of the folder it names), or that the folder is missing.
+    static func boardFilesNear(_ path: String) -> String {
+        let directory = POSIX.parentDirectory(of: path)
+        guard let names = try? POSIX.directoryEntries(directory) else { return "; no folder \(directory)" }
+        let boards = names.filter { $0.hasSuffix(".json") }
+        if boards.isEmpty { return "; \(directory) has no .json board files" }
+        return "; board files in \(directory): \(boards.joined(separator: ", "))"
     }
 
     private static func url(_ text: String?, at path: String, problems: inout Problems) -> EndpointURL? {

@@ -13,6 +13,8 @@ struct AgentConfig: Sendable {
         var serial: String
         var model: String
         var phase: Phase
+        /// Where the serial came from (`device.serial`, `device.serialFile` or the device tree).
+        var serialSource: SerialSource = .config
     }
 
     struct LWA: Sendable {

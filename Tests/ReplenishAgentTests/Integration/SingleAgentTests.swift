@@ -90,7 +90,7 @@ import Testing
         harness.expectNoSecretsInAgentOutput()
     }
 
-    /// `check-config` names each file problem and exits 1; with `--before-run` (the unit's ExecStartPre) the
+    /// `check-config` names each file problem and exits 1; with `--before-run` (the unit's ExecCondition) the
     /// problems `run` deals with itself are notes, so they never keep the agent from starting and repairing them.
     @Test func checkConfigNamesEachFileAndBeforeRunLetsTheAgentRepairThem() throws {
         let harness = Harness()

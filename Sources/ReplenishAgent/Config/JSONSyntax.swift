@@ -1,0 +1,275 @@
+/// Strict JSON (RFC 8259) syntax, checked before a config or board file is decoded, so that a broken file is
+/// named with the line and column of its first fault (`agent.json:3:14: a comma before "}" …`) and so that
+/// what the decoder would let through is refused: a trailing comma, a comment, a single-quoted string, a
+/// leading zero or `+` in a number, `NaN`. The README calls the config format strict JSON; this is where that is
+/// enforced. Decoding itself stays `JSONValue.parse`.
+struct JSONSyntax {
+    /// The first fault of a document: where it is (1-based line and column, the column counted in characters)
+    /// and what it is.
+    struct Fault: Error, Equatable, Sendable {
+        var line: Int
+        var column: Int
+        var message: String
+
+        /// `file:line:column: message`, the form compilers use, which editors can jump to.
+        func describe(file: String) -> String { "\(file):\(line):\(column): \(message)" }
+    }
+
+    /// Deeper than this is refused (the decoder stops at 512 as well).
+    static let maximumDepth = 512
+
+    /// nil when `bytes` is one strict JSON value (with white space around it), else its first fault.
+    static func check(_ bytes: [UInt8]) -> Fault? {
+        var checker = JSONSyntax(bytes: bytes)
+        do throws(Fault) {
+            // A UTF-8 byte order mark is tolerated (RFC 8259 section 8.1 lets a parser ignore it).
+            if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { checker.index = 3 }
+            try checker.skipSpace()
+            guard checker.current != nil else { throw checker.fault("the file is empty: expected a JSON object") }
+            try checker.value(depth: 0)
+            try checker.skipSpace()
+            if let byte = checker.current {
+                throw checker.fault("\(describe(byte)) after the end of the document (one JSON value per file)")
+            }
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    private let bytes: [UInt8]
+    private var index = 0
+
+    private init(bytes: [UInt8]) { self.bytes = bytes }
+
+    private var current: UInt8? { index < bytes.count ? bytes[index] : nil }
+
+    /// The fault at `at` (default: the current byte), with its line and column.
+    private func fault(_ message: String, at position: Int? = nil) -> Fault {
+        let end = min(position ?? index, bytes.count)
+        var line = 1
+        var column = 1
+        for byte in bytes[..<end] {
+            if byte == 0x0A {
+                line += 1
+                column = 1
+            } else if byte & 0xC0 != 0x80 {
+                // Continuation bytes of a UTF-8 sequence are not columns of their own.
+                column += 1
+            }
+        }
+        return Fault(line: line, column: column, message: message)
+    }
+
+    private mutating func skipSpace() throws(Fault) {
+        while let byte = current {
+            switch byte {
+            case 0x20, 0x09, 0x0A, 0x0D: index += 1
+            case UInt8(ascii: "/")
+            where index + 1 < bytes.count
+                && (bytes[index + 1] == UInt8(ascii: "/") || bytes[index + 1] == UInt8(ascii: "*")):
+                throw fault("a comment: strict JSON has none (remove it)")
+            case UInt8(ascii: "#"):
+                throw fault("a comment: strict JSON has none (remove it)")
+            default: return
+            }
+        }
+    }
+
+    private mutating func value(depth: Int) throws(Fault) {
+        guard depth < Self.maximumDepth else { throw fault("nested deeper than \(Self.maximumDepth) levels") }
+        guard let byte = current else { throw fault("the file ends where a value was expected") }
+        switch byte {
+        case UInt8(ascii: "{"): try object(depth: depth + 1)
+        case UInt8(ascii: "["): try array(depth: depth + 1)
+        case UInt8(ascii: "\""): try string()
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): try number()
+        case UInt8(ascii: "t"): try literal("true")
+        case UInt8(ascii: "f"): try literal("false")
+        case UInt8(ascii: "n"): try literal("null")
+        case UInt8(ascii: "'"): throw fault("a single-quoted string: JSON strings use double quotes")
+        case UInt8(ascii: "+"), UInt8(ascii: "."): throw fault("a number must start with a digit or -")
+        default: throw fault("\(Self.describe(byte)) where a value was expected")
+        }
+    }
+
+    private mutating func object(depth: Int) throws(Fault) {
+        index += 1  // {
+        try skipSpace()
+        if current == UInt8(ascii: "}") {
+            index += 1
+            return
+        }
+        while true {
+            guard let byte = current else { throw fault("the file ends inside an object (a } is missing)") }
+            guard byte == UInt8(ascii: "\"") else {
+                if byte == UInt8(ascii: "'") { throw fault("a single-quoted key: JSON keys use double quotes") }
+                throw fault("\(Self.describe(byte)) where a key in double quotes was expected")
+            }
+            try string()
+            try skipSpace()
+            guard current == UInt8(ascii: ":") else {
+                throw fault(
+                    current.map { "\(Self.describe($0)) where a : after the key was expected" }
+                        ?? "the file ends after a key (a : and a value are missing)")
+            }
+            index += 1
+            try skipSpace()
+            try value(depth: depth)
+            try skipSpace()
+            switch current {
+            case UInt8(ascii: ","):
+                let comma = index
+                index += 1
+                try skipSpace()
+                if current == UInt8(ascii: "}") {
+                    throw fault("a comma before }: strict JSON allows no trailing comma (remove it)", at: comma)
+                }
+            case UInt8(ascii: "}"):
+                index += 1
+                return
+            case nil: throw fault("the file ends inside an object (a } is missing)")
+            case let byte?: throw fault("\(Self.describe(byte)) where a , or } was expected (a comma missing?)")
+            }
+        }
+    }
+
+    private mutating func array(depth: Int) throws(Fault) {
+        index += 1  // [
+        try skipSpace()
+        if current == UInt8(ascii: "]") {
+            index += 1
+            return
+        }
+        while true {
+            guard current != nil else { throw fault("the file ends inside an array (a ] is missing)") }
+            try value(depth: depth)
+            try skipSpace()
+            switch current {
+            case UInt8(ascii: ","):
+                let comma = index
+                index += 1
+                try skipSpace()
+                if current == UInt8(ascii: "]") {
+                    throw fault("a comma before ]: strict JSON allows no trailing comma (remove it)", at: comma)
+                }
+            case UInt8(ascii: "]"):
+                index += 1
+                return
+            case nil: throw fault("the file ends inside an array (a ] is missing)")
+            case let byte?: throw fault("\(Self.describe(byte)) where a , or ] was expected (a comma missing?)")
+            }
+        }
+    }
+
+    /// A string from its opening quote: no raw control characters, only JSON's escapes, valid UTF-8.
+    private mutating func string() throws(Fault) {
+        let start = index
+        index += 1  // "
+        while let byte = current {
+            switch byte {
+            case UInt8(ascii: "\""):
+                index += 1
+                return
+            case UInt8(ascii: "\\"):
+                index += 1
+                guard let escaped = current else { break }
+                switch escaped {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"), UInt8(ascii: "f"),
+                    UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
+                    index += 1
+                case UInt8(ascii: "u"):
+                    index += 1
+                    for _ in 0..<4 {
+                        guard let digit = current, Self.isHexDigit(digit) else {
+                            throw fault("\\u must be followed by four hex digits")
+                        }
+                        index += 1
+                    }
+                default:
+                    throw fault("\\\(Self.describe(escaped, quoted: false)) is not a JSON escape", at: index - 1)
+                }
+            case 0x00..<0x20:
+                throw fault(
+                    byte == 0x0A
+                        ? "a line break inside a string (a closing \" is missing?)"
+                        : "a control character inside a string (write it as an escape)")
+            case 0x80...:
+                let length = Self.utf8Length(bytes, at: index)
+                guard length > 0 else { throw fault("a byte that is not UTF-8") }
+                index += length
+            default:
+                index += 1
+            }
+        }
+        throw fault("the file ends inside a string (a closing \" is missing)", at: start)
+    }
+
+    private mutating func number() throws(Fault) {
+        if current == UInt8(ascii: "-") { index += 1 }
+        guard let first = current, Self.isDigit(first) else {
+            throw fault("a number needs a digit after -")
+        }
+        index += 1
+        if first == UInt8(ascii: "0"), let next = current, Self.isDigit(next) {
+            throw fault("a number must not have a leading zero")
+        }
+        while let byte = current, Self.isDigit(byte) { index += 1 }
+        if current == UInt8(ascii: ".") {
+            index += 1
+            guard let byte = current, Self.isDigit(byte) else { throw fault("a number needs digits after its .") }
+            while let byte = current, Self.isDigit(byte) { index += 1 }
+        }
+        if current == UInt8(ascii: "e") || current == UInt8(ascii: "E") {
+            index += 1
+            if current == UInt8(ascii: "+") || current == UInt8(ascii: "-") { index += 1 }
+            guard let byte = current, Self.isDigit(byte) else { throw fault("a number needs digits after its e") }
+            while let byte = current, Self.isDigit(byte) { index += 1 }
+        }
+    }
+
+    private mutating func literal(_ word: String) throws(Fault) {
+        for expected in word.utf8 {
+            guard current == expected else { throw fault("expected \(word)") }
+            index += 1
+        }
+    }
+
+    private static func isDigit(_ byte: UInt8) -> Bool { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) }
+
+    private static func isHexDigit(_ byte: UInt8) -> Bool {
+        isDigit(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
+            || (UInt8(ascii: "A")...UInt8(ascii: "F")).contains(byte)
+    }
+
+    /// The length of the well-formed UTF-8 sequence at `index` (its first byte 0x80 or above), 0 if there is none.
+    private static func utf8Length(_ bytes: [UInt8], at index: Int) -> Int {
+        let first = bytes[index]
+        let length: Int
+        let lowest: UInt32
+        switch first {
+        case 0xC2...0xDF: (length, lowest) = (2, 0x80)
+        case 0xE0...0xEF: (length, lowest) = (3, 0x800)
+        case 0xF0...0xF4: (length, lowest) = (4, 0x10000)
+        default: return 0
+        }
+        guard index + length <= bytes.count else { return 0 }
+        var scalar = UInt32(first) & (0xFF >> (length + 1))
+        for byte in bytes[(index + 1)..<(index + length)] {
+            guard byte & 0xC0 == 0x80 else { return 0 }
+            scalar = scalar << 6 | UInt32(byte & 0x3F)
+        }
+        guard scalar >= lowest, scalar <= 0x10FFFF, !(0xD800...0xDFFF).contains(scalar) else { return 0 }
+        return length
+    }
+
+    /// A byte for a message: `'x'`, or its hex value when it is not printable ASCII.
+    private static func describe(_ byte: UInt8, quoted: Bool = true) -> String {
+        guard (0x21...0x7E).contains(byte) else {
+            let digits = Array("0123456789ABCDEF")
+            return "byte 0x\(digits[Int(byte >> 4)])\(digits[Int(byte & 0x0F)])"
+        }
+        let text = String(UnicodeScalar(byte))
+        return quoted ? "'\(text)'" : text
+    }
+}
