@@ -25,6 +25,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
+# The commit and package version that `--version` prints (Sources/CBuildInfo/commit.h), written as the caller
+# (git refuses a clone owned by another user to root) before the build runs in the chroot, which sees the
+# repository through a bind mount.
+case "${1:-build}" in build | build-tests | test) bash scripts/build-info.sh ;; esac
 if [ "$(id -u)" -ne 0 ]; then
   exec sudo --preserve-env=PATH,HOME bash "$0" "$@"
 fi

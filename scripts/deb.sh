@@ -5,7 +5,8 @@
 # scripts/arm64.sh cross-builds for Debian trixie arm64, with its Depends computed against that release.
 #
 # Version: the VERSION file plus `+<commits>.g<hash>` (so every commit builds a newer package and installing
-# a later build over an earlier one is an upgrade), or DEB_VERSION from the environment as it is.
+# a later build over an earlier one is an upgrade), or DEB_VERSION from the environment as it is; computed by
+# scripts/build-info.sh, which also writes it and the commit into the binary (`replenish-agent --version`).
 # Runtime dependencies are computed by dpkg-shlibdeps from the binary (a temporary debian/control in a
 # scratch folder is all it needs), so they are exactly the shared libraries the binary links.
 set -euo pipefail
@@ -14,14 +15,8 @@ root=$PWD
 scratch=${DEB_SCRATCH:-$root/.build-deb}
 out=$root/.build/deb
 
-if [[ -z "${DEB_VERSION:-}" ]]; then
-  base=$(tr -d ' \n' <VERSION)
-  if git rev-parse --git-dir >/dev/null 2>&1; then
-    DEB_VERSION="$base+$(git rev-list --count HEAD).g$(git rev-parse --short=8 HEAD)"
-  else
-    DEB_VERSION=$base
-  fi
-fi
+bash scripts/build-info.sh
+DEB_VERSION=$(bash scripts/build-info.sh package-version)
 host_arch=$(dpkg --print-architecture)
 arch=${ARCH:-$host_arch}
 package=replenish-agent

@@ -3,10 +3,24 @@ import Testing
 
 @testable import ReplenishAgent
 
-/// What the commands tell a device maker, on the real binaries: whether `status` sees the agent
+/// What the commands tell a device maker, on the real binaries: `--version`, whether `status` sees the agent
 /// running (the state directory's lock) before its first start, while it runs and after it stopped, and the keys
 /// `status --json` always carries as `null`.
 @Suite(.serialized, .onOwnThread) struct MakerStatusTests {
+    @Test func versionPrintsTheVersionAndTheCommit() throws {
+        let harness = Harness()
+        let result = try harness.run("replenish-agent", ["--version"])
+        #expect(result.status == 0, "\(result.error)")
+        let version = try String(contentsOfFile: packageRoot() + "/VERSION", encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let line = result.output.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(line.hasPrefix("replenish-agent \(version) ("), "\(line)")
+        // A commit (12 hex digits, maybe -dirty) when scripts/build-info.sh ran before the build, else "unknown".
+        let commit = line.split(separator: " ").last.map { String($0.dropLast()) } ?? ""
+        let hex = commit.split(separator: "-").first.map { $0.count == 12 && $0.allSatisfy(\.isHexDigit) } ?? false
+        #expect(line.contains("commit ") && (commit == "unknown" || hex), "\(line)")
+    }
+
     @Test func statusSaysWhetherTheAgentRunsBeforeItsFirstStartWhileItRunsAndAfterItStopped() throws {
         let harness = Harness()
         let emulator = try harness.startEmulator(["--slots", "slot-1"])
