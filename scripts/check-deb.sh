@@ -5,7 +5,8 @@
 set -euo pipefail
 deb=$1
 fail() { echo "FAIL: $*" >&2; exit 1; }
-command -v lintian >/dev/null || { echo "installing lintian"; apt-get install -y -qq lintian >/dev/null; }
+. "$(dirname "$0")/apt.sh"
+apt_need_commands dpkg-deb=dpkg lintian=lintian file=file readelf=binutils
 
 contents=$(dpkg-deb -c "$deb")
 for entry in "-rwxr-xr-x root/root .* ./usr/bin/replenish-agent" \

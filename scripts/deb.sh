@@ -15,21 +15,17 @@ root=$PWD
 scratch=${DEB_SCRATCH:-$root/.build-deb}
 out=$root/.build/deb
 
+. scripts/apt.sh
+# Every tool this script uses, checked before anything is built: a missing one is named with its package and
+# installed (scripts/apt.sh: as root or through sudo), never a bare "command not found" halfway.
+command -v swift >/dev/null 2>&1 || { echo "deb.sh: no swift on PATH (README: Swift 6)" >&2; exit 1; }
+apt_need_commands dpkg=dpkg dpkg-deb=dpkg dpkg-shlibdeps=dpkg-dev dpkg-architecture=dpkg-dev strip=binutils \
+  gzip=gzip md5sum=coreutils
 bash scripts/build-info.sh
 DEB_VERSION=$(bash scripts/build-info.sh package-version)
 host_arch=$(dpkg --print-architecture)
 arch=${ARCH:-$host_arch}
 package=replenish-agent
-# need COMMAND PACKAGE: the packaging tools, installed when missing (sudo when not root).
-need() {
-  command -v "$1" >/dev/null 2>&1 && return 0
-  echo "== installing $2 (for $1)"
-  local sudo=""
-  [ "$(id -u)" -ne 0 ] && sudo="sudo"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$2" >/dev/null
-}
-need dpkg-shlibdeps dpkg-dev
 
 if [[ "$arch" == "$host_arch" ]]; then
   echo "== release build, static Swift standard library ($scratch)"
@@ -40,7 +36,7 @@ if [[ "$arch" == "$host_arch" ]]; then
 elif [[ "$arch" == arm64 ]]; then
   bash scripts/arm64.sh build
   binary=$root/.build-arm64/aarch64-unknown-linux-gnu/release/replenish-agent
-  need aarch64-linux-gnu-strip binutils-aarch64-linux-gnu
+  apt_need_commands aarch64-linux-gnu-strip=binutils-aarch64-linux-gnu
   strip=aarch64-linux-gnu-strip
   # dpkg-shlibdeps against the trixie arm64 sysroot that the binary was linked with: its package database
   # (made by scripts/arm64.sh from the packages' own control files) with the sysroot's paths.
