@@ -74,7 +74,10 @@ check config-kept-on-remove grep -q SN-EDITED "$root/etc/replenish-agent/agent.j
 check unit-masked-on-remove [ "$(readlink "$root/etc/systemd/system/replenish-agent.service")" == /dev/null ]
 
 echo "== purge"
-in_root dpkg -P replenish-agent
+purge_output=$(in_root dpkg -P replenish-agent 2>&1)
+echo "$purge_output"
+check purge-says-user-kept grep -q "Kept the system user 'replenish'" <<<"$purge_output"
+check purge-says-gpio-kept grep -q "kept the group 'gpio'" <<<"$purge_output"
 check state-deleted-on-purge [ ! -e "$root/var/lib/replenish-agent" ]
 check config-deleted-on-purge [ ! -e "$root/etc/replenish-agent/agent.json" ]
 check statoverride-gone-on-purge bash -c "! chroot '$root' dpkg-statoverride --list /etc/replenish-agent/agent.json"

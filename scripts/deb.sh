@@ -66,6 +66,11 @@ install -m 0644 config/agent.example.json "$tree/usr/share/$package/agent.exampl
 echo "/etc/$package/agent.json" >"$tree/DEBIAN/conffiles"
 
 install -m 0644 packaging/debian/copyright "$tree/usr/share/doc/$package/copyright"
+# What the unit's Documentation= names (file:// URLs, so `systemctl help` opens them on a device offline): the
+# README, the device maker's checklist, and the example config, which the README and the checklist annotate.
+install -d -m 0755 "$tree/usr/share/doc/$package/examples"
+install -m 0644 README.md docs/device-maker-checklist.md "$tree/usr/share/doc/$package/"
+install -m 0644 config/agent.example.json "$tree/usr/share/doc/$package/examples/agent.example.json"
 {
   echo "$package ($DEB_VERSION) unstable; urgency=medium"
   echo
