@@ -24,12 +24,15 @@ let package = Package(
         .target(name: "CGpiod", linkerSettings: [.linkedLibrary("gpiod")]),
         // mallopt and the Swift runtime's global-executor hooks (System/LoopExecutor.swift, POSIX+Process.swift).
         .target(name: "CProcess"),
+        // The commit and package version of this build (`--version`): from commit.h, which scripts/build-info.sh
+        // writes (git-ignored), or "unknown" without it.
+        .target(name: "CBuildInfo"),
         // OpenSSL's libcrypto for SHA-256 (PKCE); libcurl already loads it, so it costs the device nothing.
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .executableTarget(
             name: "ReplenishAgent",
             dependencies: [
-                "CCurl", "CGpiod", "CCrypto", "CProcess",
+                "CCurl", "CGpiod", "CCrypto", "CProcess", "CBuildInfo",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),

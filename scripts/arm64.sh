@@ -25,7 +25,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
+. scripts/apt.sh
+# The commit and package version that `--version` prints (Sources/CBuildInfo/commit.h), written as the caller
+# (git refuses a clone owned by another user to root) before the build runs in the chroot, which sees the
+# repository through a bind mount.
+case "${1:-build}" in build | build-tests | test) bash scripts/build-info.sh ;; esac
 if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null 2>&1 || { echo "arm64: needs root (mmdebstrap, chroot): run it as root" >&2; exit 1; }
   exec sudo --preserve-env=PATH,HOME bash "$0" "$@"
 fi
 cross=$root/.build/arm64
@@ -47,17 +53,7 @@ die() {
   exit 1
 }
 
-need_host_packages() {
-  local missing=() package
-  for package in "$@"; do
-    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
-  done
-  [ ${#missing[@]} -eq 0 ] && return 0
-  step "installing ${missing[*]}"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends \
-    "${missing[@]}" >/dev/null
-}
+need_host_packages() { apt_install "$@" || die "could not install $*"; }
 
 # binfmt_misc: aarch64 programs (the test bundle, and the packages' scripts in the VM image) run under
 # qemu-aarch64-static as if native.

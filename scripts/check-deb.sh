@@ -5,7 +5,8 @@
 set -euo pipefail
 deb=$1
 fail() { echo "FAIL: $*" >&2; exit 1; }
-command -v lintian >/dev/null || { echo "installing lintian"; apt-get install -y -qq lintian >/dev/null; }
+. "$(dirname "$0")/apt.sh"
+apt_need_commands dpkg-deb=dpkg lintian=lintian file=file readelf=binutils
 
 contents=$(dpkg-deb -c "$deb")
 for entry in "-rwxr-xr-x root/root .* ./usr/bin/replenish-agent" \
@@ -15,7 +16,10 @@ for entry in "-rwxr-xr-x root/root .* ./usr/bin/replenish-agent" \
   "-rw-r--r-- root/root .* ./usr/share/replenish-agent/agent.example.json" \
   "-rw-r----- root/root .* ./etc/replenish-agent/agent.json" \
   "-rw-r--r-- root/root .* ./usr/share/doc/replenish-agent/copyright" \
-  "-rw-r--r-- root/root .* ./usr/share/doc/replenish-agent/changelog.gz"; do
+  "-rw-r--r-- root/root .* ./usr/share/doc/replenish-agent/changelog.gz" \
+  "-rw-r--r-- root/root .* ./usr/share/doc/replenish-agent/README.md" \
+  "-rw-r--r-- root/root .* ./usr/share/doc/replenish-agent/device-maker-checklist.md" \
+  "-rw-r--r-- root/root .* ./usr/share/doc/replenish-agent/examples/agent.example.json"; do
   grep -qE -- "^$entry\$" <<<"$contents" || fail "$deb lacks: $entry"
 done
 [[ "$(dpkg-deb -f "$deb" Package)" == replenish-agent ]] || fail "Package field"
@@ -34,6 +38,14 @@ names=$(sed 's/([^)]*)//g; s/[,|]/\n/g; s/ //g' <<<"$depends")
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 dpkg-deb -x "$deb" "$scratch"
+# Every file the unit's Documentation= points to is in the package (what `systemctl help` opens).
+documents=$(sed -n 's/^Documentation=//p' "$scratch/lib/systemd/system/replenish-agent.service" | tr ' ' '\n' |
+  sed -n 's|^file://||p')
+[[ -n "$documents" ]] || fail "the unit names no file:// Documentation="
+for document in $documents; do
+  [[ -f "$scratch$document" ]] || fail "the unit's Documentation= names $document, which the package lacks"
+done
+echo "ok: the unit's Documentation= files are in the package: $(echo $documents)"
 binary=$scratch/usr/bin/replenish-agent
 file -b "$binary" | grep -q "ELF 64-bit.*[ ,]$machine," || fail "the binary is not for $arch: $(file -b "$binary")"
 needed=$(readelf -d "$binary" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')

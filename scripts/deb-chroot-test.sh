@@ -5,10 +5,15 @@
 # Usage (root): scripts/deb-chroot-test.sh [.build/deb/replenish-agent_<version>_<arch>.deb]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/apt.sh
+if [ "$(id -u)" -ne 0 ]; then # chroot and dpkg --root need root: again through sudo
+  command -v sudo >/dev/null 2>&1 || { echo "deb-chroot-test: needs root (chroot): run it as root" >&2; exit 1; }
+  exec sudo --preserve-env=PATH,HOME bash "$0" "$@"
+fi
 deb=${1:-$(ls -t .build/deb/replenish-agent_*.deb | head -n 1)}
 tarball=.build/deb-chroot.tar
 if [[ ! -f $tarball || ! -s $tarball ]]; then
-  command -v mmdebstrap >/dev/null || apt-get install -y -qq mmdebstrap >/dev/null
+  apt_need_commands mmdebstrap=mmdebstrap
   rm -rf "$tarball" "$tarball.tmp"
   # --format=tar: the temporary name has no .tar ending, from which mmdebstrap would choose a directory.
   mmdebstrap --variant=apt --format=tar \
@@ -85,7 +90,10 @@ check config-kept-on-remove grep -q SNEDITED "$root/etc/replenish-agent/agent.js
 check unit-masked-on-remove [ "$(readlink "$root/etc/systemd/system/replenish-agent.service")" == /dev/null ]
 
 echo "== purge"
-in_root dpkg -P replenish-agent
+purge_output=$(in_root dpkg -P replenish-agent 2>&1)
+echo "$purge_output"
+check purge-says-user-kept grep -q "Kept the system user 'replenish'" <<<"$purge_output"
+check purge-says-gpio-kept grep -q "kept the group 'gpio'" <<<"$purge_output"
 check state-deleted-on-purge [ ! -e "$root/var/lib/replenish-agent" ]
 check config-deleted-on-purge [ ! -e "$root/etc/replenish-agent/agent.json" ]
 check statoverride-gone-on-purge bash -c "! chroot '$root' dpkg-statoverride --list /etc/replenish-agent/agent.json"

@@ -5,7 +5,8 @@
 # scripts/arm64.sh cross-builds for Debian trixie arm64, with its Depends computed against that release.
 #
 # Version: the VERSION file plus `+<commits>.g<hash>` (so every commit builds a newer package and installing
-# a later build over an earlier one is an upgrade), or DEB_VERSION from the environment as it is.
+# a later build over an earlier one is an upgrade), or DEB_VERSION from the environment as it is; computed by
+# scripts/build-info.sh, which also writes it and the commit into the binary (`replenish-agent --version`).
 # Runtime dependencies are computed by dpkg-shlibdeps from the binary (a temporary debian/control in a
 # scratch folder is all it needs), so they are exactly the shared libraries the binary links.
 set -euo pipefail
@@ -14,27 +15,17 @@ root=$PWD
 scratch=${DEB_SCRATCH:-$root/.build-deb}
 out=$root/.build/deb
 
-if [[ -z "${DEB_VERSION:-}" ]]; then
-  base=$(tr -d ' \n' <VERSION)
-  if git rev-parse --git-dir >/dev/null 2>&1; then
-    DEB_VERSION="$base+$(git rev-list --count HEAD).g$(git rev-parse --short=8 HEAD)"
-  else
-    DEB_VERSION=$base
-  fi
-fi
+. scripts/apt.sh
+# Every tool this script uses, checked before anything is built: a missing one is named with its package and
+# installed (scripts/apt.sh: as root or through sudo), never a bare "command not found" halfway.
+command -v swift >/dev/null 2>&1 || { echo "deb.sh: no swift on PATH (README: Swift 6)" >&2; exit 1; }
+apt_need_commands dpkg=dpkg dpkg-deb=dpkg dpkg-shlibdeps=dpkg-dev dpkg-architecture=dpkg-dev strip=binutils \
+  gzip=gzip md5sum=coreutils
+bash scripts/build-info.sh
+DEB_VERSION=$(bash scripts/build-info.sh package-version)
 host_arch=$(dpkg --print-architecture)
 arch=${ARCH:-$host_arch}
 package=replenish-agent
-# need COMMAND PACKAGE: the packaging tools, installed when missing (sudo when not root).
-need() {
-  command -v "$1" >/dev/null 2>&1 && return 0
-  echo "== installing $2 (for $1)"
-  local sudo=""
-  [ "$(id -u)" -ne 0 ] && sudo="sudo"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$2" >/dev/null
-}
-need dpkg-shlibdeps dpkg-dev
 
 if [[ "$arch" == "$host_arch" ]]; then
   echo "== release build, static Swift standard library ($scratch)"
@@ -45,7 +36,7 @@ if [[ "$arch" == "$host_arch" ]]; then
 elif [[ "$arch" == arm64 ]]; then
   bash scripts/arm64.sh build
   binary=$root/.build-arm64/aarch64-unknown-linux-gnu/release/replenish-agent
-  need aarch64-linux-gnu-strip binutils-aarch64-linux-gnu
+  apt_need_commands aarch64-linux-gnu-strip=binutils-aarch64-linux-gnu
   strip=aarch64-linux-gnu-strip
   # dpkg-shlibdeps against the trixie arm64 sysroot that the binary was linked with: its package database
   # (made by scripts/arm64.sh from the packages' own control files) with the sysroot's paths.
@@ -75,6 +66,11 @@ install -m 0644 config/agent.example.json "$tree/usr/share/$package/agent.exampl
 echo "/etc/$package/agent.json" >"$tree/DEBIAN/conffiles"
 
 install -m 0644 packaging/debian/copyright "$tree/usr/share/doc/$package/copyright"
+# What the unit's Documentation= names (file:// URLs, so `systemctl help` opens them on a device offline): the
+# README, the device maker's checklist, and the example config, which the README and the checklist annotate.
+install -d -m 0755 "$tree/usr/share/doc/$package/examples"
+install -m 0644 README.md docs/device-maker-checklist.md "$tree/usr/share/doc/$package/"
+install -m 0644 config/agent.example.json "$tree/usr/share/doc/$package/examples/agent.example.json"
 {
   echo "$package ($DEB_VERSION) unstable; urgency=medium"
   echo

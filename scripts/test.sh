@@ -3,23 +3,13 @@
 # the release `replenish-agent` must not link Foundation or ICU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/apt.sh
 scripts/install-deps.sh
 # What the arm64 steps need from the host, installed now, before anything runs in the background (apt allows
 # one installer at a time).
 arm64_host_packages=(mmdebstrap qemu-user-static binfmt-support qemu-system-arm e2fsprogs xz-utils kmod
   binutils-aarch64-linux-gnu dpkg-dev lintian file)
-missing=()
-for package in "${arm64_host_packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "== installing ${missing[*]}"
-  sudo=""
-  [ "$(id -u)" -ne 0 ] && sudo="sudo"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends \
-    "${missing[@]}" >/dev/null
-fi
+apt_install "${arm64_host_packages[@]}"
 echo "== swift format lint --strict (the checked-in .swift-format)"
 swift format lint --strict --recursive Sources Tests Package.swift
 swift build --build-tests

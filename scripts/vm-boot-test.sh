@@ -29,6 +29,7 @@ tag=vm-boot-test
 [ "$arch" = amd64 ] || tag=vm-boot-test-$arch
 . scripts/vm/common.sh
 if [ "$(id -u)" -ne 0 ]; then # mmdebstrap --mode=root and chroot need root: again through sudo
+  command -v sudo >/dev/null 2>&1 || die "needs root (mmdebstrap --mode=root, chroot): run it as root"
   exec sudo --preserve-env=PATH,HOME,VM_BOOT_DEB,VM_BOOT_TIMEOUT bash "$0" "$@"
 fi
 boot_timeout=${VM_BOOT_TIMEOUT:-900} # seconds for one boot, power-on to power-off

@@ -29,7 +29,8 @@ import Testing
 
     /// The folders that may import each C module.
     static let allowedImports: [String: Set<String>] = [
-        "CCurl": ["Curl/"], "CProcess": ["System/"], "CGpiod": ["Gpiod/"], "CCrypto": ["Crypto/"],
+        "CCurl": ["Curl/"], "CProcess": ["System/"], "CBuildInfo": ["Support/"], "CGpiod": ["Gpiod/"],
+        "CCrypto": ["Crypto/"],
         "SystemPackage": ["System/"],
         "Glibc": ["System/", "Gpiod/"], "Musl": ["System/", "Gpiod/"], "Darwin": ["System/", "Gpiod/"],
     ]

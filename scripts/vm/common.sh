@@ -6,8 +6,7 @@
 # Everything downloaded or built goes under $vm and is reused. Network: Debian's package archive only (apt).
 
 export PATH=$PATH:/usr/sbin:/sbin # modinfo, mkfs.ext4
-sudo=""
-[ "$(id -u)" -ne 0 ] && sudo="sudo"
+. "$root/scripts/apt.sh"
 apt_user=()
 [ "$(id -u)" -eq 0 ] && apt_user=(-o APT::Sandbox::User=root) # downloads into folders _apt cannot write
 started=$(date +%s)
@@ -19,23 +18,15 @@ die() {
 }
 
 # --- host packages ----------------------------------------------------------------------------------------
-installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+installed() { apt_installed "$1"; }
 apt_updated=0
 apt_update() {
   [ "$apt_updated" = 1 ] && return 0
-  $sudo apt-get update -qq
+  apt_what="package lists" apt_as_root apt-get update -qq
   apt_updated=1
 }
-# need_packages PACKAGE...: apt-get install what is missing (waits for another apt's lock up to 10 minutes).
-need_packages() {
-  local missing=() package
-  for package in "$@"; do installed "$package" || missing+=("$package"); done
-  [ ${#missing[@]} -eq 0 ] && return 0
-  step "installing ${missing[*]}"
-  local install=($sudo env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq
-    --no-install-recommends)
-  "${install[@]}" "${missing[@]}" >/dev/null 2>&1 || { apt_update && "${install[@]}" "${missing[@]}" >/dev/null; }
-}
+# need_packages PACKAGE...: apt-get install what is missing (scripts/apt.sh: as root or through sudo).
+need_packages() { apt_install "$@" || die "could not install $*"; }
 candidate() { apt-cache policy "$1" 2>/dev/null | awk '/Candidate:/ { print $2 }'; }
 
 # download PACKAGE[=VERSION] FOLDER: apt-get download into FOLDER; prints the .deb's path.

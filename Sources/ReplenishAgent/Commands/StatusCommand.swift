@@ -2,7 +2,7 @@ import ArgumentParser
 import FoundationEssentials
 
 /// `status [--json]`: what the device knows, read from the state directory (works whether or not the agent
-/// runs). Never prints a token.
+/// runs), and whether an agent runs (it holds the state directory's lock). Never prints a token.
 struct StatusCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "status", abstract: "Show pairing, token expiry, pending orders and last results.")
@@ -27,11 +27,12 @@ struct StatusCommand: AsyncParsableCommand {
             /// The slot's last placed order: DRS's id, whether it is still followed, its state as DRS said.
             var order: Order? = nil
 
+            /// `status` and `checkedAt` are always present, `null` until DRS was asked (README).
             struct Order: Encodable, Equatable {
                 var eventInstanceId: String
                 var open: Bool
-                var status: String?
-                var checkedAt: String?
+                @NullWhenAbsent var status: String?
+                @NullWhenAbsent var checkedAt: String?
             }
 
             func encode(to encoder: any Encoder) throws {
@@ -78,6 +79,10 @@ struct StatusCommand: AsyncParsableCommand {
         var serialSource: String = "config"
         var serialFile: String? = nil
         var phase: String
+        /// Whether an agent runs on this state directory: a live process holds its lock.
+        var running: Bool
+        /// The running agent's pid as its lock file records it; `null` when none runs (or it is unreadable).
+        @NullWhenAbsent var pid: Int?
         var paired: Bool
         var pairingState: String
         /// `companion` or `code` (`pairing.mode`).
@@ -96,7 +101,9 @@ struct StatusCommand: AsyncParsableCommand {
         var problems: [String]
     }
 
-    static func report(config: AgentConfig, now: Double) -> Report {
+    /// `runningAgent`: the pid of the agent holding the state directory's lock (0 when its pid is unreadable), nil
+    /// when none runs (`StateDirectory.runningAgent`).
+    static func report(config: AgentConfig, now: Double, runningAgent: Int32? = nil) -> Report {
         var problems: [String] = []
         var tokens: TokenSet?
         do { tokens = try FileTokenStore.peek(stateDirectory: config.stateDirectory) } catch {
@@ -135,8 +142,11 @@ struct StatusCommand: AsyncParsableCommand {
         } else {
             tokenState = record.tokenState == .needsPairing ? .needsPairing : .unpaired
         }
-        // The agent writes when an open window closes; a time already past (or a paired device) is closed.
-        let windowClosesAt = record.pairingWindowClosesAt.flatMap { tokens == nil && $0 > now ? $0 : nil }
+        // The agent writes when an open window closes; a time already past (or a paired device) is closed, and so is
+        // the window of an agent that no longer runs (its port closed with it; the next start opens it again).
+        let windowClosesAt = record.pairingWindowClosesAt.flatMap {
+            runningAgent != nil && tokens == nil && $0 > now ? $0 : nil
+        }
         // A code is shown while the device is unpaired in code mode and the code has not expired; the agent removes
         // it once paired or expired, and a stopped agent's code is shown only until its expiry.
         let linking = record.linking.flatMap { code in
@@ -149,7 +159,12 @@ struct StatusCommand: AsyncParsableCommand {
                     "code-based linking: enter code \($0.userCode) at \($0.verificationURI) before \(ISO8601.format($0.expiresAt))"
                 } ?? "code-based linking: no code to enter yet (the running agent asks LWA for one)"
             case .companion:
-                windowClosesAt == nil ? "pairing window closed (a long press opens it)" : "pairing mode"
+                // The window opens at every start of an unpaired device: with no agent running, that is next.
+                windowClosesAt != nil
+                    ? "pairing mode"
+                    : runningAgent == nil
+                        ? "pairing window: opens when the agent starts"
+                        : "pairing window closed (a long press opens it)"
             }
         let pairingState =
             switch tokenState {
@@ -160,7 +175,8 @@ struct StatusCommand: AsyncParsableCommand {
             }
         return Report(
             serial: config.device.serial, serialSource: config.device.serialSource.name,
-            serialFile: config.device.serialSource.file, phase: config.device.phase.rawValue, paired: tokens != nil,
+            serialFile: config.device.serialSource.file, phase: config.device.phase.rawValue,
+            running: runningAgent != nil, pid: runningAgent.flatMap { $0 > 0 ? Int($0) : nil }, paired: tokens != nil,
             pairingState: pairingState, pairingMode: config.pairingMode.rawValue,
             pairingWindow: .init(open: windowClosesAt != nil, closesAt: windowClosesAt.map(ISO8601.format)),
             linking: linking.map {
@@ -198,7 +214,8 @@ struct StatusCommand: AsyncParsableCommand {
 
     func run() async throws {
         let config = try options.load()
-        let report = Self.report(config: config, now: POSIX.wallTime())
+        let report = Self.report(
+            config: config, now: POSIX.wallTime(), runningAgent: StateDirectory.runningAgent(config.stateDirectory))
         if json {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys]
@@ -207,6 +224,9 @@ struct StatusCommand: AsyncParsableCommand {
         }
         Output.line("device \(report.serial) (phase \(report.phase)): \(report.pairingState)")
         if config.device.serialSource != .config { Output.line("serial from \(config.device.serialSource.describe)") }
+        Output.line(
+            report.running
+                ? "agent: running\(report.pid.map { " (pid \($0))" } ?? "")" : "agent: not running")
         if !report.paired {
             if let linking = report.linking {
                 Output.line("enter code \(linking.userCode) at \(linking.verificationURI) (until \(linking.expiresAt))")
@@ -215,7 +235,9 @@ struct StatusCommand: AsyncParsableCommand {
             } else {
                 Output.line(
                     report.pairingWindow.closesAt.map { "pairing window open until \($0)" }
-                        ?? "pairing window closed: a long press on the button opens it")
+                        ?? (report.running
+                            ? "pairing window closed: a long press on the button opens it"
+                            : "pairing window: opens when the agent starts"))
             }
         }
         if let expiresAt = report.accessTokenExpiresAt, let seconds = report.accessTokenExpiresInSeconds {

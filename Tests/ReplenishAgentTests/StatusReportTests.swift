@@ -1,0 +1,55 @@
+import Foundation
+import Testing
+
+@testable import ReplenishAgent
+
+/// What `status` says about a running agent (the state directory's lock) and the keys its JSON always carries.
+@Suite struct StatusReportTests {
+    /// A companion-mode config whose state directory exists (0700), loaded.
+    private func config() throws -> AgentConfig {
+        let directory = temporaryDirectory()
+        mkdir(directory + "/state", 0o700)
+        try JSONSerialization.data(withJSONObject: ConfigTests.simulatedBoard).write(
+            to: URL(fileURLWithPath: directory + "/board.json"))
+        var config = ConfigTests.validConfig()
+        config["stateDirectory"] = directory + "/state"
+        config["pairing"] = ["listen": "127.0.0.1:1"]
+        try JSONSerialization.data(withJSONObject: config).write(to: URL(fileURLWithPath: directory + "/agent.json"))
+        return try AgentConfig.load(path: directory + "/agent.json")
+    }
+
+    private func encoded(_ value: some Encodable) throws -> [String: Any] {
+        try JSONSerialization.jsonObject(with: JSONEncoder().encode(value)) as? [String: Any] ?? [:]
+    }
+
+    @Test func statusSaysWhetherTheAgentRunsAndThatTheWindowOpensAtItsStart() throws {
+        let config = try config()
+        let stopped = StatusCommand.report(config: config, now: 1_800_000_000, runningAgent: nil)
+        #expect(!stopped.running && stopped.pid == nil)
+        #expect(stopped.pairingState == "not paired; pairing window: opens when the agent starts")
+        var json = try encoded(stopped)
+        #expect(json["running"] as? Bool == false)
+        #expect(json.keys.contains("pid") && json["pid"] is NSNull)
+
+        let running = StatusCommand.report(config: config, now: 1_800_000_000, runningAgent: 4242)
+        #expect(running.running && running.pid == 4242)
+        #expect(running.pairingState == "not paired; pairing window closed (a long press opens it)")
+        json = try encoded(running)
+        #expect(json["running"] as? Bool == true && json["pid"] as? Int == 4242)
+
+        // A lock held by a process whose pid the file does not say: running, pid null.
+        let unknown = StatusCommand.report(config: config, now: 1_800_000_000, runningAgent: 0)
+        #expect(unknown.running && unknown.pid == nil)
+    }
+
+    @Test func anOrderNotYetAskedAboutHasNullStatusAndCheckedAt() throws {
+        let order = StatusCommand.Report.Slot.Order(eventInstanceId: "e-1", open: true, status: nil, checkedAt: nil)
+        let json = try encoded(order)
+        #expect(json.keys.sorted() == ["checkedAt", "eventInstanceId", "open", "status"])
+        #expect(json["status"] is NSNull && json["checkedAt"] is NSNull)
+        let asked = try encoded(
+            StatusCommand.Report.Slot.Order(
+                eventInstanceId: "e-1", open: false, status: "Shipped", checkedAt: "2027-01-15T08:00:00Z"))
+        #expect(asked["status"] as? String == "Shipped" && asked["checkedAt"] as? String == "2027-01-15T08:00:00Z")
+    }
+}
