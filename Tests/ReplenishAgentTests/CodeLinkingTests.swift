@@ -392,20 +392,7 @@ import Testing
     // MARK: status
 
     /// A config of `mode` whose state directory exists (0700), loaded.
-    func config(mode: String) throws -> AgentConfig {
-        let directory = temporaryDirectory()
-        mkdir(directory + "/state", 0o700)
-        try JSONSerialization.data(withJSONObject: ConfigTests.simulatedBoard).write(
-            to: URL(fileURLWithPath: directory + "/board.json"))
-        var config = ConfigTests.validConfig()
-        config["stateDirectory"] = directory + "/state"
-        config["lwa"] = (config["lwa"] as! [String: Any]).merging(["codePairURL": "https://a.example/codepair"]) {
-            $1
-        }
-        config["pairing"] = mode == "code" ? ["mode": "code"] : ["listen": "127.0.0.1:1"]
-        try JSONSerialization.data(withJSONObject: config).write(to: URL(fileURLWithPath: directory + "/agent.json"))
-        return try AgentConfig.load(path: directory + "/agent.json")
-    }
+    func config(mode: String) throws -> AgentConfig { try ConfigTests.loadedConfig(pairingMode: mode) }
 
     @Test func statusShowsTheCodeOnlyWhileItCanBeEntered() async throws {
         let code = LinkingCode(

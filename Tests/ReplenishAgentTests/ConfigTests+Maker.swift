@@ -147,6 +147,17 @@ extension ConfigTests {
             #"{"é": "ü", "z": "😀"}"#,
         ]
         for text in valid { #expect(JSONSyntax.check(Array(text.utf8)) == nil, "\(text)") }
+        // The same walk finds keys given twice, compared decoded, with their paths (escapes and surrogate pairs
+        // joined; keys in different objects are not duplicates).
+        let duplicates = [
+            #"{"a": 1, "\u0061": 2}"#: ["a"],
+            #"{"x": [{"k😀": 1, "k\uD83D\uDE00": 2}, {"k😀": 3}]}"#: ["x[0].k😀"],
+            #"{"d": {"s": 1, "t": 2, "s": 3}, "s": 4}"#: ["d.s"],
+            #"{"a": {"b": 1}, "b": 2}"#: [],
+        ]
+        for (text, expected) in duplicates {
+            #expect(JSONSyntax.inspect(Array(text.utf8)) == .valid(duplicateKeys: expected), "\(text)")
+        }
         for file in [
             "config/agent.example.json", "config/simulated.json", "board/simulated.json", "board/raspberry-pi-4b.json",
             "board/raspberry-pi-3b.json", "board/raspberry-pi-5.json", "board/generic-gpiod.json",

@@ -5,6 +5,22 @@ import Testing
 
 /// Each rule of the config and board files: one broken config a case, checked for the key path it names.
 @Suite struct ConfigTests {
+    /// A config in pairing `mode` (`companion` or `code`) whose state directory exists (0700), loaded.
+    static func loadedConfig(pairingMode mode: String = "companion") throws -> AgentConfig {
+        let directory = temporaryDirectory()
+        mkdir(directory + "/state", 0o700)
+        try JSONSerialization.data(withJSONObject: ConfigTests.simulatedBoard).write(
+            to: URL(fileURLWithPath: directory + "/board.json"))
+        var config = ConfigTests.validConfig()
+        config["stateDirectory"] = directory + "/state"
+        config["lwa"] = (config["lwa"] as! [String: Any]).merging(["codePairURL": "https://a.example/codepair"]) {
+            $1
+        }
+        config["pairing"] = mode == "code" ? ["mode": "code"] : ["listen": "127.0.0.1:1"]
+        try JSONSerialization.data(withJSONObject: config).write(to: URL(fileURLWithPath: directory + "/agent.json"))
+        return try AgentConfig.load(path: directory + "/agent.json")
+    }
+
     static func validConfig() -> [String: Any] {
         [
             "device": ["serial": "SN0001", "model": "5f4f1c5e-1234", "phase": "test"],

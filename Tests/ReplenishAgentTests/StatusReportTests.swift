@@ -6,17 +6,7 @@ import Testing
 /// What `status` says about a running agent (the state directory's lock) and the keys its JSON always carries.
 @Suite struct StatusReportTests {
     /// A companion-mode config whose state directory exists (0700), loaded.
-    private func config() throws -> AgentConfig {
-        let directory = temporaryDirectory()
-        mkdir(directory + "/state", 0o700)
-        try JSONSerialization.data(withJSONObject: ConfigTests.simulatedBoard).write(
-            to: URL(fileURLWithPath: directory + "/board.json"))
-        var config = ConfigTests.validConfig()
-        config["stateDirectory"] = directory + "/state"
-        config["pairing"] = ["listen": "127.0.0.1:1"]
-        try JSONSerialization.data(withJSONObject: config).write(to: URL(fileURLWithPath: directory + "/agent.json"))
-        return try AgentConfig.load(path: directory + "/agent.json")
-    }
+    private func config() throws -> AgentConfig { try ConfigTests.loadedConfig() }
 
     private func encoded(_ value: some Encodable) throws -> [String: Any] {
         try JSONSerialization.jsonObject(with: JSONEncoder().encode(value)) as? [String: Any] ?? [:]

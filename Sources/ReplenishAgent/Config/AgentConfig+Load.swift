@@ -12,32 +12,24 @@ extension AgentConfig {
     static func parse(
         path: String, problems: inout Problems, deviceTreeSerialPaths: [String] = AgentConfig.deviceTreeSerialPaths
     ) -> AgentConfig? {
-        let bytes: [UInt8]
-        do {
-            guard let read = try POSIX.readFile(path) else {
-                problems.add(path, "no such file")
-                return nil
-            }
-            bytes = read
-        } catch {
-            problems.add(path, error.message)
-            return nil
-        }
-        if let fault = JSONSyntax.check(bytes) {
+        guard let bytes = problems.readFile(path, key: path, missing: "no such file") else { return nil }
+        let duplicates: [String]
+        switch JSONSyntax.inspect(bytes) {
+        case .fault(let fault):
             problems.add("\(path):\(fault.line):\(fault.column)", fault.message)
             return nil
+        case .valid(let duplicateKeys): duplicates = duplicateKeys
         }
         guard let json = try? JSONValue.parse(bytes) else {
             problems.add(path, "is not valid JSON")
             return nil
         }
-        let duplicates = JSONValue.duplicateKeys(in: bytes)
         for key in duplicates { problems.add(key, duplicateKeyProblem) }
         let config = parse(json, path: path, problems: &problems, deviceTreeSerialPaths: deviceTreeSerialPaths)
         return duplicates.isEmpty ? config : nil
     }
 
-    /// What is wrong with a key given twice in one object (`JSONValue.duplicateKeys`).
+    /// What is wrong with a key given twice in one object (`JSONSyntax.inspect`).
     static let duplicateKeyProblem =
         "appears twice; JSON readers disagree on which one counts (this agent would read the first, jq and Python the last): keep one"
 
@@ -147,10 +139,10 @@ extension AgentConfig {
             boardPath = resolved
             do {
                 if let bytes = try POSIX.readFile(resolved) {
-                    if let fault = JSONSyntax.check(bytes) {
+                    let syntax = JSONSyntax.inspect(bytes)
+                    if case .fault(let fault) = syntax {
                         problems.add("board", fault.describe(file: resolved))
-                    } else if let json = try? JSONValue.parse(bytes) {
-                        let duplicates = JSONValue.duplicateKeys(in: bytes)
+                    } else if case .valid(let duplicates) = syntax, let json = try? JSONValue.parse(bytes) {
                         for key in duplicates { problems.add(resolved, "\(key): \(duplicateKeyProblem)") }
                         board = BoardFile.parse(json, file: resolved, problems: &problems)
                         if !duplicates.isEmpty { board = nil }

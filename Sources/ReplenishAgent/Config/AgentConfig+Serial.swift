@@ -124,17 +124,11 @@ extension AgentConfig {
     /// The serial in a per-unit file: its text without trailing NULs (the device tree ends its strings with
     /// one), line breaks and blanks, checked against the serial rule.
     private static func readSerialFile(_ path: String, key: String, problems: inout Problems) -> String? {
-        let bytes: [UInt8]
-        do {
-            guard let read = try POSIX.readFile(path, limit: 4096) else {
-                problems.add(key, "no such file \(path) (the factory writes each unit's serial there)")
-                return nil
-            }
-            bytes = read
-        } catch {
-            problems.add(key, error.message)
-            return nil
-        }
+        guard
+            let bytes = problems.readFile(
+                path, key: key, missing: "no such file \(path) (the factory writes each unit's serial there)",
+                limit: 4096)
+        else { return nil }
         let trimmed = bytes.reversed().drop { [0x00, 0x0A, 0x0D, 0x20, 0x09].contains($0) }.reversed()
         let serial = String(decoding: trimmed, as: UTF8.self)
         guard isValidSerial(serial) else {

@@ -18,27 +18,44 @@ struct JSONSyntax {
     /// Deeper than this is refused (the decoder stops at 512 as well).
     static let maximumDepth = 512
 
-    /// nil when `bytes` is one strict JSON value (with white space around it), else its first fault.
-    static func check(_ bytes: [UInt8]) -> Fault? {
+    /// What one walk over a document found: its first fault, or, for a valid document, the path of every key
+    /// that appears again in the same object (`device.serial`, `buttons[0].slot`), in document order. JSON readers
+    /// disagree on such a key (FoundationEssentials keeps the first, jq and Python the last), so the config and
+    /// board files refuse it rather than let one reader see another file than the next. Keys are compared
+    /// decoded (`"seri\u0061l"` is `serial`), as the decoder keys its objects.
+    enum Outcome: Equatable, Sendable {
+        case fault(Fault)
+        case valid(duplicateKeys: [String])
+    }
+
+    /// Walks `bytes` once: one strict JSON value (with white space around it), and its duplicate keys.
+    static func inspect(_ bytes: [UInt8]) -> Outcome {
         var checker = JSONSyntax(bytes: bytes)
         do throws(Fault) {
             // A UTF-8 byte order mark is tolerated (RFC 8259 section 8.1 lets a parser ignore it).
             if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { checker.index = 3 }
             try checker.skipSpace()
             guard checker.current != nil else { throw checker.fault("the file is empty: expected a JSON object") }
-            try checker.value(depth: 0)
+            try checker.value(depth: 0, path: "")
             try checker.skipSpace()
             if let byte = checker.current {
                 throw checker.fault("\(describe(byte)) after the end of the document (one JSON value per file)")
             }
-            return nil
+            return .valid(duplicateKeys: checker.duplicateKeys)
         } catch {
-            return error
+            return .fault(error)
         }
+    }
+
+    /// nil when `bytes` is one strict JSON value (with white space around it), else its first fault.
+    static func check(_ bytes: [UInt8]) -> Fault? {
+        if case .fault(let fault) = inspect(bytes) { return fault }
+        return nil
     }
 
     private let bytes: [UInt8]
     private var index = 0
+    private var duplicateKeys: [String] = []
 
     private init(bytes: [UInt8]) { self.bytes = bytes }
 
@@ -76,12 +93,12 @@ struct JSONSyntax {
         }
     }
 
-    private mutating func value(depth: Int) throws(Fault) {
+    private mutating func value(depth: Int, path: String) throws(Fault) {
         guard depth < Self.maximumDepth else { throw fault("nested deeper than \(Self.maximumDepth) levels") }
         guard let byte = current else { throw fault("the file ends where a value was expected") }
         switch byte {
-        case UInt8(ascii: "{"): try object(depth: depth + 1)
-        case UInt8(ascii: "["): try array(depth: depth + 1)
+        case UInt8(ascii: "{"): try object(depth: depth + 1, path: path)
+        case UInt8(ascii: "["): try array(depth: depth + 1, path: path)
         case UInt8(ascii: "\""): try string()
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): try number()
         case UInt8(ascii: "t"): try literal("true")
@@ -93,20 +110,25 @@ struct JSONSyntax {
         }
     }
 
-    private mutating func object(depth: Int) throws(Fault) {
+    private mutating func object(depth: Int, path: String) throws(Fault) {
         index += 1  // {
         try skipSpace()
         if current == UInt8(ascii: "}") {
             index += 1
             return
         }
-        while true {
+        var seen: Set<String> = []
+        repeat {
             guard let byte = current else { throw fault("the file ends inside an object (a } is missing)") }
             guard byte == UInt8(ascii: "\"") else {
                 if byte == UInt8(ascii: "'") { throw fault("a single-quoted key: JSON keys use double quotes") }
                 throw fault("\(Self.describe(byte)) where a key in double quotes was expected")
             }
+            let keyStart = index
             try string()
+            let key = Self.decodedString(bytes[(keyStart + 1)..<(index - 1)])
+            let child = path.isEmpty ? key : "\(path).\(key)"
+            if !seen.insert(key).inserted { duplicateKeys.append(child) }
             try skipSpace()
             guard current == UInt8(ascii: ":") else {
                 throw fault(
@@ -115,51 +137,93 @@ struct JSONSyntax {
             }
             index += 1
             try skipSpace()
-            try value(depth: depth)
-            try skipSpace()
-            switch current {
-            case UInt8(ascii: ","):
-                let comma = index
-                index += 1
-                try skipSpace()
-                if current == UInt8(ascii: "}") {
-                    throw fault("a comma before }: strict JSON allows no trailing comma (remove it)", at: comma)
-                }
-            case UInt8(ascii: "}"):
-                index += 1
-                return
-            case nil: throw fault("the file ends inside an object (a } is missing)")
-            case let byte?: throw fault("\(Self.describe(byte)) where a , or } was expected (a comma missing?)")
-            }
-        }
+            try value(depth: depth, path: child)
+        } while try nextElement(closing: UInt8(ascii: "}"), inside: "an object")
     }
 
-    private mutating func array(depth: Int) throws(Fault) {
+    private mutating func array(depth: Int, path: String) throws(Fault) {
         index += 1  // [
         try skipSpace()
         if current == UInt8(ascii: "]") {
             index += 1
             return
         }
-        while true {
+        var element = 0
+        repeat {
             guard current != nil else { throw fault("the file ends inside an array (a ] is missing)") }
-            try value(depth: depth)
+            try value(depth: depth, path: "\(path)[\(element)]")
+            element += 1
+        } while try nextElement(closing: UInt8(ascii: "]"), inside: "an array")
+    }
+
+    /// After an element of an object or array: true at a comma (another element follows), false past the
+    /// `closing` bracket; a trailing comma, the end of the file or anything else is the fault.
+    private mutating func nextElement(closing: UInt8, inside container: String) throws(Fault) -> Bool {
+        let close = Self.describe(closing, quoted: false)
+        try skipSpace()
+        switch current {
+        case UInt8(ascii: ","):
+            let comma = index
+            index += 1
             try skipSpace()
-            switch current {
-            case UInt8(ascii: ","):
-                let comma = index
-                index += 1
-                try skipSpace()
-                if current == UInt8(ascii: "]") {
-                    throw fault("a comma before ]: strict JSON allows no trailing comma (remove it)", at: comma)
+            if current == closing {
+                throw fault("a comma before \(close): strict JSON allows no trailing comma (remove it)", at: comma)
+            }
+            return true
+        case closing?:
+            index += 1
+            return false
+        case nil: throw fault("the file ends inside \(container) (a \(close) is missing)")
+        case let byte?: throw fault("\(Self.describe(byte)) where a , or \(close) was expected (a comma missing?)")
+        }
+    }
+
+    /// The text of a string's contents that `string()` accepted (escapes decoded; a lone surrogate escape is
+    /// U+FFFD, as the decoder makes it).
+    private static func decodedString(_ contents: ArraySlice<UInt8>) -> String {
+        var utf8: [UInt8] = []
+        var index = contents.startIndex
+        func hex4(at start: Int) -> UInt32? {
+            guard start + 4 <= contents.endIndex else { return nil }
+            var value: UInt32 = 0
+            for byte in contents[start..<start + 4] {
+                guard let digit = hexDigitValue(byte) else { return nil }
+                value = value << 4 | UInt32(digit)
+            }
+            return value
+        }
+        while index < contents.endIndex {
+            let byte = contents[index]
+            index += 1
+            guard byte == UInt8(ascii: "\\") else {
+                utf8.append(byte)
+                continue
+            }
+            let escaped = contents[index]
+            index += 1
+            switch escaped {
+            case UInt8(ascii: "b"): utf8.append(0x08)
+            case UInt8(ascii: "f"): utf8.append(0x0C)
+            case UInt8(ascii: "n"): utf8.append(0x0A)
+            case UInt8(ascii: "r"): utf8.append(0x0D)
+            case UInt8(ascii: "t"): utf8.append(0x09)
+            case UInt8(ascii: "u"):
+                var scalar = hex4(at: index).flatMap { Unicode.Scalar($0) }
+                let high = hex4(at: index) ?? 0
+                index += 4
+                // A high surrogate followed by `\u` and a low one is one scalar.
+                if (0xD800..<0xDC00).contains(high), index + 6 <= contents.endIndex,
+                    contents[index] == UInt8(ascii: "\\"), contents[index + 1] == UInt8(ascii: "u"),
+                    let low = hex4(at: index + 2), (0xDC00..<0xE000).contains(low)
+                {
+                    scalar = Unicode.Scalar(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00))
+                    index += 6
                 }
-            case UInt8(ascii: "]"):
-                index += 1
-                return
-            case nil: throw fault("the file ends inside an array (a ] is missing)")
-            case let byte?: throw fault("\(Self.describe(byte)) where a , or ] was expected (a comma missing?)")
+                utf8 += Array(String(Character(scalar ?? "\u{FFFD}")).utf8)
+            default: utf8.append(escaped)  // \" \\ \/
             }
         }
+        return String(decoding: utf8, as: UTF8.self)
     }
 
     /// A string from its opening quote: no raw control characters, only JSON's escapes, valid UTF-8.
@@ -237,9 +301,15 @@ struct JSONSyntax {
 
     private static func isDigit(_ byte: UInt8) -> Bool { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) }
 
-    private static func isHexDigit(_ byte: UInt8) -> Bool {
-        isDigit(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
-            || (UInt8(ascii: "A")...UInt8(ascii: "F")).contains(byte)
+    private static func isHexDigit(_ byte: UInt8) -> Bool { hexDigitValue(byte) != nil }
+
+    private static func hexDigitValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
     }
 
     /// The length of the well-formed UTF-8 sequence at `index` (its first byte 0x80 or above), 0 if there is none.

@@ -5,6 +5,21 @@ struct Problems: Sendable {
     var isEmpty: Bool { lines.isEmpty }
 
     mutating func add(_ path: String, _ message: String) { lines.append("\(path): \(message)") }
+
+    /// The bytes of the regular file `path`, or nil with the problem added under `key`: `missing` when there is
+    /// no such file, the read's own message otherwise (not a regular file, too large, unreadable).
+    mutating func readFile(_ path: String, key: String, missing: String, limit: Int = 1 << 20) -> [UInt8]? {
+        do {
+            guard let bytes = try POSIX.readFile(path, limit: limit) else {
+                add(key, missing)
+                return nil
+            }
+            return bytes
+        } catch {
+            add(key, error.message)
+            return nil
+        }
+    }
 }
 
 /// Reads one JSON object's keys with path-named problems: unknown keys, missing required keys and wrong
