@@ -32,6 +32,16 @@ import Testing
         #expect(unknown.running && unknown.pid == nil)
     }
 
+    /// A slot DRS was never asked about: `subscribed` and `lastResult` are null, the other optionals left out.
+    @Test func anUnknownSlotHasNullSubscribedAndLastResult() throws {
+        let json = try encoded(StatusCommand.Report.Slot(subscribed: nil, lastResult: nil, pending: false))
+        #expect(json.keys.sorted() == ["lastResult", "pending", "subscribed"])
+        #expect(json["subscribed"] is NSNull && json["lastResult"] is NSNull)
+        let known = try encoded(
+            StatusCommand.Report.Slot(subscribed: true, lastResult: "TEST_ORDER_PLACED", pending: true))
+        #expect(known["subscribed"] as? Bool == true && known["lastResult"] as? String == "TEST_ORDER_PLACED")
+    }
+
     @Test func anOrderNotYetAskedAboutHasNullStatusAndCheckedAt() throws {
         let order = StatusCommand.Report.Slot.Order(eventInstanceId: "e-1", open: true, status: nil, checkedAt: nil)
         let json = try encoded(order)

@@ -14,8 +14,9 @@ struct StatusCommand: AsyncParsableCommand {
 
     struct Report: Encodable, Equatable {
         struct Slot: Encodable, Equatable {
-            var subscribed: Bool?
-            var lastResult: String?
+            /// Always present, `null` when unknown (README); the other optionals are left out when absent.
+            @NullWhenAbsent var subscribed: Bool?
+            @NullWhenAbsent var lastResult: String?
             var lastResultAt: String?
             var pending: Bool
             var parkedReason: String?
@@ -34,37 +35,12 @@ struct StatusCommand: AsyncParsableCommand {
                 @NullWhenAbsent var status: String?
                 @NullWhenAbsent var checkedAt: String?
             }
-
-            func encode(to encoder: any Encoder) throws {
-                var container = encoder.container(keyedBy: CodingKeys.self)
-                // `subscribed` and `lastResult` are always present, null when unknown.
-                try container.encode(subscribed, forKey: .subscribed)
-                try container.encode(lastResult, forKey: .lastResult)
-                try container.encodeIfPresent(lastResultAt, forKey: .lastResultAt)
-                try container.encode(pending, forKey: .pending)
-                try container.encodeIfPresent(parkedReason, forKey: .parkedReason)
-                try container.encodeIfPresent(waitingFor, forKey: .waitingFor)
-                try container.encodeIfPresent(products, forKey: .products)
-                try container.encodeIfPresent(order, forKey: .order)
-            }
-
-            enum CodingKeys: String, CodingKey {
-                case subscribed, lastResult, lastResultAt, pending, parkedReason, waitingFor, products, order
-            }
         }
 
         /// Whether the pairing endpoints are served, and until when.
         struct PairingWindow: Encodable, Equatable {
             var open: Bool
-            var closesAt: String?
-
-            func encode(to encoder: any Encoder) throws {
-                var container = encoder.container(keyedBy: CodingKeys.self)
-                try container.encode(open, forKey: .open)
-                try container.encode(closesAt, forKey: .closesAt)
-            }
-
-            enum CodingKeys: String, CodingKey { case open, closesAt }
+            @NullWhenAbsent var closesAt: String?
         }
 
         /// Code-based linking: the code the customer can enter now, where, and until when. Absent otherwise.
