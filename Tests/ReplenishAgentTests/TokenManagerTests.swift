@@ -242,7 +242,10 @@ import Testing
         #expect(store.tokens?.accessTokenExpiresAt == sentAt + 60)
     }
 
-    @Test func aRefreshAnsweredAfterUnpairingDoesNotBringThePairingBack() async throws {
+    /// An owner change while a refresh is out (LWA rotating refresh tokens, the old one ended at once): the
+    /// unpair waits for the answer, returns the rotated tokens (the deregistration's, which LWA still accepts)
+    /// and then forgets them; the pairing does not come back.
+    @Test func anUnpairWhileARefreshIsOutReturnsTheRotatedTokensAndForgetsThem() async throws {
         let http = GatedHTTPClient(grantResponse(access: "Atza|late", refresh: "Atzr|late"))
         let store = MemoryTokenStore(
             TokenSet(
@@ -255,9 +258,13 @@ import Testing
         let refresh = Task { try await manager.accessToken() }
         #expect(await settle({ http.requestCount == 1 }))
         // The customer long-presses to unpair while LWA's answer is on its way.
-        try await manager.unpair(reason: "re-pairing requested")
+        let unpair = Task { try await manager.unpair(reason: "re-pairing requested") }
+        // It waits for the answer: nothing is wiped while the refresh is out.
+        #expect(await !settle({ store.tokens == nil }, attempts: 200))
         http.open()
-        await #expect(throws: AgentError.self) { try await refresh.value }
+        let had = try await unpair.value
+        #expect(had?.refreshToken == Secret("Atzr|late"))
+        _ = try? await refresh.value
         #expect(store.tokens == nil)
         #expect(await manager.isPaired == false)
         #expect(await manager.state == .needsPairing(reason: "re-pairing requested"))

@@ -44,6 +44,12 @@ actor DeregistrationQueue<C: Clock> where C.Duration == Duration {
     private var retryAt: C.Instant?
     /// A try is out (the run loop's, or the caller's `tryNow`): never two at once.
     private var trying = false
+    /// Why the last try failed, for a `tryNow` that comes inside its backoff.
+    private var lastError: AgentError?
+
+    /// How long a queued call waits for its caller's `tryNow` (the caller does its local part in between)
+    /// before the queue tries on its own: a caller that never comes back does not strand the call.
+    static var callerGrace: Duration { .seconds(30) }
 
     init(stateDirectory: String, lwa: LWAClient, drs: DRSClient, clock: C, logger: Logger) {
         self.stateDirectory = stateDirectory
@@ -54,13 +60,15 @@ actor DeregistrationQueue<C: Clock> where C.Duration == Duration {
     }
 
     /// Writes the call durably; nothing is sent yet. The caller (a reset) does its local part and then calls
-    /// `tryNow`; if it never does, the queue tries after the backoff's floor on its own.
+    /// `tryNow`; if it never does, the queue tries after `callerGrace` on its own. DRS hears nothing before the
+    /// local part is done, however long a loaded device takes over it.
     func enqueue(_ next: Pending) throws(AgentError) {
         try Self.write(next, stateDirectory: stateDirectory)
         pending = next
         loaded = true
         failures = 0
-        retryAt = clock.now.advanced(by: Backoff.floor)
+        lastError = nil
+        retryAt = clock.now.advanced(by: Self.callerGrace)
         logger.notice("DRS deregistration queued")
         waker.ring()
     }
@@ -70,6 +78,8 @@ actor DeregistrationQueue<C: Clock> where C.Duration == Duration {
     /// still good, saves a refresh.
     func tryNow(accessToken: Secret?) async -> AgentError? {
         guard !trying else { return AgentError(.network, "an earlier deregistration is being tried now") }
+        // The queue's own try failed a moment ago: no call before its backoff ends (it retries then).
+        if failures > 0, let lastError, let at = retryAt, clock.now < at { return lastError }
         return await attempt(accessToken: accessToken)
     }
 
@@ -89,6 +99,7 @@ actor DeregistrationQueue<C: Clock> where C.Duration == Duration {
             }
             pending = nil
             failures = 0
+            lastError = nil
             retryAt = nil
             do { try POSIX.shred(path) } catch {
                 logger.error("could not remove deregistration.json", metadata: ["error": "\(error.message)"])
@@ -97,6 +108,7 @@ actor DeregistrationQueue<C: Clock> where C.Duration == Duration {
         } catch {
             pending = current
             failures += 1
+            lastError = error
             let delay = DutySchedule.retryDelay(after: error, attempt: failures, using: &random)
             retryAt = clock.now.advanced(by: delay)
             logger.warning(
@@ -150,7 +162,7 @@ actor DeregistrationQueue<C: Clock> where C.Duration == Duration {
                 continue
             }
             if let at = retryAt, clock.now < at {
-                await waker.wait(timeout: clock.now.duration(to: at), clock: clock)
+                await waker.wait(until: at, clock: clock)
                 continue
             }
             _ = await attempt(accessToken: nil)

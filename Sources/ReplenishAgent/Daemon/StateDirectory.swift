@@ -94,8 +94,12 @@ enum StateDirectory {
     /// stays after the agent ends, and may by then be another process's.
     static func runningAgent(_ path: String) -> Int32? {
         guard let file = try? POSIX.openFile(POSIX.join(path, lockFileName), .untrusted),
-            (try? file.status().kind) == .regular, (try? file.tryLock()) == false
+            (try? file.status().kind) == .regular, let locked = try? file.tryLock()
         else { return nil }
+        if locked {
+            file.unlock()
+            return nil
+        }
         let prefix = (try? file.readPrefix(32)) ?? []
         return Int32(String(decoding: prefix, as: UTF8.self).split(separator: "\n").first ?? "") ?? 0
     }
@@ -242,6 +246,10 @@ final class StateDirectoryLock: Sendable {
     private let file: POSIX.OpenFile
 
     init(file: POSIX.OpenFile) { self.file = file }
+
+    /// Released explicitly before the close (see `OpenFile.unlock`): a restart in the same process, or a look by
+    /// `runningAgent`, finds it free at once.
+    deinit { file.unlock() }
 
     /// The lock file's path.
     var path: String { file.path }

@@ -108,5 +108,12 @@ extension POSIX {
             if errno == EWOULDBLOCK { return false }
             throw storageError("flock", path)
         }
+
+        /// Releases a `flock` this descriptor took. Closing alone is not enough: the lock belongs to the open
+        /// file description, which a child forked at that moment (before its exec closes `O_CLOEXEC` descriptors)
+        /// still references, so the lock would outlive the close by as long as the child takes to exec.
+        func unlock() {
+            _ = retryingEINTR { flock(descriptor, LOCK_UN) }
+        }
     }
 }

@@ -101,6 +101,13 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     /// Forgets the pairing; returns the tokens it had at that moment (the newest, after any rotation).
     @discardableResult
     func unpair(reason: String) async throws(AgentError) -> TokenSet? {
+        // A refresh already out may come back with a rotated refresh token, and LWA may have ended the one held
+        // now: wait for it, so that what is returned (the deregistration's token) is one LWA still accepts.
+        var awaited: Task<TokenSet, any Error>?
+        while let task = inFlight, task != awaited {
+            awaited = task
+            _ = try? await Self.value(of: task)
+        }
         let had = tokens
         try store.wipe()
         tokens = nil

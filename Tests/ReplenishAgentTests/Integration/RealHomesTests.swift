@@ -145,7 +145,7 @@ import Testing
         }
         #expect(!FileManager.default.fileExists(atPath: harness.directory + "/state/deregistration.json"))
         let times = try deregistrationArrivals(harness, emulator)
-        #expect(times.count == 3)
+        #expect(times.count == 3, "DELETEs at \(times); the agent's log:\n\(harness.agentLogs)")
         for (earlier, later) in zip(times, times.dropFirst()) {
             #expect(later - earlier >= 1.0, "a retry came \(later - earlier) s after the call before it")
         }
@@ -165,13 +165,14 @@ import Testing
             body: #"{"path":"/registration","count":2,"fault":{"kind":"status","status":503}}"#)
         let offline = try harness.run("replenish-agent", ["deregister", "--config", config])
         #expect(offline.status == 0, "\(offline.error)")
-        #expect(offline.output.contains("queued"))
+        #expect(offline.output.contains("queued"), "deregister said: \(offline.output)")
         _ = try harness.startAgent(config: config)
         try harness.waitUntil("DRS to deregister the device", timeout: 60) {
             try harness.stats(emulator)["deregistrations"] as? Int == 1
         }
         #expect(!FileManager.default.fileExists(atPath: harness.directory + "/state/deregistration.json"))
-        #expect(try deregistrationArrivals(harness, emulator).count == 3)
+        let times = try deregistrationArrivals(harness, emulator)
+        #expect(times.count == 3, "DELETEs at \(times); the agent's log:\n\(harness.agentLogs)")
         harness.expectNoSecretsInAgentOutput()
     }
 

@@ -1,0 +1,70 @@
+import Synchronization
+import Testing
+
+@testable import ReplenishAgent
+
+/// The one deregistration path on a manual clock: a queued call waits for its caller's local part, and no
+/// `DELETE /registration` comes sooner than the backoff after the one before, whoever asks.
+@Suite struct DeregistrationQueueTests {
+    let clock = ManualClock()
+
+    /// A queue whose DRS answers `drsStatus` to every DELETE; LWA grants a rotated refresh token each time.
+    func queue(drsStatus: Int) throws -> (DeregistrationQueue<ManualClock>, ScriptedHTTPClient, String) {
+        let directory = temporaryDirectory()
+        let grants = Mutex(0)
+        let lwaHTTP = ScriptedHTTPClient { _ in
+            let number = grants.withLock {
+                $0 += 1
+                return $0
+            }
+            return json(
+                200, #"{"access_token":"Atza|a\#(number)","refresh_token":"Atzr|r\#(number)","expires_in":3600}"#)
+        }
+        let drsHTTP = ScriptedHTTPClient { _ in json(drsStatus, "{}") }
+        let lwa = LWAClient(
+            http: lwaHTTP, tokenURL: try EndpointURL("http://127.0.0.1:1/auth/o2/token"), clientSecret: nil)
+        let drs = DRSClient(http: drsHTTP, baseURL: try EndpointURL("http://127.0.0.1:1"))
+        let queue = DeregistrationQueue(
+            stateDirectory: directory, lwa: lwa, drs: drs, clock: clock, logger: .init(label: "test"))
+        return (queue, drsHTTP, directory)
+    }
+
+    func deletes(_ drs: ScriptedHTTPClient) -> Int { drs.requests.filter { $0.method == .delete }.count }
+
+    @Test func aQueuedCallWaitsForItsCallerAndATryInsideTheBackoffSendsNothing() async throws {
+        let (queue, drs, directory) = try queue(drsStatus: 503)
+        let runner = Task { await queue.run() }
+        defer { runner.cancel() }
+        try await queue.enqueue(.init(refreshToken: Secret("Atzr|old"), clientId: "client"))
+        // The caller's local part takes long on a loaded device: the queue does not go ahead of it.
+        clock.advance(by: DeregistrationQueue<ManualClock>.callerGrace - .seconds(1))
+        #expect(await !settle({ deletes(drs) > 0 }, attempts: 200))
+        // The caller's one try now: DRS answers 503, and the pending call keeps the rotated refresh token.
+        #expect(await queue.tryNow(accessToken: nil)?.code == .server)
+        #expect(deletes(drs) == 1)
+        let kept = try StateFile.load(
+            PendingDeregistration.self, from: DeregistrationQueue<ManualClock>.path(stateDirectory: directory)
+        ) { _ in }
+        #expect(kept?.refreshToken == Secret("Atzr|r1"))
+        // Asked again at once: the backoff holds, nothing is sent, the reason is the last failure's.
+        #expect(await queue.tryNow(accessToken: nil)?.code == .server)
+        #expect(deletes(drs) == 1)
+        // The queue retries on its own after the backoff (at least 1 s, at most the first ceiling).
+        clock.advance(by: Backoff.floor - .milliseconds(1))
+        #expect(await !settle({ deletes(drs) > 1 }, attempts: 200))
+        clock.advance(by: Backoff.duties.ceiling(attempt: 1))
+        #expect(await settle({ deletes(drs) == 2 }))
+    }
+
+    @Test func aCallerThatNeverComesBackDoesNotStrandTheCall() async throws {
+        let (queue, drs, directory) = try queue(drsStatus: 204)
+        let runner = Task { await queue.run() }
+        defer { runner.cancel() }
+        try await queue.enqueue(.init(refreshToken: Secret("Atzr|old"), clientId: "client"))
+        #expect(await settle({ clock.sleeperCount > 0 }))
+        clock.advance(by: DeregistrationQueue<ManualClock>.callerGrace)
+        #expect(await settle({ deletes(drs) == 1 }))
+        let path = DeregistrationQueue<ManualClock>.path(stateDirectory: directory)
+        #expect(await settle({ (try? POSIX.status(path)) == .some(nil) }))
+    }
+}
