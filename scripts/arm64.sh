@@ -268,10 +268,10 @@ runtime_libraries() {
   echo "$folder"
 }
 
-# The unit suites: every suite outside Tests/ReplenishAgentTests/Integration (those start the agent and the
-# emulator as processes; README "Tests": x86-only, and why). The test bundle runs under qemu-aarch64.
+# The unit suites: those tagged `.unit` (scripts/unit-tests.sh --list); the `.process` suites start the agent
+# and the emulator as processes (README "Tests": x86-only, and why). The test bundle runs under qemu-aarch64.
 unit_suites() {
-  grep -ho '^@Suite[^s]*struct [A-Za-z]*' "$root"/Tests/ReplenishAgentTests/*.swift | awk '{ print $NF }' | sort -u
+  "$root"/scripts/unit-tests.sh --list
 }
 
 test_arm64() {

@@ -9,7 +9,7 @@ import Testing
 ///
 /// Imports alone do not show it: `NIOPosix` re-exports Glibc, so a file that imports it for SwiftNIO could call
 /// `geteuid()` without importing Glibc. So the sources are also scanned for the C library's calls and constants.
-@Suite struct BoundaryTests {
+@Suite(.tags(.unit)) struct BoundaryTests {
     static let sources = packageRoot() + "/Sources/ReplenishAgent"
 
     /// One Swift file of the agent: its path relative to `Sources/ReplenishAgent`, and its lines.

@@ -4,7 +4,7 @@ import Testing
 @testable import ReplenishAgent
 
 /// `--version`: the version constant agrees with the `VERSION` file the package's version is made from.
-@Suite struct BuildInfoTests {
+@Suite(.tags(.unit)) struct BuildInfoTests {
     @Test func theVersionConstantIsTheVersionFileThePackageIsNamedFrom() throws {
         let file = try String(contentsOfFile: packageRoot() + "/VERSION", encoding: .utf8)
         #expect(BuildInfo.version == file.trimmingCharacters(in: .whitespacesAndNewlines))

@@ -7,7 +7,7 @@ import Testing
 
 /// Code-based linking: the decisions (`CodeLinking`) on manual-clock instants, the LWA answers
 /// (`CodePairClient`), and the service with the token manager on a manual clock against a scripted LWA.
-@Suite struct CodeLinkingTests {
+@Suite(.tags(.unit)) struct CodeLinkingTests {
     typealias Linking = CodeLinking<ManualClock.Instant>
 
     func at(_ seconds: Double) -> ManualClock.Instant {
@@ -464,7 +464,7 @@ import Testing
 }
 
 /// The service with the real token manager, on a manual clock, against a scripted LWA.
-@Suite struct CodeLinkingServiceTests {
+@Suite(.tags(.unit)) struct CodeLinkingServiceTests {
     let clock = ManualClock()
     let epoch = 1_800_000_000.0
 

@@ -5,7 +5,7 @@ import Testing
 
 /// The commands' arguments, parsed apart from running them: the shared `--config` option group and the
 /// enumerated values (`level`'s level, `gpio-watch --outputs`, `run --log-level`) the parser checks itself.
-@Suite struct CommandParsingTests {
+@Suite(.tags(.unit)) struct CommandParsingTests {
     @Test func everyCommandTakesTheSharedConfigOption() throws {
         #expect(try StatusCommand.parse([]).options.config == "/etc/replenish-agent/agent.json")
         #expect(try StatusCommand.parse(["--config", "/a.json"]).options.config == "/a.json")

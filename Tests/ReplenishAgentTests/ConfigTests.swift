@@ -4,7 +4,7 @@ import Testing
 @testable import ReplenishAgent
 
 /// Each rule of the config and board files: one broken config a case, checked for the key path it names.
-@Suite struct ConfigTests {
+@Suite(.tags(.unit)) struct ConfigTests {
     /// A config in pairing `mode` (`companion` or `code`) whose state directory exists (0700), loaded.
     static func loadedConfig(pairingMode mode: String = "companion") throws -> AgentConfig {
         let directory = temporaryDirectory()

@@ -6,7 +6,7 @@ import Testing
 
 /// libcurl's failures carried as typed `CurlError`s, and what the easy handle allows. (That every raw libcurl
 /// call sits in `Sources/ReplenishAgent/Curl/` is `BoundaryTests`' job.)
-@Suite struct CurlBoundaryTests {
+@Suite(.tags(.unit)) struct CurlBoundaryTests {
     @Test func onlyGetsMayReuseAConnection() {
         #expect(CurlEasy.mayReuseConnection(.get))
         #expect(!CurlEasy.mayReuseConnection(.post))

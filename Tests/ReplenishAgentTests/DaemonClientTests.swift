@@ -4,7 +4,7 @@ import Testing
 @testable import ReplenishAgent
 
 /// The owner commands' side of the control socket: what they say when the running agent did not answer.
-@Suite struct DaemonClientTests {
+@Suite(.tags(.unit)) struct DaemonClientTests {
     /// What a command says when the running agent did not answer, from libcurl's code.
     @Test func anUnansweredRequestIsSaidAsItHappened() {
         let socket = "/s/control.sock"

@@ -3,7 +3,7 @@ import Testing
 @testable import ReplenishAgent
 
 /// The pure rules: debounce, backoff, delivery decisions, refresh timing, outbox.
-@Suite struct DecisionTests {
+@Suite(.tags(.unit)) struct DecisionTests {
     typealias Instant = ManualClock.Instant
 
     func at(_ milliseconds: Int) -> Instant { Instant(offset: .milliseconds(milliseconds)) }

@@ -5,7 +5,7 @@ import Testing
 
 /// The one deregistration path on a manual clock: a queued call waits for its caller's local part, and no
 /// `DELETE /registration` comes sooner than the backoff after the one before, whoever asks.
-@Suite struct DeregistrationQueueTests {
+@Suite(.tags(.unit)) struct DeregistrationQueueTests {
     let clock = ManualClock()
 
     /// A queue whose DRS answers `drsStatus` to every DELETE; LWA grants a rotated refresh token each time.

@@ -5,7 +5,7 @@ import Testing
 /// 10,000 devices back from the same power cut in the same second, scheduled by the agent's own rules
 /// (`DutySchedule`, `RefreshSchedule`, the token manager's start-up catch-up): LWA and DRS requests per
 /// minute over the first hour. `scripts/fleet-sim.sh` runs this and prints the table.
-@Suite struct FleetSimulationTests {
+@Suite(.tags(.unit)) struct FleetSimulationTests {
     struct Result {
         var perMinute: [Int]
         var peak: Int { perMinute.max() ?? 0 }

@@ -6,7 +6,7 @@ import Testing
 
 /// Level sensors, press policy (cooldown, re-pairing), LED priorities, and the input pipeline on a manual
 /// clock.
-@Suite struct InputTests {
+@Suite(.tags(.unit)) struct InputTests {
     typealias Instant = ManualClock.Instant
 
     func at(_ milliseconds: Int) -> Instant { Instant(offset: .milliseconds(milliseconds)) }

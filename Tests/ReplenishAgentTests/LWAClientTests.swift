@@ -4,7 +4,7 @@ import Testing
 
 /// What LWA's answers may put into the agent: tokens only from the token alphabet (PROTOCOL.md section 2),
 /// so that nothing LWA sends can end up as a second header line behind `Authorization: Bearer`.
-@Suite struct LWAClientTests {
+@Suite(.tags(.unit)) struct LWAClientTests {
     func lwa(answering body: String) throws -> (LWAClient, ScriptedHTTPClient) {
         let http = ScriptedHTTPClient { _ in json(200, body) }
         return (

@@ -6,7 +6,7 @@ import Testing
 /// The order follow-up on the manual clock: a placed order is asked about every few hours (minutes in the
 /// test phase) until DRS says it shipped, and then never again; weeks pass without a call when no order is
 /// open.
-@Suite struct OrderFollowUpTests {
+@Suite(.tags(.unit)) struct OrderFollowUpTests {
     let clock = ManualClock()
     let epoch = 1_800_000_000.0
 
@@ -164,7 +164,7 @@ extension OrderFollowUpTests {
 }
 
 /// The order history in the status record: what each answer, follow-up, press and cancellation changes.
-@Suite struct OrderHistoryTests {
+@Suite(.tags(.unit)) struct OrderHistoryTests {
     @Test func answersFollowUpsPressesAndCancellationsAreRecorded() {
         var record = StatusRecord()
         record.recordAnswer(slot: "a", detailCode: "TEST_ORDER_PLACED", eventInstanceId: "o1", at: 100)
@@ -217,7 +217,7 @@ extension OrderFollowUpTests {
 }
 
 /// Slot status from the slot's own quantities, with a date from the observed consumption rate.
-@Suite struct ConsumptionRateTests {
+@Suite(.tags(.unit)) struct ConsumptionRateTests {
     let day = 86400.0
 
     @Test func theExpectedDateFollowsTheObservedRate() throws {

@@ -6,7 +6,7 @@ import Testing
 
 /// The order path in-process on a manual clock: the token backoff shared with the order path and the duties,
 /// the "sent, answer unknown" mark, writes that fail, and entries that must not be sent.
-@Suite struct OrderServiceTests {
+@Suite(.tags(.unit)) struct OrderServiceTests {
     let clock = ManualClock()
     let epoch = 1_800_000_000.0
 

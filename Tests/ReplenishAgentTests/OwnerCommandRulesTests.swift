@@ -5,7 +5,7 @@ import Testing
 
 /// What the owner commands decide before anyone is asked, and how DRS's and the control socket's inputs are
 /// read: bad input gets a reason, never a crash.
-@Suite struct OwnerCommandRulesTests {
+@Suite(.tags(.unit)) struct OwnerCommandRulesTests {
     @Test func cancellingTestOrdersIsForTestAndCertificationDevicesAndTheirOwnSlots() {
         #expect(TestOrders.refusal(phase: .production, slot: nil, slots: ["a"])?.contains("production phase") == true)
         #expect(TestOrders.refusal(phase: .test, slot: nil, slots: ["a"]) == nil)

@@ -2,7 +2,7 @@ import Testing
 
 @testable import ReplenishAgent
 
-@Suite struct PKCETests {
+@Suite(.tags(.unit)) struct PKCETests {
     @Test func rfc7636AppendixBVector() {
         let pair = PKCE(verifier: Secret("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"))
         #expect(pair.challenge == "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM")

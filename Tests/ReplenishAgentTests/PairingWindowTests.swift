@@ -7,7 +7,7 @@ import Testing
 
 /// The pairing window, the request guard, the session rate limits, the client id check and the
 /// connection admission: pure decisions on a manual clock, the coordinator with in-memory doubles.
-@Suite struct PairingWindowTests {
+@Suite(.tags(.unit)) struct PairingWindowTests {
     typealias Window = PairingWindow<ManualClock.Instant>
     let clock = ManualClock()
 

@@ -3,7 +3,7 @@ import Testing
 @testable import ReplenishAgent
 
 /// The process-wide settings `run` makes before anything else, checked on this (test) process.
-@Suite struct ProcessSettingsTests {
+@Suite(.tags(.unit)) struct ProcessSettingsTests {
     /// `run` makes the agent not dumpable: no core (not even through a core pipe, which ignores RLIMIT_CORE),
     /// no ptrace or /proc/<pid>/mem by the agent's own user. Set back afterwards: the test runner is a process
     /// like any other.

@@ -6,7 +6,7 @@ import Testing
 
 /// Bad state files (each kind), leftovers of a killed write, the single-agent lock and `check-config`'s
 /// owner and mode checks, in-process. The two-process lock test is in `Integration/SingleAgentTests`.
-@Suite struct StateDirectoryTests {
+@Suite(.tags(.unit)) struct StateDirectoryTests {
     let tokens = TokenSet(
         clientId: "client", refreshToken: Secret("Atzr|fixture-refresh"), accessToken: Secret("Atza|fixture-access"),
         accessTokenExpiresAt: 1_800_000_000, accessTokenLifetime: 3600)

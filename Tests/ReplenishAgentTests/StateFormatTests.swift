@@ -5,7 +5,7 @@ import Testing
 
 /// Every state-file format version the agent has written, and the next one a newer build may leave behind
 /// before a rollback, loaded through the real loaders from the checked-in fixtures.
-@Suite struct StateFormatTests {
+@Suite(.tags(.unit)) struct StateFormatTests {
     static let fixtures = packageRoot() + "/Tests/ReplenishAgentTests/Fixtures"
 
     /// A state directory holding a copy of `fixture` as `name` (mode 0600, as the agent writes it).

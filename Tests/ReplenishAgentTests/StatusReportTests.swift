@@ -4,7 +4,7 @@ import Testing
 @testable import ReplenishAgent
 
 /// What `status` says about a running agent (the state directory's lock) and the keys its JSON always carries.
-@Suite struct StatusReportTests {
+@Suite(.tags(.unit)) struct StatusReportTests {
     /// A companion-mode config whose state directory exists (0700), loaded.
     private func config() throws -> AgentConfig { try ConfigTests.loadedConfig() }
 

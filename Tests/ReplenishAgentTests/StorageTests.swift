@@ -3,7 +3,7 @@ import Testing
 
 @testable import ReplenishAgent
 
-@Suite struct StorageTests {
+@Suite(.tags(.unit)) struct StorageTests {
     let tokens = TokenSet(
         clientId: "client", refreshToken: Secret("Atzr|refresh"), accessToken: Secret("Atza|access"),
         accessTokenExpiresAt: 1_800_000_000, accessTokenLifetime: 3600)

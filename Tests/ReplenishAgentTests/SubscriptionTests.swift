@@ -5,7 +5,7 @@ import Testing
 
 /// `subscriptionInfo` @2.0 and @1.0, and the re-check a press makes for a slot marked unsubscribed, on the
 /// manual clock.
-@Suite struct SubscriptionTests {
+@Suite(.tags(.unit)) struct SubscriptionTests {
     let clock = ManualClock()
     let epoch = 1_800_000_000.0
 

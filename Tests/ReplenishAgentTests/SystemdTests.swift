@@ -50,7 +50,7 @@ final class NotifySocket {
     }
 }
 
-@Suite struct SystemdNotifierTests {
+@Suite(.tags(.unit)) struct SystemdNotifierTests {
     @Test func withoutNotifySocketNothingIsSentAndNoWatchdogRuns() {
         let notifier = SystemdNotifier(environment: ["WATCHDOG_USEC": "30000000"], pid: 1)
         #expect(!notifier.isEnabled)
@@ -116,7 +116,7 @@ final class NotifySocket {
     }
 }
 
-@Suite struct SystemdStatusTests {
+@Suite(.tags(.unit)) struct SystemdStatusTests {
     typealias State = TokenManager<ManualClock>.State
 
     @Test func linesNameThePairingTheTokenAndTheOutbox() {
@@ -158,7 +158,7 @@ final class NotifySocket {
     }
 }
 
-@Suite struct WatchdogTests {
+@Suite(.tags(.unit)) struct WatchdogTests {
     final class Recorder: Sendable {
         let healthy = Mutex(true)
         let pings = Mutex(0)

@@ -7,7 +7,7 @@ import Testing
 
 /// The token lifecycle on a manual clock: scheduled refresh before expiry, rotation stored first,
 /// single-flight refresh, and `invalid_grant` sending the device back to pairing.
-@Suite struct TokenManagerTests {
+@Suite(.tags(.unit)) struct TokenManagerTests {
     let clock = ManualClock()
     let epoch = 1_800_000_000.0
 
@@ -290,7 +290,7 @@ import Testing
     }
 }
 
-@Suite struct PairingTests {
+@Suite(.tags(.unit)) struct PairingTests {
     let clock = ManualClock()
 
     func coordinator(_ http: ScriptedHTTPClient, store: MemoryTokenStore = MemoryTokenStore()) throws

@@ -7,7 +7,7 @@ import Testing
 /// (`/admin/enter-code`), paired, a press that orders; LWA unreachable then back; restarts in the middle; a
 /// code that expires before it is entered. The emulator is strict (it answers `slow_down` to a poll sooner
 /// than the interval), so its counters show the agent kept the interval. Small intervals keep these short.
-@Suite(.serialized, .onOwnThread) struct CodeLinkingProcessTests {
+@Suite(.serialized, .onOwnThread, .tags(.process)) struct CodeLinkingProcessTests {
     /// The code `status --json` shows, if any.
     func linking(_ harness: Harness, config: String) throws -> [String: String]? {
         try harness.statusJSON(config: config)["linking"] as? [String: String]

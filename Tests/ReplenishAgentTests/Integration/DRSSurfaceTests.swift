@@ -5,7 +5,7 @@ import Testing
 
 /// The DRS calls besides replenish, against the emulator: subscriptions @2.0 with their products, and a
 /// button that works as soon as the customer subscribes.
-@Suite(.serialized, .onOwnThread) struct DRSSurfaceTests {
+@Suite(.serialized, .onOwnThread, .tags(.process)) struct DRSSurfaceTests {
     @Test func aSlotSubscribedAfterTheDailyCheckOrdersAtTheNextPress() throws {
         let harness = Harness()
         let emulator = try harness.startEmulator(["--slots", "slot-1,slot-2"])

@@ -6,7 +6,7 @@ import Testing
 /// `replenish-emulator serve --state-file`: the emulated LWA and DRS outlive a SIGKILL of the emulator (the VM
 /// boot test cuts the power of the VM the emulator runs in), so a paired agent stays paired and the event log
 /// still counts the orders placed before.
-@Suite(.serialized, .onOwnThread) struct EmulatorStateFileTests {
+@Suite(.serialized, .onOwnThread, .tags(.process)) struct EmulatorStateFileTests {
     /// Starts `serve` on a fixed port, with or without the state file, and waits until it answers.
     func serve(_ harness: Harness, port: String, stateFile: String?, log: String) throws -> Process {
         let process = try harness.start(

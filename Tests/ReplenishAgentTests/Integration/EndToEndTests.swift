@@ -5,7 +5,7 @@ import Testing
 
 /// The real binaries as processes: pair through the companion flow, press, order placed with the exact
 /// headers, a short token lifetime refreshed, and no secret in the agent's output.
-@Suite(.serialized, .onOwnThread) struct EndToEndTests {
+@Suite(.serialized, .onOwnThread, .tags(.process)) struct EndToEndTests {
     @Test func pairPressOrderAndRefreshWithoutLeakingSecrets() throws {
         let harness = Harness()
         let emulator = try harness.startEmulator(["--access-token-lifetime", "10", "--slots", "slot-1,slot-2"])

@@ -5,7 +5,7 @@ import Testing
 
 /// A kitchen's worst days, against the real binaries: lost answers, outages with a SIGKILL in the middle,
 /// rejected and revoked tokens, corrupt state files. Every test also checks the agent printed no secret.
-@Suite(.serialized, .onOwnThread) struct FaultTests {
+@Suite(.serialized, .onOwnThread, .tags(.process)) struct FaultTests {
     func events(_ harness: Harness, _ emulator: String, slot: String) throws -> [[String: Any]] {
         try harness.replenishEvents(emulator).filter { $0["slot"] as? String == slot }
     }

@@ -6,7 +6,7 @@ import Testing
 /// Bad files and a crowded control socket, against the real binaries (issue 19, items 6, 10 and 13 to 16): no
 /// start that fails at every try while `check-config` passes, no command that hangs on a FIFO, no lock-out of
 /// the owner, no duplicate key or shared GPIO line that passes unnoticed, no dumpable agent.
-@Suite(.serialized, .onOwnThread) struct HardeningTests {
+@Suite(.serialized, .onOwnThread, .tags(.process)) struct HardeningTests {
     /// Runs `check-config` (and others) with a bound: a command that hangs is a failure, not a stuck test run.
     private func bounded(_ harness: Harness, _ arguments: [String], timeout: Double = 15) -> Harness.Finished? {
         do { return try harness.run("replenish-agent", arguments, timeout: timeout) } catch {

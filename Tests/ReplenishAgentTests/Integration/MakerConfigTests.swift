@@ -6,7 +6,7 @@ import Testing
 /// A device maker's first day with the real binary (issue #22): `check-config` refuses the shipped example with
 /// one line per placeholder and accepts it filled in; a unit's serial comes from a per-unit file, and `status`
 /// and `check-config` say so; `run` refuses a config problem with exit 78 (no restart under systemd).
-@Suite(.serialized, .onOwnThread) struct MakerConfigTests {
+@Suite(.serialized, .onOwnThread, .tags(.process)) struct MakerConfigTests {
     @Test func checkConfigRefusesTheShippedExampleWithOneLinePerPlaceholder() throws {
         let harness = Harness()
         let result = try harness.run(

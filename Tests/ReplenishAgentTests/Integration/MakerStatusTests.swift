@@ -6,7 +6,7 @@ import Testing
 /// What the commands tell a device maker, on the real binaries: `--version`, whether `status` sees the agent
 /// running (the state directory's lock) before its first start, while it runs and after it stopped, and the keys
 /// `status --json` always carries as `null`.
-@Suite(.serialized, .onOwnThread) struct MakerStatusTests {
+@Suite(.serialized, .onOwnThread, .tags(.process)) struct MakerStatusTests {
     @Test func versionPrintsTheVersionAndTheCommit() throws {
         let harness = Harness()
         let result = try harness.run("replenish-agent", ["--version"])

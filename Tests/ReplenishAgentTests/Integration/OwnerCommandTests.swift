@@ -6,7 +6,7 @@ import Testing
 /// The owner's commands against the emulator, with the daemon running (it does the work, asked over its
 /// control socket) and without it (the command does it under the state directory's lock): `orders`,
 /// `cancel-test-orders`, `deregister`, and a press while the slot's order is still open.
-@Suite(.serialized, .onOwnThread) struct OwnerCommandTests {
+@Suite(.serialized, .onOwnThread, .tags(.process)) struct OwnerCommandTests {
     private func counter(_ harness: Harness, _ emulator: String, _ name: String) throws -> Int {
         try harness.stats(emulator)[name] as? Int ?? 0
     }

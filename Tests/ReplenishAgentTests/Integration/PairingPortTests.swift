@@ -6,7 +6,7 @@ import Testing
 /// The real agent's pairing port is reachable from the whole local network: no peer may hold it, make it
 /// hold memory, or reach the endpoints from a web page. Raw sockets on loopback against the running binary;
 /// every wait is bounded.
-@Suite(.serialized, .onOwnThread) struct PairingPortTests {
+@Suite(.serialized, .onOwnThread, .tags(.process)) struct PairingPortTests {
     static let host = "Host: 127.0.0.1"
 
     /// Sends `request` on a fresh connection and returns the status line's code ("" when none came).

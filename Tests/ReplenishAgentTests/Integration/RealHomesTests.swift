@@ -6,7 +6,7 @@ import Testing
 /// Ordinary bad luck in people's homes, against the real binaries (issue #19): a day without the network, a
 /// reboot that restores an old clock, an owner change while LWA rotates refresh tokens. Each test failed on
 /// the main this work started from.
-@Suite(.serialized, .onOwnThread) struct RealHomesTests {
+@Suite(.serialized, .onOwnThread, .tags(.process)) struct RealHomesTests {
     /// libfaketime, preloaded into the agent to move its wall clock (CLOCK_REALTIME) only: the monotonic
     /// clocks its timers run on are left alone (`FAKETIME_DONT_FAKE_MONOTONIC`). Installed by
     /// `scripts/install-deps.sh` (Debian's `libfaketime`).

@@ -5,7 +5,7 @@ import Testing
 
 /// Factory reset and owner change through the real binaries: with the daemon running (over its control
 /// socket) and without it (on the files, the deregistration queued for the next start).
-@Suite(.serialized, .onOwnThread) struct ResetTests {
+@Suite(.serialized, .onOwnThread, .tags(.process)) struct ResetTests {
     func placed(_ harness: Harness, _ emulator: String) throws -> Int {
         (try harness.stats(emulator)["ordersPlaced"] as? [String: Int])?["slot-1"] ?? 0
     }

@@ -5,7 +5,7 @@ import Testing
 
 /// The simulated board's parity with hardware, through the real binary: bounce bursts, cooldown, long-press
 /// re-pairing, a level sensor that orders and reports slot status, and the LED patterns.
-@Suite(.serialized, .onOwnThread) struct SimulatedBoardTests {
+@Suite(.serialized, .onOwnThread, .tags(.process)) struct SimulatedBoardTests {
     func led(_ harness: Harness, _ config: String) throws -> String {
         let state = harness.directory + "/state/control.sock"
         let response = try CurlEasy(options: .init(unixSocketPath: state)).perform(

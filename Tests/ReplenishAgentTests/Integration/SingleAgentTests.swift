@@ -4,7 +4,7 @@ import Testing
 @testable import ReplenishAgent
 
 /// One agent per state directory, and a start that survives bad state files, against the real binary.
-@Suite(.serialized, .onOwnThread) struct SingleAgentTests {
+@Suite(.serialized, .onOwnThread, .tags(.process)) struct SingleAgentTests {
     /// The pairing endpoints answer (200, or 429 when this test's own polling hit deviceInfo's rate limit).
     func pairingServed(_ port: Int) -> Bool {
         let status =

@@ -6,7 +6,7 @@ import Testing
 /// The proof that a confirmed press ends as exactly one accepted replenish: many presses across three slots
 /// with a seeded 30 % fault rate on every LWA and DRS path and random SIGKILLs of the agent. Run by hand with
 /// `scripts/soak.sh [PRESSES] [SEED]` (1,000 presses by default); CI runs 200 as part of the tests.
-@Suite(.serialized, .onOwnThread) struct SoakTests {
+@Suite(.serialized, .onOwnThread, .tags(.process, .soak)) struct SoakTests {
     static let presses = Int(ProcessInfo.processInfo.environment["SOAK_PRESSES"] ?? "") ?? 200
     static let seed = UInt64(ProcessInfo.processInfo.environment["SOAK_SEED"] ?? "") ?? 20_261_122
 
@@ -147,7 +147,7 @@ import Testing
 }
 
 /// A suite of its own so that it runs beside the press soak (each on its own thread) instead of after it.
-@Suite(.serialized, .onOwnThread) struct TokenRotationSoakTests {
+@Suite(.serialized, .onOwnThread, .tags(.process, .soak)) struct TokenRotationSoakTests {
     static let seed = SoakTests.seed
 
     @Test func killsDuringTokenRotationNeverCostThePairing() throws {

@@ -6,7 +6,7 @@ import Testing
 /// The real `replenish-agent run` under a notify socket made by the test, as systemd would start it with
 /// `Type=notify` and `WatchdogSec=`: READY with the status, watchdog pings, a new STATUS once paired, STOPPING
 /// on SIGTERM, and no secret in any message.
-@Suite(.serialized, .onOwnThread) struct SystemdNotifyTests {
+@Suite(.serialized, .onOwnThread, .tags(.process)) struct SystemdNotifyTests {
     @Test func readyStatusWatchdogAndStoppingFromTheRealAgent() throws {
         let harness = Harness()
         let emulator = try harness.startEmulator(["--slots", "slot-1"])

@@ -6,7 +6,7 @@ import Testing
 /// The transport under the agent, against the real binaries: nothing is sent that the agent did not decide to
 /// send (libcurl never resends a replenish by itself), token refresh has its own lane, proxies are never used.
 /// The emulator numbers connections and the requests on each, so these are counts, not timings.
-@Suite(.serialized, .onOwnThread) struct TransportTests {
+@Suite(.serialized, .onOwnThread, .tags(.process)) struct TransportTests {
     /// How the emulator treats kept-alive connections.
     enum ServerMode: String, CaseIterable, Sendable, CustomTestStringConvertible {
         /// Keeps them open (HTTP/1.1 keep-alive).
