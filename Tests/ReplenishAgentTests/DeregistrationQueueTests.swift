@@ -7,6 +7,9 @@ import Testing
 /// `DELETE /registration` comes sooner than the backoff after the one before, whoever asks.
 @Suite(.tags(.unit)) struct DeregistrationQueueTests {
     let clock = ManualClock()
+    /// A try writes `deregistration.json` (with `fsync`) before its DELETE: yields enough for a slow disk. A
+    /// condition that holds ends the wait at once.
+    static let writeAttempts = 200_000
 
     /// A queue whose DRS answers `drsStatus` to every DELETE; LWA grants a rotated refresh token each time.
     func queue(drsStatus: Int) throws -> (DeregistrationQueue<ManualClock>, ScriptedHTTPClient, String) {
@@ -53,7 +56,7 @@ import Testing
         clock.advance(by: Backoff.floor - .milliseconds(1))
         #expect(await !settle({ deletes(drs) > 1 }, attempts: 200))
         clock.advance(by: Backoff.duties.ceiling(attempt: 1))
-        #expect(await settle({ deletes(drs) == 2 }))
+        #expect(await settle({ deletes(drs) == 2 }, attempts: Self.writeAttempts))
     }
 
     @Test func aCallerThatNeverComesBackDoesNotStrandTheCall() async throws {
@@ -63,8 +66,8 @@ import Testing
         try await queue.enqueue(.init(refreshToken: Secret("Atzr|old"), clientId: "client"))
         #expect(await settle({ clock.sleeperCount > 0 }))
         clock.advance(by: DeregistrationQueue<ManualClock>.callerGrace)
-        #expect(await settle({ deletes(drs) == 1 }))
+        #expect(await settle({ deletes(drs) == 1 }, attempts: Self.writeAttempts))
         let path = DeregistrationQueue<ManualClock>.path(stateDirectory: directory)
-        #expect(await settle({ (try? POSIX.status(path)) == .some(nil) }))
+        #expect(await settle({ (try? POSIX.status(path)) == .some(nil) }, attempts: Self.writeAttempts))
     }
 }

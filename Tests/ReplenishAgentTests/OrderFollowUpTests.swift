@@ -23,7 +23,9 @@ import Testing
                 tokenURL: try EndpointURL("http://127.0.0.1:1/auth/o2/token"), clientSecret: nil),
             clock: clock, wallTime: clock.wallTime(from: epoch), logger: .init(label: "test"))
         return OrderFollowUpService(
-            drs: DRSClient(http: drs, baseURL: try EndpointURL("http://127.0.0.1:1")), tokens: tokens,
+            drs: DRSSession(
+                client: DRSClient(http: drs, baseURL: try EndpointURL("http://127.0.0.1:1")), tokens: tokens),
+            tokens: tokens,
             status: status, slots: ["slot-1"], phase: phase, clock: clock, wallTime: clock.wallTime(from: epoch),
             random: .seeded(state: 9), logger: .init(label: "test"))
     }

@@ -35,7 +35,9 @@ import Testing
     ) throws -> OrderService<ManualClock> {
         try OrderService(
             stateDirectory: directory, slots: slots,
-            drs: DRSClient(http: drs, baseURL: try EndpointURL("http://127.0.0.1:1")), tokens: tokens,
+            drs: DRSSession(
+                client: DRSClient(http: drs, baseURL: try EndpointURL("http://127.0.0.1:1")), tokens: tokens),
+            tokens: tokens,
             status: try StatusBook(stateDirectory: directory) { _ in }, clock: clock, wallTime: wallTime,
             random: .seeded(state: 3), boot: boot, clockSynchronized: clockSynchronized, logger: .init(label: "test"))
     }
@@ -88,7 +90,9 @@ import Testing
         let orders = try orderService(directory: directory, drs: drs, tokens: tokens, slots: slots)
         for slot in slots { _ = try await orders.accept(slot: slot) }
         let duties = Duties(
-            drs: DRSClient(http: drs, baseURL: try EndpointURL("http://127.0.0.1:1")), tokens: tokens,
+            drs: DRSSession(
+                client: DRSClient(http: drs, baseURL: try EndpointURL("http://127.0.0.1:1")), tokens: tokens),
+            tokens: tokens,
             status: try StatusBook(stateDirectory: directory) { _ in }, slots: slots, clock: clock,
             wallTime: wallTime, logger: .init(label: "test"))
         let runners = [
@@ -244,7 +248,9 @@ import Testing
         #expect(try await tokens.accessToken() == Secret("Atza|new"))
         #expect(lwa.requests.count == 1)
         let duties = Duties(
-            drs: DRSClient(http: drs, baseURL: try EndpointURL("http://127.0.0.1:1")), tokens: tokens,
+            drs: DRSSession(
+                client: DRSClient(http: drs, baseURL: try EndpointURL("http://127.0.0.1:1")), tokens: tokens),
+            tokens: tokens,
             status: try StatusBook(stateDirectory: directory) { _ in }, slots: ["slot-1"], clock: clock,
             wallTime: wallTime, clockTrusted: { trusted.withLock { $0 } }, logger: .init(label: "test"))
         let runner = Task { await duties.run() }

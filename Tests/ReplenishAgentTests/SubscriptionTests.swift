@@ -49,7 +49,9 @@ import Testing
                 tokenURL: try EndpointURL("http://127.0.0.1:1/auth/o2/token"), clientSecret: nil),
             clock: clock, wallTime: clock.wallTime(from: epoch), logger: .init(label: "test"))
         let duties = Duties(
-            drs: DRSClient(http: drs, baseURL: try EndpointURL("http://127.0.0.1:1")), tokens: tokens,
+            drs: DRSSession(
+                client: DRSClient(http: drs, baseURL: try EndpointURL("http://127.0.0.1:1")), tokens: tokens),
+            tokens: tokens,
             status: status, slots: ["slot-1"], clock: clock, wallTime: clock.wallTime(from: epoch),
             logger: .init(label: "test"))
         let calls = { drs.requests.filter { $0.url.hasSuffix("/subscriptionInfo") }.count }

@@ -55,7 +55,8 @@ struct CancelTestOrdersCommand: AsyncParsableCommand {
                 clockTrusted: WallClock.isTrusted(), logger: logger)
             let status = try StatusBook(stateDirectory: config.stateDirectory) { logger.error("\($0)") }
             return await TestOrderCancellation(
-                phase: config.device.phase, slots: config.slots, tokens: tokens, drs: drs, status: status,
+                phase: config.device.phase, slots: config.slots, tokens: tokens,
+                drs: DRSSession(client: drs, tokens: tokens), status: status,
                 wallTime: wallTime
             ).perform(slot: slot)
         } catch {

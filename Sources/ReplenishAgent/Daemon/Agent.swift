@@ -5,7 +5,7 @@ import ServiceLifecycle
 /// The daemon's assembly: builds the services and the streams that join them, and runs them as one
 /// `ServiceGroup` until SIGTERM/SIGINT. Nothing here decides anything; the README's diagram is this file.
 /// - a button press: `GPIOBackend` → `InputPipeline` (debounce) → `PressHandler` → `OrderService.accept`
-///   (durable outbox) → `OrderService.run` → `DRSClient.replenish`;
+///   (durable outbox) → `OrderService.run` → `DRSSession` (the one caller of `DRSClient`);
 /// - streams: `TokenManager.events`, `OrderService.updates`, `PairingWindowService.changes` and (code mode)
 ///   `CodeLinkingService.changes`, each read by the services that follow it in their own tasks (lights, status
 ///   file, systemd, pairing window or code linking, duties).
@@ -42,15 +42,17 @@ struct Agent {
         let tokens = try TokenManager.open(
             stateDirectory: config.stateDirectory, lwa: lwa, clock: clock, wallTime: wallTime,
             clockTrusted: WallClock.isTrusted(), logger: logger)
+        // Every DRS call of the pairing goes through this one session (token, one refresh on a rejection).
+        let session = DRSSession(client: drs, tokens: tokens)
         let status = try StatusBook(stateDirectory: config.stateDirectory) { logger.error("\($0)") }
         let orders = try OrderService(
-            stateDirectory: config.stateDirectory, slots: config.slots, drs: drs, tokens: tokens, status: status,
+            stateDirectory: config.stateDirectory, slots: config.slots, drs: session, tokens: tokens, status: status,
             clock: clock, wallTime: wallTime, logger: logger)
         let duties = Duties(
-            drs: drs, tokens: tokens, status: status, slots: config.slots, clock: clock,
+            drs: session, tokens: tokens, status: status, slots: config.slots, clock: clock,
             wallTime: wallTime, clockTrusted: { WallClock.isTrusted() }, logger: logger)
         let followUp = OrderFollowUpService(
-            drs: drs, tokens: tokens, status: status, slots: config.slots, phase: config.device.phase, clock: clock,
+            drs: session, tokens: tokens, status: status, slots: config.slots, phase: config.device.phase, clock: clock,
             wallTime: wallTime, logger: logger)
         // Pairing: the companion app's endpoints in their window, or code-based linking (no port).
         let window = PairingWindowService(
@@ -74,7 +76,7 @@ struct Agent {
             deregistration: deregistration, logger: logger,
             pairingAgain: config.pairingMode == .code ? "code-based linking starts again" : "pairing window open")
         let testOrders = TestOrderCancellation(
-            phase: config.device.phase, slots: config.slots, tokens: tokens, drs: drs, status: status,
+            phase: config.device.phase, slots: config.slots, tokens: tokens, drs: session, status: status,
             wallTime: wallTime)
 
         // The board.
@@ -89,8 +91,8 @@ struct Agent {
         let paired = await tokens.isPaired
         await lights.start(paired: paired, outbox: await orders.snapshot)
         let presses = PressHandler(
-            config: config, orders: orders, tokens: tokens, duties: duties, status: status, drs: drs,
-            lights: lights, clock: clock, wallTime: wallTime, logger: logger,
+            config: config, orders: orders, tokens: tokens, duties: duties, status: status, lights: lights,
+            clock: clock, wallTime: wallTime, logger: logger,
             openPairingWindow: { [minutes = config.pairingWindowMinutes] in
                 if let linking {
                     await linking.handle(.retryNow)

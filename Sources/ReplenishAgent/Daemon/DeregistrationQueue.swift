@@ -1,4 +1,5 @@
 import Logging
+import Synchronization
 
 /// What `deregistration.json` holds: the old pairing's refresh token and client id, for one call.
 struct PendingDeregistration: Codable, Sendable, StateFormat {
@@ -124,25 +125,12 @@ actor DeregistrationQueue<C: Clock> where C.Duration == Duration {
     /// pairing is gone already.
     static func attempt(
         _ pending: inout Pending, accessToken: Secret? = nil, lwa: LWAClient, drs: DRSClient, logger: Logger,
-        keep: @Sendable (Pending) throws(AgentError) -> Void
+        keep: @escaping @Sendable (Pending) throws(AgentError) -> Void
     ) async throws(AgentError) {
+        let tokens = OldPairingTokens(pending: pending, accessToken: accessToken, lwa: lwa, keep: keep)
+        defer { pending = tokens.pending }
         do throws(AgentError) {
-            var answer: HTTPResponse? = nil
-            if let accessToken {
-                let first = try await drs.deregister(token: accessToken)
-                if !DRSClient.isTokenRejection(first) { answer = first }
-            }
-            if answer == nil {
-                let grant = try await lwa.refresh(refreshToken: pending.refreshToken, clientId: pending.clientId)
-                if let rotated = grant.refreshToken, rotated != pending.refreshToken {
-                    pending.refreshToken = rotated
-                    try keep(pending)
-                }
-                answer = try await drs.deregister(token: grant.accessToken)
-            }
-            guard let answer, (200..<300).contains(answer.status) else {
-                throw AgentError(.server, "DRS answered \(answer?.status ?? 0)")
-            }
+            let answer = try await DRSSession(client: drs, tokens: tokens).sendExpectingSuccess(.deregister)
             logger.info("DRS deregistration done", metadata: ["http.status": "\(answer.status)"])
         } catch  where error.code == .applicationNotAuthorized {
             logger.info("DRS deregistration: the pairing is already gone (invalid_grant)")
@@ -167,5 +155,48 @@ actor DeregistrationQueue<C: Clock> where C.Duration == Duration {
             }
             _ = await attempt(accessToken: nil)
         }
+    }
+}
+
+/// The old pairing's tokens for its deregistration: the access token it still had (when still good), else one
+/// refreshed with the kept refresh token. A rotated refresh token goes into `pending` and through `keep`
+/// (durable) before its access token is used, so a failed call is retried with a token LWA still accepts.
+final class OldPairingTokens: AccessTokens {
+    private let state: Mutex<(pending: PendingDeregistration, accessToken: Secret?)>
+    private let lwa: LWAClient
+    private let keep: @Sendable (PendingDeregistration) throws(AgentError) -> Void
+
+    init(
+        pending: PendingDeregistration, accessToken: Secret?, lwa: LWAClient,
+        keep: @escaping @Sendable (PendingDeregistration) throws(AgentError) -> Void
+    ) {
+        state = Mutex((pending, accessToken))
+        self.lwa = lwa
+        self.keep = keep
+    }
+
+    /// The call as it stands: the newest refresh token.
+    var pending: PendingDeregistration { state.withLock { $0.pending } }
+
+    func accessToken() async throws(AgentError) -> Secret {
+        if let token = state.withLock({ $0.accessToken }) { return token }
+        return try await refresh()
+    }
+
+    func accessTokenReplacing(_ rejected: Secret) async throws(AgentError) -> Secret {
+        state.withLock { $0.accessToken = nil }
+        return try await refresh()
+    }
+
+    private func refresh() async throws(AgentError) -> Secret {
+        let current = pending
+        let grant = try await lwa.refresh(refreshToken: current.refreshToken, clientId: current.clientId)
+        if let rotated = grant.refreshToken, rotated != current.refreshToken {
+            var next = current
+            next.refreshToken = rotated
+            try keep(next)
+            state.withLock { $0.pending = next }
+        }
+        return grant.accessToken
     }
 }

@@ -7,7 +7,7 @@ import Logging
 actor Duties<C: Clock> where C.Duration == Duration {
     static var interval: Duration { .seconds(24 * 3600) }
 
-    private let drs: DRSClient
+    private let drs: DRSSession
     private let tokens: TokenManager<C>
     private let status: StatusBook
     private let slots: [String]
@@ -30,7 +30,7 @@ actor Duties<C: Clock> where C.Duration == Duration {
     private var lastRecheck: C.Instant?
 
     init(
-        drs: DRSClient, tokens: TokenManager<C>, status: StatusBook, slots: [String], clock: C,
+        drs: DRSSession, tokens: TokenManager<C>, status: StatusBook, slots: [String], clock: C,
         wallTime: @escaping @Sendable () -> Double, clockTrusted: @escaping @Sendable () -> Bool = { true },
         logger: Logger
     ) {
@@ -110,12 +110,7 @@ actor Duties<C: Clock> where C.Duration == Duration {
 
     private func send(_ slot: String, _ report: SlotStatusReport) async {
         do throws(AgentError) {
-            let token = try await tokens.accessToken()
-            let answer = try await drs.slotStatus(slot: slot, report: report, token: token)
-            if DRSClient.isTokenRejection(answer) { _ = try await tokens.accessTokenReplacing(token) }
-            guard (200..<300).contains(answer.status) else {
-                throw AgentError(.server, "slotStatus answered \(answer.status)")
-            }
+            try await drs.sendExpectingSuccess(.slotStatus(slot: slot, report: report))
             reports.removeAll { $0.slot == slot && $0.report == report }
             reportFailures = 0
             logger.info("slot status sent", metadata: ["order.slot": "\(slot)"])
@@ -129,13 +124,8 @@ actor Duties<C: Clock> where C.Duration == Duration {
     }
 
     private func perform() async throws(AgentError) {
-        let token = try await tokens.accessToken()
         let now = wallTime()
-        let answer = try await drs.deviceStatus(mostRecentlyActive: now, token: token)
-        guard (200..<300).contains(answer.status) else {
-            if DRSClient.isTokenRejection(answer) { _ = try await tokens.accessTokenReplacing(token) }
-            throw AgentError(.server, "deviceStatus answered \(answer.status)")
-        }
+        try await drs.sendExpectingSuccess(.deviceStatus(mostRecentlyActive: now))
         logger.info("device status sent")
         try await status.update { $0.lastDeviceStatusAt = now }
         try await checkSubscriptions()
@@ -144,12 +134,7 @@ actor Duties<C: Clock> where C.Duration == Duration {
     /// Asks DRS which slots are subscribed (and to what) and records it; presses for an unsubscribed slot are
     /// refused at the button until a check finds it subscribed.
     private func checkSubscriptions() async throws(AgentError) {
-        let token = try await tokens.accessToken()
-        let answer = try await drs.subscriptionInfo(token: token)
-        guard answer.status == 200 else {
-            if DRSClient.isTokenRejection(answer) { _ = try await tokens.accessTokenReplacing(token) }
-            throw AgentError(.server, "subscriptionInfo answered \(answer.status)")
-        }
+        let answer = try await drs.sendExpectingSuccess(.subscriptionInfo)
         let info = try SubscriptionInfo.decode(answer.body)
         let (slots, now) = (slots, wallTime())
         try await status.update { record in

@@ -9,7 +9,6 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
     private let tokens: TokenManager<C>
     private let duties: Duties<C>
     private let status: StatusBook
-    private let drs: DRSClient
     private let lights: Lights<C>
     private let clock: C
     private let wallTime: @Sendable () -> Double
@@ -18,17 +17,16 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
     /// Opens the pairing window, or in code mode skips the linking's wait (a long press on an unpaired
     /// device); returns what to tell the customer.
     private let openPairingWindow: @Sendable () async -> String
-    /// The owner-change gesture's work (`FactoryReset`); without it, a confirmed re-pairing only deregisters
-    /// and forgets the tokens.
-    private let factoryReset: (@Sendable () async -> Result<String, AgentError>)?
+    /// The owner-change gesture's work (`FactoryReset`: the one deregistration path, then the wipe).
+    private let factoryReset: @Sendable () async -> Result<String, AgentError>
     /// Asks DRS about a slot's open order when its button is pressed again (`OrderFollowUpService.recheck`).
     private let followUp: OrderFollowUpService<C>?
 
     init(
         config: AgentConfig, orders: OrderService<C>, tokens: TokenManager<C>, duties: Duties<C>, status: StatusBook,
-        drs: DRSClient, lights: Lights<C>, clock: C, wallTime: @escaping @Sendable () -> Double, logger: Logger,
+        lights: Lights<C>, clock: C, wallTime: @escaping @Sendable () -> Double, logger: Logger,
         openPairingWindow: @escaping @Sendable () async -> String = { "pairing window open" },
-        factoryReset: (@Sendable () async -> Result<String, AgentError>)? = nil,
+        factoryReset: @escaping @Sendable () async -> Result<String, AgentError>,
         followUp: OrderFollowUpService<C>? = nil
     ) {
         self.followUp = followUp
@@ -39,7 +37,6 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
         self.tokens = tokens
         self.duties = duties
         self.status = status
-        self.drs = drs
         self.lights = lights
         self.clock = clock
         self.wallTime = wallTime
@@ -96,19 +93,8 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
             await lights.acknowledge()
             return .success("re-pairing cancelled")
         case .confirmRepairing:
-            if let factoryReset {
-                // The owner-change gesture is a factory reset: the next owner gets no queued press of this one.
-                return await factoryReset().map { _ in
-                    "pairing forgotten, queued presses wiped; \(pairingAgain)"
-                }
-            }
-            await deregister()
-            do {
-                try await tokens.unpair(reason: "re-pairing requested with a long press")
-            } catch {
-                return .failure(error)
-            }
-            return .success("pairing forgotten; \(pairingAgain)")
+            // The owner-change gesture is a factory reset: the next owner gets no queued press of this one.
+            return await factoryReset().map { _ in "pairing forgotten, queued presses wiped; \(pairingAgain)" }
         case .openPairingWindow:
             return .success(await openPairingWindow())
         case .unmapped:
@@ -180,18 +166,6 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
         switch config.pairingMode {
         case .companion: "the device is in pairing mode (pairing window open)"
         case .code: "code-based linking starts again (replenish-agent status shows the code)"
-        }
-    }
-
-    /// Tells DRS the device leaves this account (best effort: the customer asked, so the local pairing goes
-    /// whatever DRS answers).
-    private func deregister() async {
-        do {
-            let answer = try await drs.deregister(token: try await tokens.accessToken())
-            logger.info("deregistered from DRS", metadata: ["http.status": "\(answer.status)"])
-        } catch {
-            logger.warning(
-                "could not deregister from DRS; forgetting the pairing anyway", metadata: ["error": "\(error.message)"])
         }
     }
 }

@@ -4,7 +4,7 @@ import Logging
 /// shipped, delivered or cancelled, and records its state for `status`. Woken by the order stream when an
 /// order is placed; asks nothing while no order is open.
 actor OrderFollowUpService<C: Clock> where C.Duration == Duration {
-    private let drs: DRSClient
+    private let drs: DRSSession
     private let tokens: TokenManager<C>
     private let status: StatusBook
     private let slots: [String]
@@ -21,7 +21,7 @@ actor OrderFollowUpService<C: Clock> where C.Duration == Duration {
     private var lastRecheck: [String: (eventInstanceId: String, at: C.Instant, open: Bool?)] = [:]
 
     init(
-        drs: DRSClient, tokens: TokenManager<C>, status: StatusBook, slots: [String], phase: AgentConfig.Phase,
+        drs: DRSSession, tokens: TokenManager<C>, status: StatusBook, slots: [String], phase: AgentConfig.Phase,
         clock: C, wallTime: @escaping @Sendable () -> Double, random: RandomSource = .system, logger: Logger
     ) {
         self.drs = drs
@@ -90,19 +90,16 @@ actor OrderFollowUpService<C: Clock> where C.Duration == Duration {
     @discardableResult
     private func check(slot: String, eventInstanceId id: String) async -> Bool {
         do throws(AgentError) {
-            let token = try await tokens.accessToken()
-            let answer = try await drs.orderInfo(eventInstanceId: id, token: token)
-            if DRSClient.isTokenRejection(answer) {
-                _ = try await tokens.accessTokenReplacing(token)
-                throw AgentError(.server, "getOrderInfo: DRS rejected the access token")
-            }
+            let call = DRSSession.Call.orderInfo(eventInstanceId: id)
+            let answer = try await drs.send(call)
             let state: String
             switch answer.status {
             case 200: state = try OrderFollowUp.status(fromAnswer: answer.body, slot: slot)
             // DRS no longer knows the order: nothing more to ask.
             case 404: state = "Unknown"
             default:
-                throw AgentError(.server, "getOrderInfo answered \(answer.status)", retryAfter: answer.retryAfter)
+                try DRSSession.requireSuccess(answer, of: call)
+                throw AgentError(.server, "getOrderInfo answered \(answer.status)")
             }
             let open = answer.status == 200 && !OrderFollowUp.isFinal(state)
             let now = wallTime()

@@ -6,7 +6,7 @@ import Logging
 /// a call for it is still unanswered.
 actor OrderService<C: Clock> where C.Duration == Duration {
     private let path: String
-    private let drs: DRSClient
+    private let drs: DRSSession
     private let tokens: TokenManager<C>
     private let status: StatusBook
     private let clock: C
@@ -55,7 +55,7 @@ actor OrderService<C: Clock> where C.Duration == Duration {
     }
 
     init(
-        stateDirectory: String, slots: [String], drs: DRSClient, tokens: TokenManager<C>, status: StatusBook, clock: C,
+        stateDirectory: String, slots: [String], drs: DRSSession, tokens: TokenManager<C>, status: StatusBook, clock: C,
         wallTime: @escaping @Sendable () -> Double, random: RandomSource = .system,
         boot: String? = WallClock.bootId(),
         clockSynchronized: @escaping @Sendable () -> Bool = { WallClock.isSynchronized() },
@@ -191,7 +191,7 @@ actor OrderService<C: Clock> where C.Duration == Duration {
         while true {
             let token: Secret
             do {
-                token = try await tokens.accessToken()
+                token = try await drs.token()
             } catch {
                 // No token to be had now: keep the press. Not paired: wait until the tokens change (they poke
                 // this service). LWA failing: wait for the token manager's own backoff deadline, which it
@@ -219,7 +219,7 @@ actor OrderService<C: Clock> where C.Duration == Duration {
             logger.info(
                 "sending replenish", metadata: ["order.slot": "\(slot)", "order.attempt": "\(attemptNumber)"])
             let result: Result<HTTPResponse, AgentError>
-            do { result = .success(try await drs.replenish(slot: slot, token: token)) } catch {
+            do { result = .success(try await drs.sendOnce(.replenish(slot: slot), token: token)) } catch {
                 result = .failure(error)
             }
             let attempt = attemptNumber
@@ -258,7 +258,7 @@ actor OrderService<C: Clock> where C.Duration == Duration {
             case .refreshTokenAndRetry:
                 refreshed = true
                 logger.info("DRS rejected the access token; refreshing once", metadata: ["order.slot": "\(slot)"])
-                do { _ = try await tokens.accessTokenReplacing(token) } catch {
+                do { _ = try await drs.tokenReplacing(token) } catch {
                     schedule(
                         slot, after: error.retryAfter ?? Backoff.orders.delay(attempt: attempt, using: &random),
                         reason: error.message, countAttempt: true)

@@ -8,7 +8,7 @@ struct TestOrderCancellation<C: Clock>: Sendable where C.Duration == Duration {
     let phase: AgentConfig.Phase
     let slots: [String]
     let tokens: TokenManager<C>
-    let drs: DRSClient
+    let drs: DRSSession
     let status: StatusBook
     let wallTime: @Sendable () -> Double
 
@@ -20,12 +20,7 @@ struct TestOrderCancellation<C: Clock>: Sendable where C.Duration == Duration {
             guard await tokens.isPaired else {
                 throw AgentError(.notPaired, "the device is not paired: it has no test orders")
             }
-            var token = try await tokens.accessToken()
-            var answer = try await drs.cancelTestOrders(slot: slot, token: token)
-            if DRSClient.isTokenRejection(answer) {
-                token = try await tokens.accessTokenReplacing(token)
-                answer = try await drs.cancelTestOrders(slot: slot, token: token)
-            }
+            let answer = try await drs.send(.cancelTestOrders(slot: slot))
             guard answer.status == 200 else {
                 let message = (try? JSONDecoder().decode(DRSMessage.self, from: Data(answer.body)))?.message
                 throw AgentError(

@@ -89,10 +89,13 @@ final class Waker: Sendable {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let resumeNow = state.withLock { state -> Bool in
-                    if state.rung || Task.isCancelled {
+                    if state.rung {
                         state.rung = false
                         return true
                     }
+                    // A wait cancelled before it began (its timer came first) leaves a ring that came meanwhile
+                    // for the next wait.
+                    if Task.isCancelled { return true }
                     state.continuation = continuation
                     return false
                 }

@@ -1,0 +1,93 @@
+/// Where a DRS call's access token comes from: the pairing's `TokenManager`, or the old pairing's refresh token
+/// that a queued deregistration keeps (`DeregistrationQueue`).
+protocol AccessTokens: Sendable {
+    /// A token to call with (refreshed first when it is expired or about to be).
+    func accessToken() async throws(AgentError) -> Secret
+    /// DRS rejected `rejected`: a new one (refreshed now, unless another caller already replaced it).
+    func accessTokenReplacing(_ rejected: Secret) async throws(AgentError) -> Secret
+}
+
+extension TokenManager: AccessTokens {}
+
+/// The one way the agent talks to DRS: every call goes through here, and `DRSClient` has no other caller. A call
+/// takes the current access token; when DRS (or a gateway in front of it) rejects that token, the token is
+/// refreshed once and the call made once more, and that answer is the call's (a second rejection is not
+/// refreshed again: LWA would only be asked in a loop). What an answer means is the caller's: an order's answer
+/// goes to `DeliveryPolicy`, a duty's to `requireSuccess`, whose error carries the server's `Retry-After`.
+///
+/// A replenish is the exception in one way: each of its tries is made durable in the outbox before it leaves
+/// (`OrderService`), so it takes the token and makes each try itself (`token`, `sendOnce`,
+/// `tokenReplacing`), with the same one-refresh rule in `DeliveryPolicy`.
+struct DRSSession: Sendable {
+    let client: DRSClient
+    let tokens: any AccessTokens
+
+    /// The DRS device API calls (PROTOCOL.md), as values.
+    enum Call: Sendable {
+        case replenish(slot: String)
+        case deviceStatus(mostRecentlyActive: Double)
+        case slotStatus(slot: String, report: SlotStatusReport)
+        case subscriptionInfo
+        case orderInfo(eventInstanceId: String)
+        case cancelTestOrders(slot: String?)
+        case deregister
+
+        /// The operation's name in errors and logs.
+        var name: String {
+            switch self {
+            case .replenish: "replenish"
+            case .deviceStatus: "deviceStatus"
+            case .slotStatus: "slotStatus"
+            case .subscriptionInfo: "subscriptionInfo"
+            case .orderInfo: "getOrderInfo"
+            case .cancelTestOrders: "cancelTestOrders"
+            case .deregister: "deregister"
+            }
+        }
+    }
+
+    /// The call with the current token, and once more after one refresh when DRS rejected it.
+    func send(_ call: Call) async throws(AgentError) -> HTTPResponse {
+        let token = try await tokens.accessToken()
+        let answer = try await sendOnce(call, token: token)
+        guard DRSClient.isTokenRejection(answer) else { return answer }
+        return try await sendOnce(call, token: try await tokens.accessTokenReplacing(token))
+    }
+
+    /// `send`, then any answer but a 2xx is an error that says which call it was and carries `Retry-After`.
+    @discardableResult
+    func sendExpectingSuccess(_ call: Call) async throws(AgentError) -> HTTPResponse {
+        let answer = try await send(call)
+        try Self.requireSuccess(answer, of: call)
+        return answer
+    }
+
+    /// The error for an answer that is not a 2xx: the call's name and status, and the server's `Retry-After`
+    /// (no retry of the caller's comes sooner).
+    static func requireSuccess(_ answer: HTTPResponse, of call: Call) throws(AgentError) {
+        guard !(200..<300).contains(answer.status) else { return }
+        let rejected = DRSClient.isTokenRejection(answer) ? ": DRS rejected the access token" : ""
+        throw AgentError(.server, "\(call.name) answered \(answer.status)\(rejected)", retryAfter: answer.retryAfter)
+    }
+
+    /// A token for a caller that makes its tries itself (`sendOnce`).
+    func token() async throws(AgentError) -> Secret { try await tokens.accessToken() }
+
+    /// After a rejection of `rejected`, for a caller that makes its tries itself.
+    func tokenReplacing(_ rejected: Secret) async throws(AgentError) -> Secret {
+        try await tokens.accessTokenReplacing(rejected)
+    }
+
+    /// Exactly one request with `token`; nothing is retried here.
+    func sendOnce(_ call: Call, token: Secret) async throws(AgentError) -> HTTPResponse {
+        switch call {
+        case .replenish(let slot): try await client.replenish(slot: slot, token: token)
+        case .deviceStatus(let at): try await client.deviceStatus(mostRecentlyActive: at, token: token)
+        case .slotStatus(let slot, let report): try await client.slotStatus(slot: slot, report: report, token: token)
+        case .subscriptionInfo: try await client.subscriptionInfo(token: token)
+        case .orderInfo(let id): try await client.orderInfo(eventInstanceId: id, token: token)
+        case .cancelTestOrders(let slot): try await client.cancelTestOrders(slot: slot, token: token)
+        case .deregister: try await client.deregister(token: token)
+        }
+    }
+}
