@@ -74,7 +74,8 @@ struct Agent {
         let reset = FactoryReset(
             stateDirectory: config.stateDirectory, tokens: tokens, orders: orders, status: status,
             deregistration: deregistration, logger: logger,
-            pairingAgain: config.pairingMode == .code ? "code-based linking starts again" : "pairing window open")
+            pairingAgain: config.pairingMode == .code ? "code-based linking starts again" : "pairing window open",
+            afterWipe: { await linking?.republish() })
         let testOrders = TestOrderCancellation(
             phase: config.device.phase, slots: config.slots, tokens: tokens, drs: session, status: status,
             wallTime: wallTime)
@@ -101,26 +102,18 @@ struct Agent {
                 await window.handle(.longPress)
                 return "pairing window open for \(minutes) minutes: pair the device with the companion app"
             },
-            factoryReset: {
-                let result = await reset.perform(reason: "factory reset confirmed with the button")
-                // The reset wiped status.json: the code being shown goes back in.
-                await linking?.republish()
-                return result
-            }, followUp: followUp)
+            factoryReset: { await reset.perform(reason: "factory reset confirmed with the button") },
+            followUp: followUp)
         let inputs = InputPipeline(board: config.board, clock: clock, logger: logger) { await presses.handle($0) }
         let control = ControlServer(
             backend: backend as? SimulatedBackend, inputs: inputs, lights: lights, board: config.board,
             owner: { command in
                 switch command {
                 case .reset:
-                    let result = await reset.perform(reason: "factory reset requested with replenish-agent reset")
-                    await linking?.republish()
-                    return result
+                    return await reset.perform(reason: "factory reset requested with replenish-agent reset")
                 case .deregister:
-                    let result = await reset.perform(
+                    return await reset.perform(
                         reason: "deregistration requested with replenish-agent deregister", scope: .pairing)
-                    await linking?.republish()
-                    return result
                 case .cancelTestOrders(let slot):
                     return await testOrders.perform(slot: slot)
                 }
@@ -158,27 +151,15 @@ struct Agent {
                     status: status, tokens: tokensToStatus, window: windowToStatus, linking: linkingToStatus)
             },
             LoopService(name: "tokens") { await tokens.run() },
-            LoopService(name: "orders") {
-                await withDiscardingTaskGroup { tasks in
-                    tasks.addTask { await orders.follow(tokens: tokensToOrders) }
-                    await orders.run()
-                    tasks.cancelAll()
-                }
-            },
-            LoopService(name: "duties") {
-                await withDiscardingTaskGroup { tasks in
-                    tasks.addTask { await duties.follow(tokens: tokensToDuties) }
-                    await duties.run()
-                    tasks.cancelAll()
-                }
-            },
-            LoopService(name: "order follow-up") {
-                await withDiscardingTaskGroup { tasks in
-                    tasks.addTask { await followUp.follow(orders: ordersToFollowUp) }
-                    await followUp.run()
-                    tasks.cancelAll()
-                }
-            },
+            LoopService(
+                name: "orders", following: { await orders.follow(tokens: tokensToOrders) },
+                run: { await orders.run() }),
+            LoopService(
+                name: "duties", following: { await duties.follow(tokens: tokensToDuties) },
+                run: { await duties.run() }),
+            LoopService(
+                name: "order follow-up", following: { await followUp.follow(orders: ordersToFollowUp) },
+                run: { await followUp.run() }),
             LoopService(name: "deregistration") { await deregistration.run() },
             LoopService(name: "clock") {
                 try await ClockWatch.run(clock: clock, logger: logger) {
@@ -238,13 +219,9 @@ struct Agent {
         tokensToLinking: AsyncStream<TokenEvent>?, clock: Clock, group: MultiThreadedEventLoopGroup, logger: Logger
     ) -> LoopService {
         if let linking, let tokensToLinking {
-            return LoopService(name: "linking") {
-                await withDiscardingTaskGroup { tasks in
-                    tasks.addTask { await linking.follow(tokens: tokensToLinking) }
-                    await linking.run()
-                    tasks.cancelAll()
-                }
-            }
+            return LoopService(
+                name: "linking", following: { await linking.follow(tokens: tokensToLinking) },
+                run: { await linking.run() })
         }
         guard let listen = config.pairingListen else {
             return LoopService(name: "pairing") {
@@ -254,14 +231,12 @@ struct Agent {
         let pairing = PairingCoordinator(
             device: config.device, clientId: config.lwa.clientId, lwa: lwa, tokens: tokens, clock: clock,
             deviceNames: { PairingRequestGuard.deviceNames(listenHost: listen.host) }, logger: logger)
-        return LoopService(name: "pairing") {
-            try await withThrowingDiscardingTaskGroup { tasks in
-                tasks.addTask { await window.follow(tokens: tokensToWindow) }
+        return LoopService(
+            name: "pairing", following: { await window.follow(tokens: tokensToWindow) },
+            run: {
                 try await PairingServer.serveInItsWindow(
                     listen: listen, pairing: pairing, window: window, group: group, logger: logger)
-                tasks.cancelAll()
-            }
-        }
+            })
     }
 
     /// A subscription to `broadcast`, or a stream that has ended when there is none (the other pairing mode).

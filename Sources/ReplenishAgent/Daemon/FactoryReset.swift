@@ -15,6 +15,9 @@ struct FactoryReset<C: Clock>: Sendable where C.Duration == Duration {
     let logger: Logger
     /// How the device pairs again, for the answer (the pairing window, or code-based linking).
     var pairingAgain = "pairing window open"
+    /// Runs after every reset that wiped something (code mode: the code being shown goes back into the
+    /// wiped `status.json`).
+    var afterWipe: @Sendable () async -> Void = {}
 
     /// What goes: everything (a factory reset, an owner change), or only the pairing and what belongs to the
     /// account (`replenish-agent deregister`: tokens, queued presses, subscriptions and open orders; the order
@@ -52,8 +55,10 @@ struct FactoryReset<C: Clock>: Sendable where C.Duration == Duration {
             case .pairing: try await status.update { $0.forgetAccount() }
             }
         } catch {
+            await afterWipe()
             return .failure(error)
         }
+        await afterWipe()
         var deregistered = "the device was not paired"
         if let old {
             let stillGood = old.accessTokenExpiresAt > POSIX.wallTime() + 60
