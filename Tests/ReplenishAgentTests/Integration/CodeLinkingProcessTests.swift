@@ -112,17 +112,14 @@ import Testing
 
         // LWA comes up answering 503 to the next code pair request.
         let emulator = try harness.startEmulator(["--code-pair-interval", "1", "--slots", "slot-1"], port: port)
-        _ = try harness.emulator(
-            emulator, .post, "/admin/faults",
-            body: #"{"path":"/auth/O2/create/codepair","count":1,"fault":{"kind":"status","status":503}}"#)
+        try harness.injectFault(
+            emulator, path: "/auth/O2/create/codepair", count: 1, #"{"kind":"status","status":503}"#)
         let code = try waitForCode(harness, config: config)
         #expect((try harness.stats(emulator)["faultsInjected"] as? [String: Int])?["status"] == 1)
         // A poll without an answer (dropped) and one answered 503: the same code, polled again later.
         _ = try harness.emulator(
             emulator, .post, "/admin/faults", body: #"{"path":"/auth/o2/token","count":1,"fault":{"kind":"drop"}}"#)
-        _ = try harness.emulator(
-            emulator, .post, "/admin/faults",
-            body: #"{"path":"/auth/o2/token","count":1,"fault":{"kind":"status","status":503}}"#)
+        try harness.injectFault(emulator, path: "/auth/o2/token", count: 1, #"{"kind":"status","status":503}"#)
         try harness.waitUntil("both poll faults used") {
             (try harness.emulator(emulator, .get, "/admin/faults")["queue"] as? [Any])?.isEmpty == true
         }

@@ -13,9 +13,7 @@ import Testing
     @Test func lostAnswerEndsAsOneOrderAndTheRetrySeesOrderInProgress() throws {
         let harness = Harness()
         let (emulator, config, agent, _) = try harness.startPairedAgent()
-        _ = try harness.emulator(
-            emulator, .post, "/admin/faults",
-            body: #"{"path":"/replenish/slot-1","count":1,"fault":{"kind":"dropAfterWork"}}"#)
+        try harness.injectFault(emulator, path: "/replenish/slot-1", count: 1, #"{"kind":"dropAfterWork"}"#)
         #expect(try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0)
         try harness.waitUntil("the agent to finish the order") {
             let slot = try harness.slotStatus(config: config, "slot-1")
@@ -36,9 +34,7 @@ import Testing
     @Test func outageKillAndRestartPlaceTheOrderOnceWithoutASecondPress() throws {
         let harness = Harness()
         let (emulator, config, agent, _) = try harness.startPairedAgent()
-        _ = try harness.emulator(
-            emulator, .post, "/admin/faults",
-            body: #"{"path":"/replenish","count":1000,"fault":{"kind":"status","status":503}}"#)
+        try harness.injectFault(emulator, path: "/replenish", count: 1000, #"{"kind":"status","status":503}"#)
         #expect(try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0)
         try harness.waitUntil("two failed attempts") {
             try events(harness, emulator, slot: "slot-1").filter { $0["outcome"] as? String == "faulted" }.count >= 2

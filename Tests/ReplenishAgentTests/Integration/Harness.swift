@@ -183,6 +183,13 @@ final class Harness: @unchecked Sendable {
     }
 
     /// A call to the emulator (admin interface), with the agent's own HTTP client.
+    /// The emulator's next `count` answers to requests whose path starts with `path` get `fault` (a JSON
+    /// object: `{"kind":"status","status":503}`, `{"kind":"drop"}`, `{"kind":"delay","seconds":40}`, …).
+    func injectFault(_ emulator: String, path: String, count: Int, _ fault: String) throws {
+        _ = try self.emulator(
+            emulator, .post, "/admin/faults", body: #"{"path":"\#(path)","count":\#(count),"fault":\#(fault)}"#)
+    }
+
     func emulator(
         _ base: String, _ method: HTTPRequest.Method, _ path: String, body: String? = nil,
         caFile: String? = nil

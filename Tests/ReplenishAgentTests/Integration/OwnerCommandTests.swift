@@ -94,9 +94,7 @@ import Testing
         #expect(try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0)
         try harness.waitUntil("the order") { try placed(harness, emulator) == 1 }
         // DRS fails the next two deregistration calls: the daemon's own try and the queue's first retry.
-        _ = try harness.emulator(
-            emulator, .post, "/admin/faults",
-            body: #"{"path":"/registration","count":2,"fault":{"kind":"status","status":503}}"#)
+        try harness.injectFault(emulator, path: "/registration", count: 2, #"{"kind":"status","status":503}"#)
         let result = try harness.run("replenish-agent", ["deregister", "--config", config])
         #expect(result.status == 0, "\(result.error)")
         #expect(result.output.contains("deregistration queued"), "\(result.output)")
@@ -125,9 +123,7 @@ import Testing
         agent.terminate()
         agent.waitUntilExit()
         // DRS cannot take it now: the command queues it.
-        _ = try harness.emulator(
-            emulator, .post, "/admin/faults",
-            body: #"{"path":"/registration","count":1,"fault":{"kind":"status","status":503}}"#)
+        try harness.injectFault(emulator, path: "/registration", count: 1, #"{"kind":"status","status":503}"#)
         let offline = try harness.run("replenish-agent", ["deregister", "--config", config])
         #expect(offline.status == 0, "\(offline.error)")
         #expect(offline.output.contains("deregistration queued"), "\(offline.output)")

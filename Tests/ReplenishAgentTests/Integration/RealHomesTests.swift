@@ -86,12 +86,8 @@ import Testing
         let (emulator, config, agent, _) = try harness.startPairedAgent()
         // The first call places the order and its answer is lost; every later call is dropped unanswered and
         // undone, so the agent keeps not knowing.
-        _ = try harness.emulator(
-            emulator, .post, "/admin/faults",
-            body: #"{"path":"/replenish/slot-1","count":1,"fault":{"kind":"dropAfterWork"}}"#)
-        _ = try harness.emulator(
-            emulator, .post, "/admin/faults",
-            body: #"{"path":"/replenish/slot-1","count":1000,"fault":{"kind":"drop"}}"#)
+        try harness.injectFault(emulator, path: "/replenish/slot-1", count: 1, #"{"kind":"dropAfterWork"}"#)
+        try harness.injectFault(emulator, path: "/replenish/slot-1", count: 1000, #"{"kind":"drop"}"#)
         #expect(try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0)
         try harness.waitUntil("the order placed, its answer lost") { try placed(harness, emulator) == 1 }
         try harness.kill9(agent)
@@ -135,9 +131,7 @@ import Testing
         let harness = Harness()
         let (emulator, config, _, _) = try harness.startPairedAgent(
             emulatorArguments: ["--rotate-refresh-tokens", "--old-refresh-token-policy", "invalidate"])
-        _ = try harness.emulator(
-            emulator, .post, "/admin/faults",
-            body: #"{"path":"/registration","count":2,"fault":{"kind":"status","status":503}}"#)
+        try harness.injectFault(emulator, path: "/registration", count: 2, #"{"kind":"status","status":503}"#)
         let reset = try harness.run("replenish-agent", ["reset", "--config", config])
         #expect(reset.status == 0, "\(reset.error)")
         try harness.waitUntil("DRS to deregister the device", timeout: 60) {
@@ -160,9 +154,7 @@ import Testing
             emulatorArguments: ["--rotate-refresh-tokens", "--old-refresh-token-policy", "invalidate"])
         agent.terminate()
         try harness.waitUntil("the agent to stop", timeout: 15) { !agent.isRunning }
-        _ = try harness.emulator(
-            emulator, .post, "/admin/faults",
-            body: #"{"path":"/registration","count":2,"fault":{"kind":"status","status":503}}"#)
+        try harness.injectFault(emulator, path: "/registration", count: 2, #"{"kind":"status","status":503}"#)
         let offline = try harness.run("replenish-agent", ["deregister", "--config", config])
         #expect(offline.status == 0, "\(offline.error)")
         #expect(offline.output.contains("queued"), "deregister said: \(offline.output)")
@@ -211,9 +203,7 @@ import Testing
     @Test func aStopWithAResetWaitingOnDRSIsBoundedAndTheDeregistrationStaysQueued() throws {
         let harness = Harness()
         let (emulator, config, agent, _) = try harness.startPairedAgent()
-        _ = try harness.emulator(
-            emulator, .post, "/admin/faults",
-            body: #"{"path":"/registration","count":1,"fault":{"kind":"delay","seconds":40}}"#)
+        try harness.injectFault(emulator, path: "/registration", count: 1, #"{"kind":"delay","seconds":40}"#)
         let reset = try harness.start("replenish-agent", ["reset", "--config", config], log: "reset.log")
         try harness.waitUntil("the DELETE to reach DRS") { try deregistrationArrivals(harness, emulator).count == 1 }
         try stopWithinTheGracefulLimit(harness, agent, "a reset waiting on DRS")
@@ -232,9 +222,7 @@ import Testing
     @Test func aStopDuringASlowReplenishCallIsBoundedAndThePressStaysQueued() throws {
         let harness = Harness()
         let (emulator, config, agent, _) = try harness.startPairedAgent()
-        _ = try harness.emulator(
-            emulator, .post, "/admin/faults",
-            body: #"{"path":"/replenish/slot-1","count":1,"fault":{"kind":"delay","seconds":40}}"#)
+        try harness.injectFault(emulator, path: "/replenish/slot-1", count: 1, #"{"kind":"delay","seconds":40}"#)
         #expect(try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0)
         try harness.waitUntil("the replenish call to reach DRS") {
             (try harness.stats(emulator)["arrivals"] as? [[String: Any]] ?? []).contains {
@@ -330,9 +318,7 @@ import Testing
         #expect(try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0)
         try harness.waitUntil("the first order") { try placed(harness, emulator) == 1 }
         _ = try harness.emulator(emulator, .post, "/admin/deliver/slot-1")
-        _ = try harness.emulator(
-            emulator, .post, "/admin/faults",
-            body: #"{"path":"/getOrderInfo","count":1,"fault":{"kind":"delay","seconds":14}}"#)
+        try harness.injectFault(emulator, path: "/getOrderInfo", count: 1, #"{"kind":"delay","seconds":14}"#)
         let second = try harness.run("replenish-agent", ["press", "button", "--config", config], timeout: 150)
         try harness.waitUntil("the second order") { try placed(harness, emulator) == 2 }
         #expect(second.status == 0, "press said: \(second.error)")

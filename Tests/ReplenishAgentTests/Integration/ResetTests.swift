@@ -14,9 +14,7 @@ import Testing
         let harness = Harness()
         let (emulator, config, agent, pairingPort) = try harness.startPairedAgent()
         // DRS cannot take the press yet: it stays queued under the first owner's pairing.
-        _ = try harness.emulator(
-            emulator, .post, "/admin/faults",
-            body: #"{"path":"/replenish","count":1000,"fault":{"kind":"status","status":503}}"#)
+        try harness.injectFault(emulator, path: "/replenish", count: 1000, #"{"kind":"status","status":503}"#)
         #expect(try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0)
         #expect(try harness.statusJSON(config: config)["pendingOrders"] as? Int == 1)
         // A moved-aside copy from earlier trouble goes too.

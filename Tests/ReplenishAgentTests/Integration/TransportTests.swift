@@ -42,9 +42,7 @@ import Testing
         // The first attempt is dropped before any work, the second after the work (the order is placed but the
         // agent never hears it), the third gets ORDER_INPROGRESS.
         for kind in ["drop", "dropAfterWork"] {
-            _ = try harness.emulator(
-                emulator, .post, "/admin/faults",
-                body: #"{"path":"/replenish/slot-1","count":1,"fault":{"kind":"\#(kind)"}}"#)
+            try harness.injectFault(emulator, path: "/replenish/slot-1", count: 1, #"{"kind":"\#(kind)"}"#)
         }
         #expect(try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0)
         try harness.waitUntil("the order after two lost answers", timeout: 60) {
@@ -104,9 +102,7 @@ import Testing
         let (emulator, config, _, _) = try harness.startPairedAgent(emulatorArguments: [
             "--access-token-lifetime", "10",
         ])
-        _ = try harness.emulator(
-            emulator, .post, "/admin/faults",
-            body: #"{"path":"/replenish/slot-1","count":1,"fault":{"kind":"delay","seconds":14}}"#)
+        try harness.injectFault(emulator, path: "/replenish/slot-1", count: 1, #"{"kind":"delay","seconds":14}"#)
         let pressed = Date().timeIntervalSince1970
         #expect(try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0)
         try harness.waitUntil("the order after the slow call", timeout: 60) {
