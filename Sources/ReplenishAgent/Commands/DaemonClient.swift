@@ -49,10 +49,11 @@ enum DaemonClient {
         return "the agent\(pid > 0 ? " (pid \(pid))" : "") is running but \(what); retry in a moment"
     }
 
-    /// Prints the daemon's answer (standard output) or its reason (standard error, exit 1).
-    static func report(_ command: String, _ result: Result<Answer, AgentError>) throws {
+    /// Prints the daemon's answer (standard output; after the command's name when `named`) or its reason
+    /// (standard error, exit 1).
+    static func report(_ command: String, _ result: Result<Answer, AgentError>, named: Bool = false) throws {
         switch result {
-        case .success(let answer) where answer.ok: Output.line(answer.message)
+        case .success(let answer) where answer.ok: Output.line(named ? "\(command): \(answer.message)" : answer.message)
         case .success(let answer):
             Output.error("\(command): \(answer.message)")
             throw ExitCode(1)

@@ -56,14 +56,6 @@ enum ControlClient {
             Output.error("\(command): the agent is not running with this config (nothing listens on \(socket))")
             throw ExitCode(1)
         }
-        switch result {
-        case .success(let answer) where answer.ok: Output.line("\(command): \(answer.message)")
-        case .success(let answer):
-            Output.error("\(command): \(answer.message)")
-            throw ExitCode(1)
-        case .failure(let error):
-            Output.error("\(command): \(error.message)")
-            throw ExitCode(1)
-        }
+        try DaemonClient.report(command, result, named: true)
     }
 }

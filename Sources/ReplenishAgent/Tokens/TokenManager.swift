@@ -87,13 +87,18 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
             accessTokenExpiresAt: now + grant.expiresIn, accessTokenLifetime: grant.expiresIn,
             pairingId: tag.joined(separator: "-"))
         try store.save(fresh)
-        tokens = fresh
-        lostReason = nil
+        logger.info("paired", metadata: ["token.expiresIn": "\(Int(grant.expiresIn))"])
+        pairingChanged(to: fresh, lostReason: nil)
+    }
+
+    /// Paired (`next`) or forgotten (nil, with the reason): the schedule starts over and every follower hears it.
+    private func pairingChanged(to next: TokenSet?, lostReason reason: String?) {
+        tokens = next
+        lostReason = reason
         clearRetryState()
         waker.ring()
-        logger.info("paired", metadata: ["token.expiresIn": "\(Int(grant.expiresIn))"])
         notifyChange()
-        events.publish(.paired)
+        events.publish(next == nil ? .pairingLost : .paired)
     }
 
     /// Forgets the pairing on the customer's request (re-pairing from the button): wipes the tokens and
@@ -110,13 +115,8 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
         }
         let had = tokens
         try store.wipe()
-        tokens = nil
-        lostReason = reason
-        clearRetryState()
-        waker.ring()
         logger.notice("pairing forgotten", metadata: ["token.reason": "\(reason)"])
-        notifyChange()
-        events.publish(.pairingLost)
+        pairingChanged(to: nil, lostReason: reason)
         return had
     }
 
@@ -215,11 +215,7 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
             do { try store.wipe() } catch {
                 logger.error("could not remove the token file", metadata: ["error": "\(error)"])
             }
-            tokens = nil
-            lostReason = "LWA refused the refresh token (invalid_grant)"
-            clearRetryState()
-            waker.ring()
-            events.publish(.pairingLost)
+            pairingChanged(to: nil, lostReason: "LWA refused the refresh token (invalid_grant)")
             throw error
         } catch  where error.code == .notPaired {
             throw error
