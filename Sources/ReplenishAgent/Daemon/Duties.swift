@@ -15,17 +15,11 @@ actor Duties<C: Clock> where C.Duration == Duration {
     private let wallTime: @Sendable () -> Double
     private let logger: Logger
     private let waker = Waker()
-    private var random = RandomSource.system
-    private var dueAt: C.Instant?
-    private var failures = 0
-    /// Slot-status reports waiting to be sent (a level sensor found the slot low), oldest first.
-    private var reports: [(slot: String, report: SlotStatusReport)] = []
-    private var reportsNotBefore: C.Instant?
-    private var reportFailures = 0
+    /// When each duty and slot-status report is due (every timing rule of this service).
+    private var timeline: DutyTimeline<C.Instant>
     /// Whether the wall clock can be trusted (`WallClock.isTrusted`): device status and slot status carry
     /// dates, and a board without a clock starts in 1970, so nothing is sent until it is set.
     private let clockTrusted: @Sendable () -> Bool
-    private var waitingForClock = false
     /// When a press last made the agent ask DRS about subscriptions again.
     private var lastRecheck: C.Instant?
 
@@ -42,68 +36,48 @@ actor Duties<C: Clock> where C.Duration == Duration {
         self.clock = clock
         self.wallTime = wallTime
         self.logger = logger
+        timeline = DutyTimeline(startedAt: clock.now)
     }
 
     /// The device was just paired (or re-paired): report now.
     func pairingChanged() {
-        dueAt = nil
+        timeline.pairingChanged()
         waker.ring()
     }
 
     /// Queues a slot-status report (sent with retries; the newest report per slot wins).
     func reportSlotStatus(slot: String, report: SlotStatusReport) {
-        reports.removeAll { $0.slot == slot }
-        reports.append((slot, report))
-        reportsNotBefore = nil
+        timeline.queueReport(slot: slot, report: report)
         waker.ring()
     }
 
     func run() async {
-        // A fleet that lost power together comes back in the same second: each device sends its first duties
-        // at its own random moment of the start-up window (still within the 30 s CONTRACT.md promises).
-        dueAt = clock.now.advanced(by: DutySchedule.startupDelay(using: &random))
         while !Task.isCancelled {
-            guard await tokens.isPaired else {
+            switch timeline.next(at: clock.now, paired: await tokens.isPaired, clockTrusted: clockTrusted()) {
+            case .waitForPairing:
                 await waker.wait(timeout: nil, clock: clock)
-                continue
-            }
-            // Until the clock is set, look again every two seconds (a timer only while it is not).
-            guard clockTrusted() else {
-                if !waitingForClock {
-                    logger.notice("the wall clock is not set yet; device and slot status wait for it")
-                    waitingForClock = true
-                }
-                await waker.wait(timeout: .seconds(2), clock: clock)
-                continue
-            }
-            if waitingForClock {
+            case .waitForClock(let until, let firstTime):
+                if firstTime { logger.notice("the wall clock is not set yet; device and slot status wait for it") }
+                await waker.wait(until: until, clock: clock)
+            case .clockSet:
                 logger.notice("the wall clock is set; sending device status")
-                waitingForClock = false
-                dueAt = nil
-            }
-            if let first = reports.first, reportsNotBefore.map({ $0 <= clock.now }) ?? true {
-                await send(first.slot, first.report)
-                continue
-            }
-            let next = [dueAt, reports.isEmpty ? nil : reportsNotBefore].compactMap { $0 }.min()
-            if dueAt != nil, let next, clock.now < next {
-                await waker.wait(timeout: clock.now.duration(to: next), clock: clock)
-                continue
-            }
-            do {
-                try await perform()
-                failures = 0
-                dueAt = clock.now.advanced(by: DutySchedule.dailyDelay(using: &random))
-            } catch {
-                failures += 1
-                let delay = DutySchedule.retryDelay(after: error, attempt: failures, using: &random)
-                logger.warning(
-                    "device duties failed; will retry",
-                    metadata: [
-                        "error.code": "\(error.code)", "error": "\(error.message)",
-                        "duty.retryIn": "\(delay.components.seconds)s",
-                    ])
-                dueAt = clock.now.advanced(by: delay)
+            case .sendReport(let slot, let report):
+                await send(slot, report)
+            case .wait(let until):
+                await waker.wait(until: until, clock: clock)
+            case .performDuties:
+                do {
+                    try await perform()
+                    timeline.dutiesDone(at: clock.now)
+                } catch {
+                    let delay = timeline.dutiesFailed(error, at: clock.now)
+                    logger.warning(
+                        "device duties failed; will retry",
+                        metadata: [
+                            "error.code": "\(error.code)", "error": "\(error.message)",
+                            "duty.retryIn": "\(delay.components.seconds)s",
+                        ])
+                }
             }
         }
     }
@@ -111,13 +85,10 @@ actor Duties<C: Clock> where C.Duration == Duration {
     private func send(_ slot: String, _ report: SlotStatusReport) async {
         do throws(AgentError) {
             try await drs.sendExpectingSuccess(.slotStatus(slot: slot, report: report))
-            reports.removeAll { $0.slot == slot && $0.report == report }
-            reportFailures = 0
+            timeline.reportSent(slot: slot, report: report)
             logger.info("slot status sent", metadata: ["order.slot": "\(slot)"])
         } catch {
-            reportFailures += 1
-            reportsNotBefore = clock.now.advanced(
-                by: DutySchedule.retryDelay(after: error, attempt: reportFailures, using: &random))
+            _ = timeline.reportFailed(error, at: clock.now)
             logger.warning(
                 "slot status failed; will retry", metadata: ["order.slot": "\(slot)", "error": "\(error.message)"])
         }
