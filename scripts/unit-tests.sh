@@ -4,22 +4,24 @@
 # and the emulator. CI runs everything (scripts/test.sh). swift-testing's command line filters by name, not by
 # tag, so the tag is read from the `@Suite(…, .tags(.unit…)) struct Name` declarations here.
 #   scripts/unit-tests.sh          build the tests if needed, run the unit suites
-#   scripts/unit-tests.sh --list   print the unit suites' names, one a line (scripts/arm64.sh uses it)
+#   scripts/unit-tests.sh --list   print the unit suites' names, one a line
+#   scripts/unit-tests.sh --list-emulated   the same without the `.realTime` ones (scripts/arm64.sh, qemu-user)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 unit_suites() {
-  grep -rhoE '^@Suite\(.*\.tags\(\.unit[^)]*\)\) struct [A-Za-z0-9_]+' Tests | awk '{ print $NF }' | sort -u
+  grep -rhoE '^@Suite\(.*\.tags\(\.unit[^)]*\)\) struct [A-Za-z0-9_]+' Tests | grep -v "${1:-^$}" |
+    awk '{ print $NF }' | sort -u
 }
 
 # Every suite says what it needs: one with neither tag would silently leave the fast run.
 untagged=$(grep -rhE '^@Suite' Tests | grep -vE '\.tags\(\.(unit|process)' || true)
 [ -z "$untagged" ] || { echo "suites tagged neither .unit nor .process:" >&2; echo "$untagged" >&2; exit 1; }
 
-if [ "${1:-}" = --list ]; then
-  unit_suites
-  exit 0
-fi
+case "${1:-}" in
+--list) unit_suites; exit 0 ;;
+--list-emulated) unit_suites '\.realTime'; exit 0 ;;
+esac
 suites=$(unit_suites)
 [ -n "$suites" ] || { echo "no suite is tagged .unit" >&2; exit 1; }
 echo "== unit suites: $(echo "$suites" | wc -l)"

@@ -10,7 +10,7 @@ import Testing
 /// the control socket run with 10 s): a peer that trickles or stays silent is closed at the request deadline,
 /// and a handler slower than the deadline still gets its answer out. The process-level test keeps the checks
 /// that need the real port (the guards, the 413 to a blind upload, eviction).
-@Suite(.serialized, .onOwnThread, .tags(.unit)) struct LocalHTTPServerTests {
+@Suite(.serialized, .onOwnThread, .tags(.unit, .realTime)) struct LocalHTTPServerTests {
     static let deadline = 0.4
 
     /// Serves `handler` on a loopback port with a short request deadline; `body` gets the port.

@@ -9,4 +9,7 @@ extension Tag {
     @Tag static var process: Self
     /// A process test that runs for minutes (hundreds of presses or kills).
     @Tag static var soak: Self
+    /// A unit suite on real sockets with real deadlines: not run under qemu-user emulation (scripts/arm64.sh),
+    /// where its deadlines do not hold.
+    @Tag static var realTime: Self
 }
