@@ -1,0 +1,32 @@
+import FoundationEssentials
+import NIOHTTP1
+
+/// A request to one of the agent's own small servers (pairing endpoints, control socket).
+struct ServerRequest: Sendable {
+    var method: HTTPMethod
+    var path: String
+    var body: [UInt8]
+    var headers: HTTPHeaders = [:]
+    /// The peer's IP address (nil on a Unix socket).
+    var peer: String? = nil
+}
+
+/// An answer from one of the agent's servers.
+struct ServerResponse: Sendable {
+    var status: Int
+    var body: [UInt8] = []
+    var contentType: String? = nil
+    var headers: [(name: String, value: String)] = []
+
+    static let noContent = ServerResponse(status: 204)
+
+    static func json<T: Encodable>(_ status: Int, _ value: T) -> ServerResponse {
+        let bytes = (try? JSONEncoder().encode(value)).map(Array.init) ?? Array("{}".utf8)
+        return ServerResponse(status: status, body: bytes, contentType: "application/json")
+    }
+
+    /// `{"error":code,"message":message}`, the pairing endpoints' error shape.
+    static func error(_ status: Int, _ code: String, _ message: String) -> ServerResponse {
+        json(status, ["error": code, "message": message])
+    }
+}
