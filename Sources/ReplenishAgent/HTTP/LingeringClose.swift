@@ -6,7 +6,9 @@ import NIOCore
 /// until the peer closes, `time` has passed or `bytes` were discarded, then close. Closing at once would make
 /// the kernel answer the unread upload with a reset, which can destroy the answer before the peer reads it.
 /// `CloseNow` closes at once (deadline, eviction). A peer that half-closed has nothing left to send: then
-/// a close (armed or not) flushes the answer and closes, and a lingering close ends.
+/// a close (armed or not) flushes the answer and closes, and a lingering close ends. The rules are
+/// `LingeringCloseMachine`'s; this handler feeds it what passes through, with the event loop's instant, and
+/// carries out its actions (discarding, reading, the timer, the flush, the closes).
 final class LingeringClose: ChannelDuplexHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
@@ -16,47 +18,27 @@ final class LingeringClose: ChannelDuplexHandler {
     struct Arm: Sendable {}
     struct CloseNow: Sendable {}
 
-    private let time: TimeAmount
-    private let idle: TimeAmount
-    private let bytes: Int
     private let tracker: LocalHTTPServer.ConnectionTracker
     // Touched only on the channel's event loop.
-    private var armed = false
-    private var lingering = false
-    /// The peer half-closed (`ChannelEvent.inputClosed`): no more input will come.
-    private var inputClosed = false
-    /// The lingering close flushed the answer.
-    private var answerOut = false
-    private var discarded = 0
-    private var lingerStarted = NIODeadline.now()
-    private var lastRead = NIODeadline.now()
+    private var machine: LingeringCloseMachine
     private var timer: Scheduled<Void>?
+    /// The promise of the close that lingers, completed when the connection is closed.
     private var closePromise: EventLoopPromise<Void>?
 
     init(time: TimeAmount, idle: TimeAmount, bytes: Int, tracker: LocalHTTPServer.ConnectionTracker) {
-        self.time = time
-        self.idle = idle
-        self.bytes = bytes
+        self.machine = LingeringCloseMachine(time: time, idle: idle, bytes: bytes)
         self.tracker = tracker
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard armed else {
+        let count = unwrapInboundIn(data).readableBytes
+        if handle(.read(count: count, at: context.eventLoop.now), context: context) == .forward {
             context.fireChannelRead(data)
-            return
         }
-        discarded += unwrapInboundIn(data).readableBytes
-        lastRead = .now()
-        if discarded > bytes { finish(context: context) }
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        if armed {
-            // Keep reading: nothing above asks for more once the request is answered.
-            if lingering { context.read() }
-            return
-        }
-        context.fireChannelReadComplete()
+        if handle(.readComplete, context: context) == .forward { context.fireChannelReadComplete() }
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
@@ -64,16 +46,7 @@ final class LingeringClose: ChannelDuplexHandler {
             context.fireUserInboundEventTriggered(event)
             return
         }
-        inputClosed = true
-        if lingering {
-            // What the lingering close waited for: the peer is done sending (once the answer is out; if it
-            // is not yet, the flush's completion closes).
-            if answerOut { finish(context: context) }
-        } else if !armed {
-            // Once armed, the answer that ends the connection is out or going: the parser above must not
-            // see the end of an unfinished request and answer it a second time.
-            context.fireUserInboundEventTriggered(event)
-        }
+        if handle(.inputClosed, context: context) == .forward { context.fireUserInboundEventTriggered(event) }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -86,68 +59,77 @@ final class LingeringClose: ChannelDuplexHandler {
     func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
         switch event {
         case is Arm:
-            armed = true
-            tracker.lingering.store(true, ordering: .relaxed)
+            handle(.armed, context: context)
+            tracker.lingering.store(machine.armed, ordering: .relaxed)
             promise?.succeed()
         case is CloseNow:
             promise?.succeed()
-            finish(context: context)
+            handle(.closeNow, context: context)
         default:
             context.triggerUserOutboundEvent(event, promise: promise)
         }
     }
 
     func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
-        guard armed || inputClosed, mode == .all else {
+        let action = machine.handle(.closeRequested(mode, at: context.eventLoop.now))
+        guard action != .forward else {
             context.close(mode: mode, promise: promise)
             return
         }
+        // The close is taken over: its promise completes when the connection is closed.
         if let closePromise, let promise {
             closePromise.futureResult.cascade(to: promise)
         } else if let promise {
             closePromise = promise
         }
-        guard !lingering else { return }
-        lingering = true
-        lingerStarted = .now()
-        lastRead = lingerStarted
-        schedule(context: context)
-        // An empty write completes after everything written before it: then the answer is out.
-        let flushed = context.eventLoop.makePromise(of: Void.self)
-        context.writeAndFlush(wrapOutboundOut(ByteBuffer()), promise: flushed)
-        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        flushed.futureResult.whenComplete { _ in
-            let (handler, context) = loopBound.value
-            handler.answerOut = true
-            // A peer that half-closed sends nothing more: nothing to read and discard.
-            if handler.inputClosed {
-                handler.finish(context: context)
-            } else {
-                context.close(mode: .output, promise: nil)
-            }
-        }
-        if !inputClosed { context.read() }
+        perform(action, context: context)
     }
 
-    /// Wakes at the end of the lingering time or of the idle time, whichever comes first.
-    private func schedule(context: ChannelHandlerContext) {
-        let end = min(lingerStarted + time, lastRead + idle)
-        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        timer = context.eventLoop.scheduleTask(deadline: end) {
-            let (handler, context) = loopBound.value
-            if NIODeadline.now() >= min(handler.lingerStarted + handler.time, handler.lastRead + handler.idle) {
-                handler.finish(context: context)
-            } else {
-                handler.schedule(context: context)
+    /// Feeds `event` to the machine and carries out what it says; `.forward` is the caller's to carry out.
+    @discardableResult
+    private func handle(_ event: LingeringCloseMachine.Event, context: ChannelHandlerContext)
+        -> LingeringCloseMachine.Action
+    {
+        let action = machine.handle(event)
+        perform(action, context: context)
+        return action
+    }
+
+    private func perform(_ action: LingeringCloseMachine.Action, context: ChannelHandlerContext) {
+        switch action {
+        case .forward, .none:
+            break
+        case .read:
+            context.read()
+        case .linger(let until, let read):
+            schedule(at: until, context: context)
+            // An empty write completes after everything written before it: then the answer is out.
+            let flushed = context.eventLoop.makePromise(of: Void.self)
+            context.writeAndFlush(wrapOutboundOut(ByteBuffer()), promise: flushed)
+            let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            flushed.futureResult.whenComplete { _ in
+                let (handler, context) = loopBound.value
+                handler.handle(.answerFlushed, context: context)
             }
+            if read { context.read() }
+        case .arm(let until):
+            schedule(at: until, context: context)
+        case .shutdownOutput:
+            context.close(mode: .output, promise: nil)
+        case .close:
+            timer?.cancel()
+            timer = nil
+            let promise = closePromise
+            closePromise = nil
+            context.close(mode: .all, promise: promise)
         }
     }
 
-    private func finish(context: ChannelHandlerContext) {
-        timer?.cancel()
-        timer = nil
-        let promise = closePromise
-        closePromise = nil
-        context.close(mode: .all, promise: promise)
+    private func schedule(at deadline: NIODeadline, context: ChannelHandlerContext) {
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        timer = context.eventLoop.scheduleTask(deadline: deadline) {
+            let (handler, context) = loopBound.value
+            handler.handle(.timerFired(at: context.eventLoop.now), context: context)
+        }
     }
 }

@@ -2,55 +2,69 @@ import NIOCore
 import NIOHTTP1
 
 /// Closes a connection whose request does not arrive whole within the deadline: from the connection's
-/// start, then again from each answer's end. A request being answered is not timed.
+/// start, then again from each answer's end. A request being answered is not timed. The rule is
+/// `RequestDeadlineMachine`'s; this handler feeds it what passes through the pipeline, with the event loop's
+/// instant, and carries out its actions (the timer, the close). It also keeps the connection's tracker up to
+/// date for `ConnectionAdmission`.
 final class RequestDeadline: ChannelDuplexHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
     typealias OutboundIn = HTTPServerResponsePart
     typealias OutboundOut = HTTPServerResponsePart
 
-    private let deadline: TimeAmount
     private let tracker: LocalHTTPServer.ConnectionTracker
     // Touched only on the channel's event loop.
+    private var machine: RequestDeadlineMachine
     private var timer: Scheduled<Void>?
 
     init(deadline: TimeAmount, tracker: LocalHTTPServer.ConnectionTracker) {
-        self.deadline = deadline
+        self.machine = RequestDeadlineMachine(limit: deadline)
         self.tracker = tracker
     }
 
-    func handlerAdded(context: ChannelHandlerContext) { arm(context: context) }
+    func handlerAdded(context: ChannelHandlerContext) { handle(.started(at: context.eventLoop.now), context: context) }
 
-    func handlerRemoved(context: ChannelHandlerContext) { timer?.cancel() }
+    func handlerRemoved(context: ChannelHandlerContext) { handle(.ended, context: context) }
 
     func channelInactive(context: ChannelHandlerContext) {
-        timer?.cancel()
+        handle(.ended, context: context)
         context.fireChannelInactive()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         if case .end = unwrapInboundIn(data) {
-            timer?.cancel()
-            timer = nil
-            tracker.answering.store(true, ordering: .relaxed)
+            handle(.requestComplete, context: context)
+            tracker.answering.store(machine.isAnswering, ordering: .relaxed)
         }
         context.fireChannelRead(data)
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         if case .end = unwrapOutboundIn(data) {
-            tracker.waitingSince.store(NIODeadline.now().uptimeNanoseconds, ordering: .relaxed)
+            let now = context.eventLoop.now
+            tracker.waitingSince.store(now.uptimeNanoseconds, ordering: .relaxed)
             tracker.answering.store(false, ordering: .relaxed)
-            arm(context: context)
+            handle(.answerSent(at: now), context: context)
         }
         context.write(data, promise: promise)
     }
 
-    private func arm(context: ChannelHandlerContext) {
-        timer?.cancel()
-        let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
-        timer = context.eventLoop.scheduleTask(in: deadline) {
-            loopBound.value.triggerUserOutboundEvent(LingeringClose.CloseNow(), promise: nil)
+    private func handle(_ event: RequestDeadlineMachine.Event, context: ChannelHandlerContext) {
+        switch machine.handle(event) {
+        case .none:
+            break
+        case .arm(let deadline):
+            timer?.cancel()
+            let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            timer = context.eventLoop.scheduleTask(deadline: deadline) {
+                let (handler, context) = loopBound.value
+                handler.handle(.timerFired(at: context.eventLoop.now), context: context)
+            }
+        case .cancelTimer:
+            timer?.cancel()
+            timer = nil
+        case .close:
+            context.triggerUserOutboundEvent(LingeringClose.CloseNow(), promise: nil)
         }
     }
 }
