@@ -55,7 +55,11 @@ let package = Package(
         // Fixtures (state files of every format version) are read by path, relative to the test sources.
         .testTarget(
             name: "ReplenishAgentTests",
-            dependencies: ["ReplenishAgent", .product(name: "NIOHTTP1", package: "swift-nio")],
+            // NIOEmbedded: the server's handlers on an `EmbeddedChannel`, whose clock moves only when a test says.
+            dependencies: [
+                "ReplenishAgent", .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ],
             exclude: ["Fixtures"]),
     ],
     swiftLanguageModes: [.v6]

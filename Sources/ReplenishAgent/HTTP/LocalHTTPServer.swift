@@ -68,25 +68,10 @@ enum LocalHTTPServer {
             // A peer's half-close is an event (`ChannelEvent.inputClosed`), not the end of the connection: a
             // client that sends its request and shuts down its sending side still gets its answer.
             .childChannelOption(.allowRemoteHalfClosure, value: true)
-        let decoderLimits = {
-            var configuration = NIOHTTPDecoderLimitConfiguration()
-            configuration.maxHeaderListSize = limits.maximumHeaderBytes
-            configuration.maxHeaderFieldSize = limits.maximumHeaderBytes
-            configuration.maxHeaderFieldCount = limits.maximumHeaderCount
-            return configuration
-        }()
         let initializer: @Sendable (any Channel) -> EventLoopFuture<Accepted> = { channel in
             channel.eventLoop.makeCompletedFuture {
                 let tracker = ConnectionTracker()
-                let sync = channel.pipeline.syncOperations
-                try sync.addHandler(
-                    LingeringClose(
-                        time: limits.lingerTime, idle: limits.lingerIdle, bytes: limits.lingerBytes, tracker: tracker))
-                try sync.configureHTTPServerPipeline(
-                    withErrorHandling: false, withEncoderConfiguration: .init(),
-                    withDecoderLimitConfiguration: decoderLimits)
-                try sync.addHandler(ParseErrorAnswer())
-                try sync.addHandler(RequestDeadline(deadline: limits.requestDeadline, tracker: tracker))
+                try addHandlers(to: channel.pipeline.syncOperations, limits: limits, tracker: tracker)
                 let wrapper: any AsyncWrapping.Type = ClosingOnDeinit.self
                 return Accepted(channel: try wrapper.wrap(channel), tracker: tracker)
             }
@@ -141,6 +126,24 @@ enum LocalHTTPServer {
             }
         }
         try Task.checkCancellation()
+    }
+
+    /// A connection's pipeline, nearest the socket first: the lingering close, SwiftNIO's HTTP/1.1 parser and
+    /// pipelining within `limits`, the answers to what the parser refused, the request deadline.
+    static func addHandlers(
+        to pipeline: ChannelPipeline.SynchronousOperations, limits: Limits, tracker: ConnectionTracker
+    ) throws {
+        var decoderLimits = NIOHTTPDecoderLimitConfiguration()
+        decoderLimits.maxHeaderListSize = limits.maximumHeaderBytes
+        decoderLimits.maxHeaderFieldSize = limits.maximumHeaderBytes
+        decoderLimits.maxHeaderFieldCount = limits.maximumHeaderCount
+        try pipeline.addHandler(
+            LingeringClose(
+                time: limits.lingerTime, idle: limits.lingerIdle, bytes: limits.lingerBytes, tracker: tracker))
+        try pipeline.configureHTTPServerPipeline(
+            withErrorHandling: false, withEncoderConfiguration: .init(), withDecoderLimitConfiguration: decoderLimits)
+        try pipeline.addHandler(ParseErrorAnswer())
+        try pipeline.addHandler(RequestDeadline(deadline: limits.requestDeadline, tracker: tracker))
     }
 
     private static func serveConnection(
