@@ -88,6 +88,24 @@ import Testing
         #expect(!connection.isOpen)
     }
 
+    @Test func aTrickledBodyIsClosedAtTheDeadlineThoughEachByteReachesTheHandler() throws {
+        let connection = try Connection()
+        try connection.send("POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n")
+        guard case .head = try connection.received() else {
+            Issue.record("no request head")
+            return
+        }
+        for _ in 0..<19 {
+            try connection.send("a")
+            #expect(try connection.received() != nil)
+            connection.advance(.milliseconds(500))
+        }
+        connection.advance(.milliseconds(499))
+        #expect(connection.isOpen)
+        connection.advance(.milliseconds(1))
+        #expect(!connection.isOpen)
+    }
+
     @Test func aSilentPeerIsClosedAtTheDeadlineToTheNanosecond() throws {
         let connection = try Connection()
         connection.advance(.nanoseconds(9_999_999_999))
