@@ -51,6 +51,14 @@ import Testing
 
         func advance(_ amount: TimeAmount) { channel.embeddedEventLoop.advanceTime(by: amount) }
 
+        /// Open for `milliseconds` less one, closed at exactly `milliseconds` from now.
+        func expectClosed(after milliseconds: Int64, sourceLocation: SourceLocation = #_sourceLocation) {
+            advance(.milliseconds(milliseconds - 1))
+            #expect(isOpen, "closed before \(milliseconds) ms", sourceLocation: sourceLocation)
+            advance(.milliseconds(1))
+            #expect(!isOpen, "open at \(milliseconds) ms", sourceLocation: sourceLocation)
+        }
+
         /// Bytes from the peer.
         func send(_ text: String) throws { try channel.writeInbound(ByteBuffer(string: text)) }
 
@@ -82,10 +90,7 @@ import Testing
             connection.advance(.milliseconds(500))
         }
         #expect(try connection.received() == nil)
-        connection.advance(.milliseconds(499))
-        #expect(connection.isOpen)
-        connection.advance(.milliseconds(1))
-        #expect(!connection.isOpen)
+        connection.expectClosed(after: 500)
     }
 
     @Test func aTrickledBodyIsClosedAtTheDeadlineThoughEachByteReachesTheHandler() throws {
@@ -100,10 +105,7 @@ import Testing
             #expect(try connection.received() != nil)
             connection.advance(.milliseconds(500))
         }
-        connection.advance(.milliseconds(499))
-        #expect(connection.isOpen)
-        connection.advance(.milliseconds(1))
-        #expect(!connection.isOpen)
+        connection.expectClosed(after: 500)
     }
 
     @Test func aSilentPeerIsClosedAtTheDeadlineToTheNanosecond() throws {
@@ -129,10 +131,7 @@ import Testing
         try connection.answer(.ok)
         #expect(try connection.sent().hasPrefix("HTTP/1.1 200 OK"))
         // The next request is owed within the deadline of the answer's end.
-        connection.advance(.milliseconds(9_999))
-        #expect(connection.isOpen)
-        connection.advance(.milliseconds(1))
-        #expect(!connection.isOpen)
+        connection.expectClosed(after: 10_000)
     }
 
     @Test func afterAnErrorAnswerTheConnectionLingersUntilThePeerIsIdleThenCloses() throws {
@@ -147,10 +146,7 @@ import Testing
         #expect(try connection.received() == nil)
         #expect(try connection.sent().isEmpty)
         // Five seconds without a byte: from the last one at 3 s, not from the answer.
-        connection.advance(.milliseconds(4_999))
-        #expect(connection.isOpen)
-        connection.advance(.milliseconds(1))
-        #expect(!connection.isOpen)
+        connection.expectClosed(after: 5_000)
     }
 
     @Test func aPeerThatKeepsSendingAfterAnErrorAnswerIsClosedAtTheLingeringTime() throws {
@@ -165,10 +161,7 @@ import Testing
             #expect(connection.isOpen)
             try connection.send("x")
         }
-        connection.advance(.milliseconds(1_999))
-        #expect(connection.isOpen)
-        connection.advance(.milliseconds(1))
-        #expect(!connection.isOpen)
+        connection.expectClosed(after: 2_000)
     }
 
     @Test func aPeerThatClosesItsSideEndsTheLingeringCloseAtOnce() throws {
