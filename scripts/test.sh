@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 # What the arm64 steps need from the host, installed now, before anything runs in the background (apt allows
 # one installer at a time).
-arm64_host_packages=(mmdebstrap qemu-user-static binfmt-support qemu-system-arm e2fsprogs xz-utils kmod
+arm64_host_packages=(mmdebstrap arch-test qemu-user-static binfmt-support qemu-system-arm e2fsprogs xz-utils kmod
   binutils-aarch64-linux-gnu dpkg-dev lintian file)
 apt_install "${arm64_host_packages[@]}"
 echo "== swift format lint --strict (the checked-in .swift-format)"

@@ -60,7 +60,9 @@ arm64)
   # -cpu cortex-a72: a Raspberry Pi 4's core, and TCG need not emulate pointer authentication (-cpu max).
   qemu=(qemu-system-aarch64 -M virt -cpu cortex-a72)
   serial=ttyAMA0
-  need_packages qemu-system-arm qemu-user-static binfmt-support mmdebstrap e2fsprogs xz-utils
+  # arch-test: mmdebstrap refuses a foreign-architecture root without it (only a Recommends of mmdebstrap,
+  # which apt_install leaves out).
+  need_packages qemu-system-arm qemu-user-static binfmt-support mmdebstrap arch-test e2fsprogs xz-utils
   # The image's packages run their scripts under qemu-aarch64 (binfmt_misc), while it is made.
   [ -e /proc/sys/fs/binfmt_misc/status ] || mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc
   [ -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ] || update-binfmts --enable qemu-aarch64 >/dev/null
