@@ -57,139 +57,69 @@ struct Agent {
         // Pairing: the companion app's endpoints in their window, or code-based linking (no port).
         let window = PairingWindowService(
             length: .seconds(60 * config.pairingWindowMinutes), clock: clock, wallTime: wallTime, logger: logger)
-        let linking: CodeLinkingService<Clock>?
-        if config.pairingMode == .code {
-            guard let codePairURL = config.lwa.codePairURL else {
-                throw AgentError(.configuration, "lwa.codePairURL: is required when pairing.mode is \"code\"")
-            }
-            linking = CodeLinkingService(
-                device: config.device, clientId: config.lwa.clientId,
-                client: CodePairClient(lwa: lwa, codePairURL: codePairURL), tokens: tokens, clock: clock,
-                wallTime: wallTime, logger: logger)
-        } else {
-            linking = nil
-        }
+        let linking = try Self.codeLinking(config: config, lwa: lwa, tokens: tokens, clock: clock, logger: logger)
+        let pairingEntry: PairingEntry<Clock> =
+            linking.map { .code($0) } ?? .window(window, minutes: config.pairingWindowMinutes)
         let deregistration = DeregistrationQueue(
             stateDirectory: config.stateDirectory, lwa: lwa, drs: drs, clock: clock, logger: logger)
-        let reset = FactoryReset(
-            stateDirectory: config.stateDirectory, tokens: tokens, orders: orders, status: status,
-            deregistration: deregistration, logger: logger,
-            pairingAgain: config.pairingMode == .code ? "code-based linking starts again" : "pairing window open",
-            afterWipe: { await linking?.republish() })
-        let testOrders = TestOrderCancellation(
-            phase: config.device.phase, slots: config.slots, tokens: tokens, drs: session, status: status,
-            wallTime: wallTime)
+        let owner = OwnerCommands(
+            reset: FactoryReset(
+                stateDirectory: config.stateDirectory, tokens: tokens, orders: orders, status: status,
+                deregistration: deregistration, logger: logger, pairingAgain: pairingEntry.afterReset,
+                afterWipe: pairingEntry.afterWipe),
+            testOrders: TestOrderCancellation(
+                phase: config.device.phase, slots: config.slots, tokens: tokens, drs: session, status: status,
+                wallTime: wallTime))
 
         // The board.
         let systemd = SystemdNotifier.fromProcess()
-        let backend: any GPIOBackend =
-            switch config.board.backend {
-            case .simulated: SimulatedBackend(board: config.board)
-            case .gpiod:
-                try GpiodBackend(board: config.board, heartbeat: SystemdService.gpioHeartbeat(systemd))
-            }
+        let backend = try Self.backend(config: config, systemd: systemd)
         let lights = Lights(backend: backend, output: config.board.outputs.first?.name, clock: clock, logger: logger)
         let paired = await tokens.isPaired
         await lights.start(paired: paired, outbox: await orders.snapshot)
         let presses = PressHandler(
             config: config, orders: orders, tokens: tokens, duties: duties, status: status, lights: lights,
-            clock: clock, wallTime: wallTime, logger: logger,
-            openPairingWindow: { [minutes = config.pairingWindowMinutes] in
-                if let linking {
-                    await linking.handle(.retryNow)
-                    return "code-based linking: enter the code that replenish-agent status shows"
-                }
-                await window.handle(.longPress)
-                return "pairing window open for \(minutes) minutes: pair the device with the companion app"
-            },
-            factoryReset: { await reset.perform(reason: "factory reset confirmed with the button") },
-            followUp: followUp)
-        let inputs = InputPipeline(board: config.board, clock: clock, logger: logger) { await presses.handle($0) }
+            clock: clock, wallTime: wallTime, logger: logger, openPairingWindow: pairingEntry.open,
+            factoryReset: owner.resetConfirmedWithTheButton, followUp: followUp)
+        let inputs = InputPipeline(board: config.board, clock: clock, logger: logger, handler: presses.handle)
         let control = ControlServer(
             backend: backend as? SimulatedBackend, inputs: inputs, lights: lights, board: config.board,
-            owner: { command in
-                switch command {
-                case .reset:
-                    return await reset.perform(reason: "factory reset requested with replenish-agent reset")
-                case .deregister:
-                    return await reset.perform(
-                        reason: "deregistration requested with replenish-agent deregister", scope: .pairing)
-                case .cancelTestOrders(let slot):
-                    return await testOrders.perform(slot: slot)
-                }
-            })
+            owner: owner.perform)
 
-        // The streams: every subscription is made here, before any service runs, so none misses an event.
-        let (tokensToLights, tokensToStatus, tokensToOrders, tokensToDuties, tokensToWindow) = (
-            tokens.events.subscribe(), tokens.events.subscribe(), tokens.events.subscribe(),
-            tokens.events.subscribe(), tokens.events.subscribe()
-        )
-        let (ordersToLights, ordersToFollowUp, windowToLights, windowToStatus) = (
-            orders.updates.subscribe(), orders.updates.subscribe(), window.changes.subscribe(),
-            window.changes.subscribe()
-        )
-        let (tokensToLinking, linkingToLights, linkingToStatus) = (
-            linking.map { _ in tokens.events.subscribe() }, Self.stream(linking?.changes),
-            Self.stream(linking?.changes)
-        )
-        if let linking {
-            await linking.handle(.started(paired: paired))
-        } else {
-            await window.handle(.started(paired: paired))
-        }
-
-        // The one event-loop thread, which also runs every task (`LoopExecutor`): pairing endpoints, control socket.
+        // The streams: every subscription is made here, before any part runs, so none misses an event.
+        let linkingChanges = { Self.stream(linking?.changes) }
         let group = MultiThreadedEventLoopGroup.singleton
-        // Started in this order, stopped in reverse: followers before the services they follow stop.
-        var services: [LoopService] = [
-            LoopService(name: "lights") {
-                await lights.follow(
-                    tokens: tokensToLights, orders: ordersToLights, window: windowToLights, linking: linkingToLights)
-            },
-            LoopService(name: "status") {
-                await StatusRecorder.follow(
-                    status: status, tokens: tokensToStatus, window: windowToStatus, linking: linkingToStatus)
-            },
-            LoopService(name: "tokens") { await tokens.run() },
-            LoopService(
-                name: "orders", following: { await orders.follow(tokens: tokensToOrders) },
-                run: { await orders.run() }),
-            LoopService(
-                name: "duties", following: { await duties.follow(tokens: tokensToDuties) },
-                run: { await duties.run() }),
-            LoopService(
-                name: "order follow-up", following: { await followUp.follow(orders: ordersToFollowUp) },
-                run: { await followUp.run() }),
-            LoopService(name: "deregistration") { await deregistration.run() },
-            LoopService(name: "clock") {
-                try await ClockWatch.run(clock: clock, logger: logger) {
-                    await tokens.retryNow()
-                    await orders.retryNow()
-                }
-            },
-            Self.pairingService(
-                config: config, lwa: lwa, tokens: tokens, window: window, tokensToWindow: tokensToWindow,
-                linking: linking, tokensToLinking: tokensToLinking, clock: clock, group: group, logger: logger),
-            LoopService(name: "inputs") {
-                await inputs.run(edges: backend.edges)
-                // The edges end early only when the hardware failed: stop with the reason (systemd restarts
-                // the agent, which requests the lines again) rather than run on deaf to the button.
-                guard Task.isCancelled else {
-                    throw backend.failure ?? AgentError(.hardware, "the GPIO input stream ended")
-                }
-            },
-            LoopService(name: "control") {
-                try await control.serve(
-                    at: Self.controlSocketPath(stateDirectory: config.stateDirectory), group: group, logger: logger)
-            },
+        // The one event-loop thread, which also runs every task (`LoopExecutor`): pairing endpoints, control
+        // socket. Started in this order, stopped in reverse: followers stop before the parts they follow.
+        var services: [any Service] = [
+            Lights.Part(
+                lights: lights, tokens: tokens.events.subscribe(), orders: orders.updates.subscribe(),
+                window: window.changes.subscribe(), linking: linkingChanges()),
+            StatusRecorder.Part(
+                status: status, tokens: tokens.events.subscribe(), window: window.changes.subscribe(),
+                linking: linkingChanges()),
+            TokenManager.Part(tokens: tokens),
+            OrderService.Part(orders: orders, tokens: tokens.events.subscribe()),
+            Duties.Part(duties: duties, tokens: tokens.events.subscribe()),
+            OrderFollowUpService.Part(followUp: followUp, orders: orders.updates.subscribe()),
+            DeregistrationQueue.Part(queue: deregistration),
+            ClockWatch.Part(clock: clock, tokens: tokens, orders: orders, logger: logger),
+            try Self.pairingPart(
+                config: config, lwa: lwa, tokens: tokens, window: window, linking: linking, clock: clock, group: group,
+                logger: logger),
+            InputPipeline.Part(inputs: inputs, backend: backend),
+            ControlServer.Part(
+                control: control, path: Self.controlSocketPath(stateDirectory: config.stateDirectory), group: group,
+                logger: logger),
         ]
         // Last, so that graceful shutdown stops it first (STOPPING=1 as the shutdown begins).
-        if let service = await SystemdService.make(
+        if let part = await SystemdService.make(
             notifier: systemd, tokens: tokens, orders: orders, backend: backend, group: group,
             pairingMode: config.pairingMode, logger: logger)
         {
-            services.append(service)
+            services.append(part)
         }
+        await pairingEntry.start(paired: paired)
         logger.info(
             "replenish-agent starting",
             metadata: [
@@ -203,40 +133,54 @@ struct Agent {
                 metadata: ["executor": "\(LoopExecutor.installed.description)"])
         }
         let result = await Result { try await Self.runGroup(services, logger: logger) }
-        // Nobody polls for the code any more: `status` must not offer it (the next start gets a new one).
-        if linking != nil { try? await status.update { $0.linking = nil } }
+        await status.forgetLinkingCode()
         await lights.stop()
         backend.shutdown()
         logger.info("replenish-agent stopped")
         try result.get()
     }
 
-    /// The pairing service of the configured mode: the companion app's endpoints served in the pairing window,
+    /// Code-based linking when `pairing.mode` is `code` (nil otherwise).
+    private static func codeLinking(
+        config: AgentConfig, lwa: LWAClient, tokens: TokenManager<Clock>, clock: Clock, logger: Logger
+    ) throws(AgentError) -> CodeLinkingService<Clock>? {
+        guard config.pairingMode == .code else { return nil }
+        guard let codePairURL = config.lwa.codePairURL else {
+            throw AgentError(.configuration, "lwa.codePairURL: is required when pairing.mode is \"code\"")
+        }
+        return CodeLinkingService(
+            device: config.device, clientId: config.lwa.clientId,
+            client: CodePairClient(lwa: lwa, codePairURL: codePairURL), tokens: tokens, clock: clock,
+            wallTime: { POSIX.wallTime() }, logger: logger)
+    }
+
+    /// The board's GPIO backend: the simulated board, or the chip's lines through libgpiod (with the heartbeat
+    /// systemd's watchdog checks).
+    private static func backend(config: AgentConfig, systemd: SystemdNotifier) throws -> any GPIOBackend {
+        switch config.board.backend {
+        case .simulated: SimulatedBackend(board: config.board)
+        case .gpiod: try GpiodBackend(board: config.board, heartbeat: SystemdService.gpioHeartbeat(systemd))
+        }
+    }
+
+    /// The pairing part of the configured mode: the companion app's endpoints served in the pairing window,
     /// or code-based linking (no port).
-    private static func pairingService(
+    private static func pairingPart(
         config: AgentConfig, lwa: LWAClient, tokens: TokenManager<Clock>, window: PairingWindowService<Clock>,
-        tokensToWindow: AsyncStream<TokenEvent>, linking: CodeLinkingService<Clock>?,
-        tokensToLinking: AsyncStream<TokenEvent>?, clock: Clock, group: MultiThreadedEventLoopGroup, logger: Logger
-    ) -> LoopService {
-        if let linking, let tokensToLinking {
-            return LoopService(
-                name: "linking", following: { await linking.follow(tokens: tokensToLinking) },
-                run: { await linking.run() })
+        linking: CodeLinkingService<Clock>?, clock: Clock, group: MultiThreadedEventLoopGroup, logger: Logger
+    ) throws(AgentError) -> any Service {
+        if let linking {
+            return CodeLinkingService.Part(linking: linking, tokens: tokens.events.subscribe())
         }
         guard let listen = config.pairingListen else {
-            return LoopService(name: "pairing") {
-                throw AgentError(.configuration, "pairing.listen: is required when pairing.mode is \"companion\"")
-            }
+            throw AgentError(.configuration, "pairing.listen: is required when pairing.mode is \"companion\"")
         }
         let pairing = PairingCoordinator(
             device: config.device, clientId: config.lwa.clientId, lwa: lwa, tokens: tokens, clock: clock,
             deviceNames: { PairingRequestGuard.deviceNames(listenHost: listen.host) }, logger: logger)
-        return LoopService(
-            name: "pairing", following: { await window.follow(tokens: tokensToWindow) },
-            run: {
-                try await PairingServer.serveInItsWindow(
-                    listen: listen, pairing: pairing, window: window, group: group, logger: logger)
-            })
+        return PairingServer.Part(
+            listen: listen, pairing: pairing, window: window, tokens: tokens.events.subscribe(), group: group,
+            logger: logger)
     }
 
     /// A subscription to `broadcast`, or a stream that has ended when there is none (the other pairing mode).
@@ -249,7 +193,7 @@ struct Agent {
     /// thread's sigwait (`TerminationSignals`), not from swift-service-lifecycle's DispatchSource (libdispatch
     /// would start its thread pool and its once-a-second wakeup); only when the entry point did not take them
     /// does the group trap them itself.
-    private static func runGroup(_ services: [LoopService], logger: Logger) async throws {
+    private static func runGroup(_ services: [any Service], logger: Logger) async throws {
         let owned = TerminationSignals.areOwned
         var configuration = ServiceGroupConfiguration(
             services: services.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0) },

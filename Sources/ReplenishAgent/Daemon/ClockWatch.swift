@@ -15,3 +15,22 @@ enum ClockWatch {
         await Waker().wait(timeout: nil, clock: clock)
     }
 }
+
+extension ClockWatch {
+    /// The watch as the daemon runs it: when the wall clock gets set, the token refresh and the outbox retry
+    /// what failed meanwhile.
+    struct Part<C: Clock>: DaemonPart where C.Duration == Duration {
+        let clock: C
+        let tokens: TokenManager<C>
+        let orders: OrderService<C>
+        let logger: Logger
+        var description: String { "clock" }
+
+        func work() async throws {
+            try await ClockWatch.run(clock: clock, logger: logger) { [tokens, orders] in
+                await tokens.retryNow()
+                await orders.retryNow()
+            }
+        }
+    }
+}

@@ -200,3 +200,13 @@ final class OldPairingTokens: AccessTokens {
         return grant.accessToken
     }
 }
+
+extension DeregistrationQueue {
+    /// The queue of deregistrations as the daemon runs it: retries a queued one until DRS has it.
+    struct Part: DaemonPart {
+        let queue: DeregistrationQueue
+        var description: String { "deregistration" }
+
+        func work() async { await queue.run() }
+    }
+}

@@ -148,3 +148,15 @@ extension Duties {
         for await case .paired in tokens { await pairingChanged() }
     }
 }
+
+extension Duties {
+    /// The duties as the daemon runs them, following the token events (a pairing starts them).
+    struct Part: DaemonPart {
+        let duties: Duties
+        let tokens: AsyncStream<TokenEvent>
+        var description: String { "duties" }
+
+        func follow() async { await duties.follow(tokens: tokens) }
+        func work() async { await duties.run() }
+    }
+}

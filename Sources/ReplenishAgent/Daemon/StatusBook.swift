@@ -64,6 +64,12 @@ actor StatusBook {
         record = StatusRecord()
     }
 
+    /// After the daemon stopped: nobody polls for a linking code any more, so `status` must not offer it (the
+    /// next start gets a new one). Writes nothing when there is none (companion mode).
+    func forgetLinkingCode() {
+        try? update { $0.linking = nil }
+    }
+
     func update(_ change: @Sendable (inout StatusRecord) -> Void) throws(AgentError) {
         var next = record
         change(&next)

@@ -28,3 +28,18 @@ enum StatusRecorder {
         }
     }
 }
+
+extension StatusRecorder {
+    /// The status file's recorder as the daemon runs it.
+    struct Part<C: Clock>: DaemonPart where C.Duration == Duration {
+        let status: StatusBook
+        let tokens: AsyncStream<TokenEvent>
+        let window: AsyncStream<PairingWindowService<C>.State>
+        let linking: AsyncStream<LinkingCode?>
+        var description: String { "status" }
+
+        func work() async {
+            await StatusRecorder.follow(status: status, tokens: tokens, window: window, linking: linking)
+        }
+    }
+}

@@ -226,3 +226,16 @@ extension ControlServer {
             }, handler: { request in await handle(request) })
     }
 }
+
+extension ControlServer {
+    /// The control socket as the daemon runs it.
+    struct Part: DaemonPart {
+        let control: ControlServer
+        let path: String
+        let group: any EventLoopGroup
+        let logger: Logger
+        var description: String { "control" }
+
+        func work() async throws { try await control.serve(at: path, group: group, logger: logger) }
+    }
+}

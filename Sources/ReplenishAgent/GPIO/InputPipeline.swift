@@ -263,3 +263,21 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
         var continuation: CheckedContinuation<Outcome, Never>?
     }
 }
+
+extension InputPipeline {
+    /// The inputs as the daemon runs them: the backend's edges through the pipeline. The edges end early only
+    /// when the hardware failed: the part then stops the agent with the reason (systemd restarts it, and it
+    /// requests the lines again) rather than run on deaf to the button.
+    struct Part: DaemonPart {
+        let inputs: InputPipeline
+        let backend: any GPIOBackend
+        var description: String { "inputs" }
+
+        func work() async throws {
+            await inputs.run(edges: backend.edges)
+            guard Task.isCancelled else {
+                throw backend.failure ?? AgentError(.hardware, "the GPIO input stream ended")
+            }
+        }
+    }
+}

@@ -60,3 +60,19 @@ extension Lights {
         if case .acknowledged = update.event { orderPlaced() }
     }
 }
+
+extension Lights {
+    /// The LED as the daemon runs it: follows the streams until the group stops.
+    struct Part: DaemonPart {
+        let lights: Lights
+        let tokens: AsyncStream<TokenEvent>
+        let orders: AsyncStream<OrderService<C>.Update>
+        let window: AsyncStream<PairingWindowService<C>.State>
+        let linking: AsyncStream<LinkingCode?>
+        var description: String { "lights" }
+
+        func work() async {
+            await lights.follow(tokens: tokens, orders: orders, window: window, linking: linking)
+        }
+    }
+}

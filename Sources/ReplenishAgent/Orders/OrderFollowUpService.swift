@@ -135,3 +135,15 @@ extension OrderFollowUpService {
         }
     }
 }
+
+extension OrderFollowUpService {
+    /// The order follow-up as the daemon runs it, following the outbox's updates (a delivered order).
+    struct Part: DaemonPart {
+        let followUp: OrderFollowUpService
+        let orders: AsyncStream<OrderService<C>.Update>
+        var description: String { "order follow-up" }
+
+        func follow() async { await followUp.follow(orders: orders) }
+        func work() async { await followUp.run() }
+    }
+}

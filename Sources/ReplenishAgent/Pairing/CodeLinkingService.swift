@@ -141,3 +141,15 @@ extension CodeLinkingService {
         await tokens.forEachPairingChange { paired in await handle(paired ? .paired : .pairingLost) }
     }
 }
+
+extension CodeLinkingService {
+    /// Code-based linking as the daemon runs it, following the token events.
+    struct Part: DaemonPart {
+        let linking: CodeLinkingService
+        let tokens: AsyncStream<TokenEvent>
+        var description: String { "linking" }
+
+        func follow() async { await linking.follow(tokens: tokens) }
+        func work() async { await linking.run() }
+    }
+}

@@ -21,3 +21,23 @@ enum PairingServer {
         }
     }
 }
+
+extension PairingServer {
+    /// The companion app's pairing as the daemon runs it: the endpoints in their window, the window following
+    /// the token events (a pairing closes it, a lost pairing opens it).
+    struct Part<C: Clock>: DaemonPart where C.Duration == Duration {
+        let listen: AgentConfig.Listen
+        let pairing: PairingCoordinator<C>
+        let window: PairingWindowService<C>
+        let tokens: AsyncStream<TokenEvent>
+        let group: any EventLoopGroup
+        let logger: Logger
+        var description: String { "pairing" }
+
+        func follow() async { await window.follow(tokens: tokens) }
+        func work() async throws {
+            try await PairingServer.serveInItsWindow(
+                listen: listen, pairing: pairing, window: window, group: group, logger: logger)
+        }
+    }
+}

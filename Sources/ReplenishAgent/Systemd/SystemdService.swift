@@ -17,7 +17,7 @@ enum SystemdService {
     static func make<C: Clock>(
         notifier: SystemdNotifier, tokens: TokenManager<C>, orders: OrderService<C>, backend: any GPIOBackend,
         group: any EventLoopGroup, pairingMode: AgentConfig.PairingMode = .companion, logger: Logger
-    ) async -> LoopService? where C.Duration == Duration {
+    ) async -> Part<C>? where C.Duration == Duration {
         guard notifier.isEnabled else { return nil }
         let outbox = await orders.snapshot
         let status = SystemdStatus<C>(
@@ -45,19 +45,30 @@ enum SystemdService {
             let heartbeat = HeartbeatProbe { gpiod.beats }
             probes.append(HealthProbe(name: "GPIO thread") { heartbeat.check() })
         }
-        let healthProbes = probes
-        return LoopService(name: "systemd") {
-            await withDiscardingTaskGroup { tasks in
-                tasks.addTask { await status.follow(tokens: tokenEvents, orders: orderUpdates) }
-                await runNotifications(
-                    notifier: notifier, status: status, probes: healthProbes, logger: logger)
-                tasks.cancelAll()
-            }
+        return Part(
+            notifier: notifier, status: status, tokens: tokenEvents, orders: orderUpdates, probes: probes,
+            logger: logger)
+    }
+
+    /// systemd's side as the daemon runs it: the STATUS= line follows the token events and the outbox while
+    /// the notifications run (READY=1, watchdog pings, STOPPING=1).
+    struct Part<C: Clock>: DaemonPart where C.Duration == Duration {
+        let notifier: SystemdNotifier
+        let status: SystemdStatus<C>
+        let tokens: AsyncStream<TokenEvent>
+        let orders: AsyncStream<OrderService<C>.Update>
+        let probes: [HealthProbe]
+        let logger: Logger
+        var description: String { "systemd" }
+
+        func follow() async { await status.follow(tokens: tokens, orders: orders) }
+        func work() async {
+            await SystemdService.runNotifications(notifier: notifier, status: status, probes: probes, logger: logger)
         }
     }
 
     /// READY=1, then watchdog pings while every probe answers, then STOPPING=1 when cancelled.
-    private static func runNotifications<C: Clock>(
+    fileprivate static func runNotifications<C: Clock>(
         notifier: SystemdNotifier, status: SystemdStatus<C>, probes healthProbes: [HealthProbe], logger: Logger
     ) async where C.Duration == Duration {
         if let failure = await status.ready() { logger.warning("systemd: \(failure)") }
