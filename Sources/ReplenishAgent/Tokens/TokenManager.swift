@@ -18,16 +18,15 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     private var lostReason: String?
     private var inFlight: Task<TokenSet, any Error>?
     private var failures = 0
-    /// After a failed refresh, no LWA request before this instant: the schedule and every caller of
-    /// `accessToken()` share this one backoff (callers fail fast with the wait in `retryAfter`).
-    private var retryNotBefore: C.Instant?
+    /// When to refresh, retry and write again: the schedule and every caller of `accessToken()` share its
+    /// one retry gate (callers fail fast with the wait in `retryAfter`).
+    private var timeline: RefreshTimeline<C.Instant>
     private var lastFailureCode: AgentError.Code?
     /// The tokens in memory are newer than the file (a write failed: disk full, I/O error). Until a retried
     /// write succeeds they are the device's only copy of the pairing; the superseded refresh token on disk is
     /// never sent again.
-    private var unsaved = false
+    private var unsaved: Bool { timeline.writeRetryAt != nil }
     private var saveFailures = 0
-    private var saveRetryAt: C.Instant?
     private var lastLoggedFailure: String?
     /// The last refresh failure, until a refresh succeeds (the retry-wait state).
     private var lastFailure: String?
@@ -51,11 +50,8 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
         // nothing: the access token counts as expired and is refreshed (LWA does not need the device's clock).
         if !clockTrusted { tokens?.accessTokenExpiresAt = 0 }
         self.tokens = tokens
-        tokensFromDisk = tokens != nil
+        timeline = RefreshTimeline(fromDisk: tokens != nil)
     }
-
-    /// The tokens came from the token file at start (a restart, not a pairing made since).
-    private let tokensFromDisk: Bool
 
     var state: State {
         if let tokens {
@@ -145,10 +141,10 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     /// Fails fast while the refresh backoff runs (unless a refresh is already out, which the caller joins):
     /// the order path and the duties wait for `retryAfter` instead of asking LWA again.
     private func checkRetryGate() throws(AgentError) {
-        guard inFlight == nil, tokens != nil, let deadline = retryNotBefore, clock.now < deadline else { return }
+        guard inFlight == nil, tokens != nil, let wait = timeline.retryGate(at: clock.now) else { return }
         throw AgentError(
             lastFailureCode ?? .network, "token refresh is backing off: \(lastFailure ?? "an earlier failure")",
-            retryAfter: clock.now.duration(to: deadline))
+            retryAfter: wait)
     }
 
     /// Refreshes once; concurrent callers wait for the same refresh.
@@ -195,7 +191,7 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
             save(next)
             tokens = next
             failures = 0
-            retryNotBefore = nil
+            timeline.refreshed(nil, at: clock.now)
             lastFailureCode = nil
             lastLoggedFailure = nil
             lastFailure = nil
@@ -227,7 +223,7 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
             var delay = backoff.delay(attempt: failures, using: &random)
             // LWA's own Retry-After (429, 503) is honoured: never sooner than it asked.
             if let asked = error.retryAfter { delay = max(delay, asked) }
-            retryNotBefore = clock.now.advanced(by: delay)
+            timeline.refreshFailed(at: clock.now, backoff: delay)
             waker.ring()
             if lastLoggedFailure != error.message || error.code != .unauthorizedClient {
                 logger.warning(
@@ -246,10 +242,8 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
         failures = 0
         lastFailure = nil
         lastFailureCode = nil
-        retryNotBefore = nil
-        unsaved = false
+        timeline.pairingChanged()
         saveFailures = 0
-        saveRetryAt = nil
     }
 
     /// Writes `next`; on failure keeps it as unsaved and plans another write (5 s doubling to 5 minutes).
@@ -257,14 +251,12 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
         do {
             try store.save(next)
             if unsaved { logger.notice("the refreshed tokens are written now") }
-            unsaved = false
+            timeline.written(failedRetryingIn: nil, at: clock.now)
             saveFailures = 0
-            saveRetryAt = nil
         } catch {
-            unsaved = true
             saveFailures += 1
             let delay = Backoff.tokenWrite.delay(attempt: saveFailures, using: &random)
-            saveRetryAt = clock.now.advanced(by: delay)
+            timeline.written(failedRetryingIn: delay, at: clock.now)
             logger.error(
                 "could not write the tokens; keeping them in memory and trying again",
                 metadata: [
@@ -277,7 +269,7 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     /// The wall clock was just set: a refresh that is backing off (TLS fails while the clock says 1970) is
     /// tried again now.
     func retryNow() {
-        if retryNotBefore != nil { retryNotBefore = clock.now }
+        timeline.clockSet(at: clock.now)
         waker.ring()
     }
 
@@ -291,67 +283,45 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     /// Scheduled refreshes are at least this far apart, whatever lifetime LWA grants: an answer with a
     /// lifetime of a second or two must not turn the schedule into a loop of LWA calls and flash writes. The
     /// shortest lifetime the contract names (10 s) refreshes about every 7.5 s, so this never delays it.
-    static var minimumRefreshSpacing: Duration { .seconds(5) }
+    static var minimumRefreshSpacing: Duration { RefreshTimeline<C.Instant>.minimumSpacing }
 
-    /// The schedule: sleeps until the refresh margin, refreshes, backs off on failure (the same deadline that
-    /// `accessToken()` callers are held to), retries a failed token write; wakes early when tokens change.
-    /// Sleeps are capped so the wall-clock expiry is re-checked after a suspend or clock step.
+    /// The schedule: carries out `RefreshTimeline`'s actions (refresh, back off, write again, wait) until
+    /// cancelled; a change (pairing, refresh, failure) ends a wait early.
     func run() async {
-        var lastScheduledRefresh: C.Instant?
-        // A token that expired while the device was off is refreshed at a random moment of the start-up
-        // window (or at once, when a caller needs a token sooner): a fleet back from a power cut does not ask
-        // LWA in the same second.
-        if tokensFromDisk, let current = tokens,
-            RefreshSchedule.secondsUntilRefresh(
-                now: wallTime(), expiresAt: current.accessTokenExpiresAt, lifetime: current.accessTokenLifetime,
-                jitter: jitter) <= 0
-        {
-            // Short-lived tokens cannot wait long: at most a tenth of the lifetime.
-            let window = min(DutySchedule.startupWindow, .milliseconds(Int64(current.accessTokenLifetime * 100)))
-            await waker.wait(timeout: DutySchedule.startupDelay(window: window, using: &random), clock: clock)
-        }
         while !Task.isCancelled {
-            guard let current = tokens else {
+            let facts = tokens.map { current in
+                RefreshTimeline<C.Instant>.Facts(
+                    paired: true,
+                    secondsUntilRefresh: RefreshSchedule.secondsUntilRefresh(
+                        now: wallTime(), expiresAt: current.accessTokenExpiresAt,
+                        lifetime: current.accessTokenLifetime, jitter: jitter),
+                    lifetime: current.accessTokenLifetime)
+            }
+            switch timeline.next(facts ?? .init(paired: false, secondsUntilRefresh: 0, lifetime: 0), at: clock.now) {
+            case .waitForPairing:
                 await waker.wait(timeout: nil, clock: clock)
-                continue
-            }
-            let now = clock.now
-            if unsaved, let at = saveRetryAt, at <= now, let tokens {
-                save(tokens)
-                continue
-            }
-            // Deadlines to wake for besides a refresh: a pending token write.
-            let writeWait = unsaved ? saveRetryAt.map { now.duration(to: $0) } : nil
-            func sleep(_ wait: Duration) async {
-                await waker.wait(timeout: min(wait, writeWait ?? wait), clock: clock)
-            }
-            if let deadline = retryNotBefore {
-                if now < deadline {
-                    await sleep(now.duration(to: deadline))
-                    continue
+            case .startupDelay(let window):
+                await waker.wait(timeout: DutySchedule.startupDelay(window: window, using: &random), clock: clock)
+            case .retryWrite:
+                if let tokens { save(tokens) }
+            case .refresh(let reason):
+                // A failure set the retry gate (or wiped the pairing): the next action waits for it.
+                if (try? await refresh(reason: reason.rawValue)) != nil {
+                    timeline.refreshed(reason, at: clock.now)
                 }
-                // The backoff is over: try again (the token was due when the failure came).
-                _ = try? await refresh(reason: "retry")
-                continue
-            }
-            let seconds = RefreshSchedule.secondsUntilRefresh(
-                now: wallTime(), expiresAt: current.accessTokenExpiresAt, lifetime: current.accessTokenLifetime,
-                jitter: jitter)
-            if seconds > 0 {
-                await sleep(.milliseconds(Int64(min(seconds, 300) * 1000)))
-                continue
-            }
-            if let last = lastScheduledRefresh, now < last.advanced(by: Self.minimumRefreshSpacing) {
-                await sleep(now.duration(to: last.advanced(by: Self.minimumRefreshSpacing)))
-                continue
-            }
-            do {
-                try await refresh(reason: "scheduled")
-                // Only a success starts the spacing: a failure's retry follows the backoff.
-                lastScheduledRefresh = clock.now
-            } catch {
-                // A failure set `retryNotBefore` (or wiped the pairing): the next pass waits for it.
+            case .wait(let until):
+                await waker.wait(until: until, clock: clock)
             }
         }
+    }
+}
+
+extension TokenManager {
+    /// The token manager as the daemon runs it: refreshes on its schedule until the group stops.
+    struct Part: DaemonPart {
+        let tokens: TokenManager
+        var description: String { "tokens" }
+
+        func work() async { await tokens.run() }
     }
 }
