@@ -15,18 +15,12 @@ actor OrderService<C: Clock> where C.Duration == Duration {
     private let waker = Waker()
     private var random: RandomSource
     private var outbox: Outbox
-    /// When each slot may next be tried (in memory: after a restart every pending entry is due at once).
-    private var notBefore: [String: C.Instant] = [:]
+    /// When to send, retry and write again (in memory: after a restart every pending entry is due at once).
+    private var timeline = OrderTimeline<C.Instant>()
     /// The slots of the config: an entry for any other slot (a config changed since the press) is parked.
     private let configuredSlots: Set<String>
-    /// The outbox in memory is newer than the file (a write failed): the write is retried at this instant,
-    /// and nothing is sent until it succeeds (the "sent, answer unknown" mark must be durable first).
-    private var saveRetryAt: C.Instant?
+    /// Failed writes of the outbox in a row (the write backoff's attempt).
     private var saveFailures = 0
-    /// Slots whose last try found no token to send with: they are tried again as soon as the tokens change.
-    private var waitingForTokens: Set<String> = []
-    /// The wait for a synchronised clock was logged (once per run).
-    private var loggedClockWait = false
     /// Every order event with the outbox as it then is; published, never awaited.
     nonisolated let updates = Broadcast<Update>()
     /// This boot's id, stamped on every "sent, answer unknown" mark.
@@ -34,7 +28,7 @@ actor OrderService<C: Clock> where C.Duration == Duration {
     /// Whether the wall clock is known synchronised now (`WallClock.isSynchronized`).
     private let clockSynchronized: @Sendable () -> Bool
     /// How often an entry waiting for the clock looks again (only while one waits).
-    static var clockPollInterval: Duration { .seconds(5) }
+    static var clockPollInterval: Duration { OrderTimeline<C.Instant>.clockPoll }
 
     /// What happened to an order, for the LED and the logs.
     enum Event: Sendable, Equatable {
@@ -94,9 +88,8 @@ actor OrderService<C: Clock> where C.Duration == Duration {
         let acceptance = next.accept(slot: slot, at: wallTime(), pairingId: await tokens.pairingId)
         try StateFile.save(next, to: path)
         outbox = next
-        saveRetryAt = nil
         saveFailures = 0
-        if acceptance == .queued { notBefore[slot] = nil }
+        timeline.accepted(slot: slot, queued: acceptance == .queued)
         logger.info("press accepted", metadata: ["order.slot": "\(slot)", "order.acceptance": "\(acceptance)"])
         waker.ring()
         publish(.queued(slot: slot))
@@ -107,9 +100,7 @@ actor OrderService<C: Clock> where C.Duration == Duration {
     func wipe() throws(AgentError) {
         try POSIX.shred(path)
         outbox = Outbox()
-        notBefore.removeAll()
-        waitingForTokens.removeAll()
-        saveRetryAt = nil
+        timeline.wiped()
         saveFailures = 0
         waker.ring()
     }
@@ -117,53 +108,40 @@ actor OrderService<C: Clock> where C.Duration == Duration {
     /// The wall clock was just set: whatever failed meanwhile (TLS refuses certificates "not yet valid" while
     /// the clock says 1970) is tried again now, not at the end of its backoff.
     func retryNow() {
-        notBefore.removeAll()
+        timeline.clockSet()
         waker.ring()
     }
 
     /// Something changed elsewhere (new tokens, network back): look at the outbox again now.
     func poke() {
-        for slot in waitingForTokens { notBefore[slot] = nil }
-        waitingForTokens.removeAll()
+        timeline.tokensChanged()
         waker.ring()
     }
 
     func run() async {
         await parkStale()
         while !Task.isCancelled {
-            let now = clock.now
-            if let at = saveRetryAt {
-                if at <= now {
-                    saveOrRetryLater(outbox)
-                    continue
-                }
-                await waker.wait(timeout: now.duration(to: at), clock: clock)
-                continue
-            }
             let synchronized = clockSynchronized()
-            let waitingForClock = outbox.pending.filter {
-                Outbox.waitsForClock($0, boot: boot, clockSynchronized: synchronized)
+            let pending = outbox.pending.map { entry in
+                OrderTimeline<C.Instant>.Pending(
+                    slot: entry.slot,
+                    waitsForClock: Outbox.waitsForClock(entry, boot: boot, clockSynchronized: synchronized))
             }
-            let sendable = outbox.pending.filter { entry in !waitingForClock.contains { $0.slot == entry.slot } }
-            let due = sendable.first { entry in notBefore[entry.slot].map { $0 <= now } ?? true }
-            if let due, await tokens.isPaired {
+            switch timeline.next(pending: pending, paired: await tokens.isPaired, at: clock.now) {
+            case .retryWrite:
+                saveOrRetryLater(outbox)
+            case .send(let slot):
                 if await parkStale() { continue }
-                await deliver(slot: due.slot)
-                continue
-            }
-            if !waitingForClock.isEmpty && !loggedClockWait {
-                loggedClockWait = true
+                await deliver(slot: slot)
+            case .sayWaitingForClock(let slots):
                 logger.notice(
                     "an order waits for the wall clock to be synchronised before it is resent",
-                    metadata: ["order.slots": "\(waitingForClock.map(\.slot).joined(separator: ","))"])
+                    metadata: ["order.slots": "\(slots.joined(separator: ","))"])
+            case .wait(let until?):
+                await waker.wait(until: until, clock: clock)
+            case .wait(nil):
+                await waker.wait(timeout: nil, clock: clock)
             }
-            var next = sendable.compactMap { notBefore[$0.slot] }.min()
-            if !waitingForClock.isEmpty {
-                let poll = now.advanced(by: Self.clockPollInterval)
-                next = next.map { min($0, poll) } ?? poll
-            }
-            let timeout: Duration? = (next.map { now.duration(to: $0) }).map { max($0, .zero) }
-            await waker.wait(timeout: due == nil ? timeout : nil, clock: clock)
         }
     }
 
@@ -196,10 +174,8 @@ actor OrderService<C: Clock> where C.Duration == Duration {
                 // No token to be had now: keep the press. Not paired: wait until the tokens change (they poke
                 // this service). LWA failing: wait for the token manager's own backoff deadline, which it
                 // hands out in `retryAfter`, so the order path never asks LWA more often than the schedule does.
-                waitingForTokens.insert(slot)
-                if error.code == .notPaired {
-                    notBefore[slot] = clock.now.advanced(by: .seconds(24 * 3600))
-                } else {
+                timeline.noToken(slot, notPaired: error.code == .notPaired, at: clock.now)
+                if error.code != .notPaired {
                     schedule(
                         slot, after: error.retryAfter ?? Backoff.tokenRefresh.minimum(attempt: 1),
                         reason: error.message, countAttempt: false)
@@ -246,7 +222,7 @@ actor OrderService<C: Clock> where C.Duration == Duration {
                 var next = outbox
                 next.complete(slot: slot)
                 saveOrRetryLater(next)
-                notBefore[slot] = nil
+                timeline.done(slot)
                 logger.info(
                     "order acknowledged", metadata: ["order.slot": "\(slot)", "order.detailCode": "\(detailCode)"])
                 let at = wallTime()
@@ -296,7 +272,7 @@ actor OrderService<C: Clock> where C.Duration == Duration {
             next.recordAttempt(slot: slot)
             saveOrRetryLater(next)
         }
-        notBefore[slot] = clock.now.advanced(by: max(delay, Backoff.floor))
+        timeline.retry(slot, after: delay, at: clock.now)
         logger.warning(
             "order not sent yet; will retry",
             metadata: [
@@ -315,14 +291,14 @@ actor OrderService<C: Clock> where C.Duration == Duration {
         outbox = next
         do {
             try StateFile.save(next, to: path)
-            if saveRetryAt != nil { logger.notice("the outbox is written now") }
-            saveRetryAt = nil
+            if timeline.writeRetryAt != nil { logger.notice("the outbox is written now") }
+            timeline.written(failedRetryingIn: nil, at: clock.now)
             saveFailures = 0
             return true
         } catch {
             saveFailures += 1
             let delay = Backoff.tokenWrite.delay(attempt: saveFailures, using: &random)
-            saveRetryAt = clock.now.advanced(by: delay)
+            timeline.written(failedRetryingIn: delay, at: clock.now)
             logger.error(
                 "could not write the outbox; nothing is sent until it is written",
                 metadata: ["error": "\(error.message)", "order.retryIn": "\(delay.components.seconds)s"])
