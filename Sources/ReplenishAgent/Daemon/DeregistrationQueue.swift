@@ -37,20 +37,17 @@ actor DeregistrationQueue<C: Clock> where C.Duration == Duration {
     private let logger: Logger
     private let waker = Waker()
     private var random = RandomSource.system
-    private var failures = 0
+    /// When to try: the caller's grace, one try at a time, the backoff.
+    private var timeline = DeregistrationTimeline<C.Instant>()
     /// The newest pending call (the file's content, read once); nil when none waits.
     private var pending: Pending?
     private var loaded = false
-    /// No try before this instant (the backoff after a failure).
-    private var retryAt: C.Instant?
-    /// A try is out (the run loop's, or the caller's `tryNow`): never two at once.
-    private var trying = false
     /// Why the last try failed, for a `tryNow` that comes inside its backoff.
     private var lastError: AgentError?
 
     /// How long a queued call waits for its caller's `tryNow` (the caller does its local part in between)
     /// before the queue tries on its own: a caller that never comes back does not strand the call.
-    static var callerGrace: Duration { .seconds(30) }
+    static var callerGrace: Duration { DeregistrationTimeline<C.Instant>.callerGrace }
 
     init(stateDirectory: String, lwa: LWAClient, drs: DRSClient, clock: C, logger: Logger) {
         self.stateDirectory = stateDirectory
@@ -67,9 +64,8 @@ actor DeregistrationQueue<C: Clock> where C.Duration == Duration {
         try Self.write(next, stateDirectory: stateDirectory)
         pending = next
         loaded = true
-        failures = 0
         lastError = nil
-        retryAt = clock.now.advanced(by: Self.callerGrace)
+        timeline.enqueued(at: clock.now)
         logger.notice("DRS deregistration queued")
         waker.ring()
     }
@@ -78,20 +74,19 @@ actor DeregistrationQueue<C: Clock> where C.Duration == Duration {
     /// answered (or the pairing was gone already). `accessToken`: the old pairing's access token, when it is
     /// still good, saves a refresh.
     func tryNow(accessToken: Secret?) async -> AgentError? {
-        guard !trying else { return AgentError(.network, "an earlier deregistration is being tried now") }
+        switch timeline.callerTry(at: clock.now) {
+        case .busy: return AgentError(.network, "an earlier deregistration is being tried now")
         // The queue's own try failed a moment ago: no call before its backoff ends (it retries then).
-        if failures > 0, let lastError, let at = retryAt, clock.now < at { return lastError }
-        return await attempt(accessToken: accessToken)
+        case .backingOff: return lastError ?? AgentError(.network, "an earlier deregistration failed")
+        case .attempt: return await attempt(accessToken: accessToken)
+        }
     }
 
     /// One try, on the shared rules, and what follows from it: the file removed, or the next try scheduled.
     private func attempt(accessToken: Secret?) async -> AgentError? {
         guard var current = pending else { return nil }
-        trying = true
-        defer {
-            trying = false
-            waker.ring()
-        }
+        timeline.started()
+        defer { waker.ring() }
         let path = Self.path(stateDirectory: stateDirectory)
         do throws(AgentError) {
             let directory = stateDirectory
@@ -99,19 +94,17 @@ actor DeregistrationQueue<C: Clock> where C.Duration == Duration {
                 (newest) throws(AgentError) in try Self.write(newest, stateDirectory: directory)
             }
             pending = nil
-            failures = 0
             lastError = nil
-            retryAt = nil
+            timeline.succeeded()
             do { try POSIX.shred(path) } catch {
                 logger.error("could not remove deregistration.json", metadata: ["error": "\(error.message)"])
             }
             return nil
         } catch {
             pending = current
-            failures += 1
             lastError = error
-            let delay = DutySchedule.retryDelay(after: error, attempt: failures, using: &random)
-            retryAt = clock.now.advanced(by: delay)
+            let delay = DutySchedule.retryDelay(after: error, attempt: timeline.failures + 1, using: &random)
+            timeline.failed(at: clock.now, backoff: delay)
             logger.warning(
                 "DRS deregistration failed; will retry",
                 metadata: ["error": "\(error.message)", "duty.retryIn": "\(delay.components.seconds)s"])
@@ -145,15 +138,11 @@ actor DeregistrationQueue<C: Clock> where C.Duration == Duration {
                     logger.error("\($0)")
                 }
             }
-            guard pending != nil, !trying else {
-                await waker.wait(timeout: nil, clock: clock)
-                continue
+            switch timeline.next(queued: pending != nil, at: clock.now) {
+            case .waitForChange: await waker.wait(timeout: nil, clock: clock)
+            case .wait(let until): await waker.wait(until: until, clock: clock)
+            case .attempt: _ = await attempt(accessToken: nil)
             }
-            if let at = retryAt, clock.now < at {
-                await waker.wait(until: at, clock: clock)
-                continue
-            }
-            _ = await attempt(accessToken: nil)
         }
     }
 }

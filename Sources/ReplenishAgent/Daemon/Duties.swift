@@ -20,8 +20,8 @@ actor Duties<C: Clock> where C.Duration == Duration {
     /// Whether the wall clock can be trusted (`WallClock.isTrusted`): device status and slot status carry
     /// dates, and a board without a clock starts in 1970, so nothing is sent until it is set.
     private let clockTrusted: @Sendable () -> Bool
-    /// When a press last made the agent ask DRS about subscriptions again.
-    private var lastRecheck: C.Instant?
+    /// When a press last made the agent ask DRS about subscriptions again (one question for every slot).
+    private var recheck = RecheckSpacing<C.Instant, String, Never>()
 
     init(
         drs: DRSSession, tokens: TokenManager<C>, status: StatusBook, slots: [String], clock: C,
@@ -126,9 +126,9 @@ actor Duties<C: Clock> where C.Duration == Duration {
     /// DRS again, at most once a minute (a child pressing the button again and again is not a stream of
     /// calls). Returns the slot's subscription as now known, or nil when no check could be made.
     func recheckSubscription(slot: String) async -> Bool? {
-        if let last = lastRecheck, clock.now < last.advanced(by: Self.recheckSpacing) { return nil }
-        // The spacing counts from the attempt: a failing DRS is not asked again on every press either.
-        lastRecheck = clock.now
+        // The spacing counts from the attempt: a failing DRS is not asked again on every press either. Within
+        // it the press is judged on what is recorded (nil here: the caller keeps its earlier answer).
+        guard case .ask = recheck.decide("subscriptions", at: clock.now) else { return nil }
         do throws(AgentError) {
             try await checkSubscriptions()
             return await status.subscribed(slot)
@@ -139,7 +139,7 @@ actor Duties<C: Clock> where C.Duration == Duration {
         }
     }
 
-    static var recheckSpacing: Duration { .seconds(60) }
+    static var recheckSpacing: Duration { RecheckSpacing<C.Instant, String, Never>.spacing }
 }
 
 extension Duties {

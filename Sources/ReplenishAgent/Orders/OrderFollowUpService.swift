@@ -13,12 +13,10 @@ actor OrderFollowUpService<C: Clock> where C.Duration == Duration {
     private let wallTime: @Sendable () -> Double
     private let logger: Logger
     private let waker = Waker()
-    private var random: RandomSource
     /// When each open order is asked about next (in memory: after a restart, one delay from the start).
-    private var dueAt: [String: C.Instant] = [:]
-    private var failures = 0
-    /// When each slot's open order was last asked about because of a press (`recheck`).
-    private var lastRecheck: [String: (eventInstanceId: String, at: C.Instant, open: Bool?)] = [:]
+    private var timeline: FollowUpTimeline<C.Instant>
+    /// When each slot's open order was last asked about because of a press (`recheck`), per order.
+    private var rechecks: [String: RecheckSpacing<C.Instant, String, Bool>] = [:]
 
     init(
         drs: DRSSession, tokens: TokenManager<C>, status: StatusBook, slots: [String], phase: AgentConfig.Phase,
@@ -31,34 +29,26 @@ actor OrderFollowUpService<C: Clock> where C.Duration == Duration {
         self.phase = phase
         self.clock = clock
         self.wallTime = wallTime
-        self.random = random
+        timeline = FollowUpTimeline(phase: phase, random: random)
         self.logger = logger
     }
 
     func run() async {
         while !Task.isCancelled {
-            guard await tokens.isPaired else {
-                await waker.wait(timeout: nil, clock: clock)
-                continue
-            }
+            let paired = await tokens.isPaired
             let record = await status.record
             let open = slots.filter {
                 record.slots[$0]?.orderOpen == true && record.slots[$0]?.lastEventInstanceId != nil
             }
-            dueAt = dueAt.filter { open.contains($0.key) }
-            for slot in open where dueAt[slot] == nil {
-                dueAt[slot] = clock.now.advanced(by: OrderFollowUp.delay(phase: phase, using: &random))
-            }
-            guard let (slot, at) = dueAt.min(by: { $0.value < $1.value }) else {
+            switch timeline.next(paired: paired, open: open, at: clock.now) {
+            case .waitForChange:
                 await waker.wait(timeout: nil, clock: clock)
-                continue
+            case .wait(let until):
+                await waker.wait(until: until, clock: clock)
+            case .check(let slot):
+                guard let id = record.slots[slot]?.lastEventInstanceId else { continue }
+                await check(slot: slot, eventInstanceId: id)
             }
-            if clock.now < at {
-                await waker.wait(timeout: clock.now.duration(to: at), clock: clock)
-                continue
-            }
-            guard let id = record.slots[slot]?.lastEventInstanceId else { continue }
-            await check(slot: slot, eventInstanceId: id)
         }
     }
 
@@ -72,19 +62,14 @@ actor OrderFollowUpService<C: Clock> where C.Duration == Duration {
     func recheck(slot: String) async -> Bool? {
         guard let (id, _) = await status.record.openOrder(slot: slot) else { return false }
         // The spacing is per order: a newer order of the slot is asked about at its first press.
-        if let last = lastRecheck[slot], last.eventInstanceId == id,
-            clock.now < last.at.advanced(by: Self.recheckSpacing)
-        {
-            return last.open
-        }
-        lastRecheck[slot] = (id, clock.now, nil)
+        if case .askedRecently(let open) = rechecks[slot, default: .init()].decide(id, at: clock.now) { return open }
         guard await check(slot: slot, eventInstanceId: id) else { return nil }
         let open = await status.record.openOrder(slot: slot) != nil
-        lastRecheck[slot]?.open = open
+        rechecks[slot]?.record(open)
         return open
     }
 
-    static var recheckSpacing: Duration { .seconds(60) }
+    static var recheckSpacing: Duration { RecheckSpacing<C.Instant, String, Bool>.spacing }
 
     /// Asks DRS about one order and records the answer; false when it could not (retried with backoff).
     @discardableResult
@@ -106,16 +91,13 @@ actor OrderFollowUpService<C: Clock> where C.Duration == Duration {
             try await status.update { record in
                 record.recordFollowUp(slot: slot, eventInstanceId: id, status: state, open: open, at: now)
             }
-            failures = 0
-            dueAt[slot] = open ? clock.now.advanced(by: OrderFollowUp.delay(phase: phase, using: &random)) : nil
+            timeline.answered(slot: slot, open: open, at: clock.now)
             logger.info(
                 "order followed up",
                 metadata: ["order.slot": "\(slot)", "order.status": "\(state)", "order.open": "\(open)"])
             return true
         } catch {
-            failures += 1
-            let delay = DutySchedule.retryDelay(after: error, attempt: failures, using: &random)
-            dueAt[slot] = clock.now.advanced(by: delay)
+            let delay = timeline.failed(slot: slot, error: error, at: clock.now)
             logger.warning(
                 "order follow-up failed; will retry",
                 metadata: [
