@@ -131,6 +131,12 @@ actor DeregistrationQueue<C: Clock> where C.Duration == Duration {
     }
 
     func run() async {
+        while !Task.isCancelled { await waker.wait(for: await step(), clock: clock) }
+    }
+
+    /// Carries out the timeline's actions until it says wait; returns the wait.
+    func step() async -> ServiceStep<C.Instant> {
+        var worked = false
         while !Task.isCancelled {
             if !loaded {
                 loaded = true
@@ -139,11 +145,14 @@ actor DeregistrationQueue<C: Clock> where C.Duration == Duration {
                 }
             }
             switch timeline.next(queued: pending != nil, at: clock.now) {
-            case .waitForChange: await waker.wait(timeout: nil, clock: clock)
-            case .wait(let until): await waker.wait(until: until, clock: clock)
-            case .attempt: _ = await attempt(accessToken: nil)
+            case .waitForChange: return .wait(until: nil, worked: worked)
+            case .wait(let until): return .wait(until: until, worked: worked)
+            case .attempt:
+                _ = await attempt(accessToken: nil)
+                worked = true
             }
         }
+        return .wait(until: nil, worked: worked)
     }
 }
 

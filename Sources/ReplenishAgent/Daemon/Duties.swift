@@ -52,20 +52,28 @@ actor Duties<C: Clock> where C.Duration == Duration {
     }
 
     func run() async {
+        while !Task.isCancelled { await waker.wait(for: await step(), clock: clock) }
+    }
+
+    /// Carries out the timeline's actions until it says wait; returns the wait.
+    func step() async -> ServiceStep<C.Instant> {
+        var worked = false
         while !Task.isCancelled {
             switch timeline.next(at: clock.now, paired: await tokens.isPaired, clockTrusted: clockTrusted()) {
             case .waitForPairing:
-                await waker.wait(timeout: nil, clock: clock)
+                return .wait(until: nil, worked: worked)
             case .waitForClock(let until, let firstTime):
                 if firstTime { logger.notice("the wall clock is not set yet; device and slot status wait for it") }
-                await waker.wait(until: until, clock: clock)
+                return .wait(until: until, worked: worked)
             case .clockSet:
                 logger.notice("the wall clock is set; sending device status")
             case .sendReport(let slot, let report):
                 await send(slot, report)
+                worked = true
             case .wait(let until):
-                await waker.wait(until: until, clock: clock)
+                return .wait(until: until, worked: worked)
             case .performDuties:
+                worked = true
                 do {
                     try await perform()
                     timeline.dutiesDone(at: clock.now)
@@ -80,6 +88,7 @@ actor Duties<C: Clock> where C.Duration == Duration {
                 }
             }
         }
+        return .wait(until: nil, worked: worked)
     }
 
     private func send(_ slot: String, _ report: SlotStatusReport) async {

@@ -34,6 +34,12 @@ actor OrderFollowUpService<C: Clock> where C.Duration == Duration {
     }
 
     func run() async {
+        while !Task.isCancelled { await waker.wait(for: await step(), clock: clock) }
+    }
+
+    /// Carries out the timeline's actions until it says wait; returns the wait.
+    func step() async -> ServiceStep<C.Instant> {
+        var worked = false
         while !Task.isCancelled {
             let paired = await tokens.isPaired
             let record = await status.record
@@ -42,14 +48,16 @@ actor OrderFollowUpService<C: Clock> where C.Duration == Duration {
             }
             switch timeline.next(paired: paired, open: open, at: clock.now) {
             case .waitForChange:
-                await waker.wait(timeout: nil, clock: clock)
+                return .wait(until: nil, worked: worked)
             case .wait(let until):
-                await waker.wait(until: until, clock: clock)
+                return .wait(until: until, worked: worked)
             case .check(let slot):
                 guard let id = record.slots[slot]?.lastEventInstanceId else { continue }
                 await check(slot: slot, eventInstanceId: id)
+                worked = true
             }
         }
+        return .wait(until: nil, worked: worked)
     }
 
     /// An order was placed: look at the open orders again.

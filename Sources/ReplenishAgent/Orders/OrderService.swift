@@ -21,6 +21,8 @@ actor OrderService<C: Clock> where C.Duration == Duration {
     private let configuredSlots: Set<String>
     /// Failed writes of the outbox in a row (the write backoff's attempt).
     private var saveFailures = 0
+    /// The first step was taken (it parks what must not be sent).
+    private var started = false
     /// Every order event with the outbox as it then is; published, never awaited.
     nonisolated let updates = Broadcast<Update>()
     /// This boot's id, stamped on every "sent, answer unknown" mark.
@@ -119,7 +121,17 @@ actor OrderService<C: Clock> where C.Duration == Duration {
     }
 
     func run() async {
-        await parkStale()
+        while !Task.isCancelled { await waker.wait(for: await step(), clock: clock) }
+    }
+
+    /// Carries out the timeline's actions until it says wait; returns the wait. The first step parks what
+    /// must not be sent (a slot no longer configured, a call unanswered for over a day).
+    func step() async -> ServiceStep<C.Instant> {
+        var worked = false
+        if !started {
+            started = true
+            worked = await parkStale()
+        }
         while !Task.isCancelled {
             let synchronized = clockSynchronized()
             let pending = outbox.pending.map { entry in
@@ -131,18 +143,17 @@ actor OrderService<C: Clock> where C.Duration == Duration {
             case .retryWrite:
                 saveOrRetryLater(outbox)
             case .send(let slot):
-                if await parkStale() { continue }
-                await deliver(slot: slot)
+                if await !parkStale() { await deliver(slot: slot) }
             case .sayWaitingForClock(let slots):
                 logger.notice(
                     "an order waits for the wall clock to be synchronised before it is resent",
                     metadata: ["order.slots": "\(slots.joined(separator: ","))"])
-            case .wait(let until?):
-                await waker.wait(until: until, clock: clock)
-            case .wait(nil):
-                await waker.wait(timeout: nil, clock: clock)
+            case .wait(let until):
+                return .wait(until: until, worked: worked)
             }
+            worked = true
         }
+        return .wait(until: nil, worked: worked)
     }
 
     /// Parks entries that must not be sent: a slot no longer configured, or a call unanswered for over a day.

@@ -71,15 +71,22 @@ actor CodeLinkingService<C: Clock> where C.Duration == Duration {
 
     /// Asks, polls, waits and installs until cancelled.
     func run() async {
+        while !Task.isCancelled { await waker.wait(for: await step(), clock: clock) }
+    }
+
+    /// Carries out the linking's actions until it says wait; returns the wait.
+    func step() async -> ServiceStep<C.Instant> {
+        var worked = false
         while !Task.isCancelled {
             let action = linking.next(at: clock.now)
             publish()
             switch action {
             case .idle:
-                await waker.wait(timeout: nil, clock: clock)
+                return .wait(until: nil, worked: worked)
             case .wait(let until):
-                await waker.wait(until: until, clock: clock)
+                return .wait(until: until, worked: worked)
             case .requestCodePair:
+                worked = true
                 logger.info("code-based linking: asking LWA for a code pair")
                 switch await client.requestCodePair(clientId: clientId, device: device) {
                 case .success(let issued):
@@ -98,10 +105,12 @@ actor CodeLinkingService<C: Clock> where C.Duration == Duration {
                         "code-based linking: no code pair", metadata: ["error": "\(failure.reason)"])
                 }
             case .poll(let pair):
+                worked = true
                 let answer = await client.poll(deviceCode: pair.deviceCode, userCode: pair.userCode)
                 log(answer, interval: pair.interval)
                 handle(.pollAnswered(answer))
             case .install(let grant):
+                worked = true
                 do {
                     try await tokens.install(grant, clientId: clientId)
                     handle(.paired)
@@ -113,6 +122,7 @@ actor CodeLinkingService<C: Clock> where C.Duration == Duration {
                 }
             }
         }
+        return .wait(until: nil, worked: worked)
     }
 
     private func log(_ answer: CodePairClient.PollAnswer, interval: Duration) {

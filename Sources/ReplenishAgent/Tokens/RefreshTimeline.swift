@@ -14,7 +14,7 @@ struct RefreshTimeline<Instant: InstantProtocol>: Sendable where Instant.Duratio
     enum Action: Equatable, Sendable {
         /// Not paired: nothing until the pairing changes.
         case waitForPairing
-        /// The token was due at start: wait for a random moment of this window (a change ends it early).
+        /// The token was due at start: draw a random moment of this window and say it (`startupWait`).
         case startupDelay(window: Duration)
         /// Write the tokens in memory again (an earlier write failed).
         case retryWrite
@@ -43,6 +43,8 @@ struct RefreshTimeline<Instant: InstantProtocol>: Sendable where Instant.Duratio
 
     /// The start-up rule is still to be looked at (the tokens came from the file at start).
     private var startup: Bool
+    /// The random moment of the start-up window the refresh waits for.
+    private var startupUntil: Instant?
     private var lastScheduledRefresh: Instant?
     /// The retry gate: after a failed refresh, none before this instant.
     private(set) var retryNotBefore: Instant?
@@ -64,6 +66,12 @@ struct RefreshTimeline<Instant: InstantProtocol>: Sendable where Instant.Duratio
             }
         }
         guard facts.paired else { return .waitForPairing }
+        // The start-up moment holds while the token is still due and nothing failed meanwhile (a caller that
+        // needed a token sooner refreshed it, or set the retry gate).
+        if let until = startupUntil {
+            if now < until && facts.secondsUntilRefresh <= 0 && retryNotBefore == nil { return .wait(until: until) }
+            startupUntil = nil
+        }
         if let at = writeRetryAt, at <= now { return .retryWrite }
         func wait(until instant: Instant) -> Action {
             .wait(until: writeRetryAt.map { min($0, instant) } ?? instant)
@@ -79,6 +87,11 @@ struct RefreshTimeline<Instant: InstantProtocol>: Sendable where Instant.Duratio
             return wait(until: last.advanced(by: Self.minimumSpacing))
         }
         return .refresh(.scheduled)
+    }
+
+    /// The moment of the start-up window drawn for `.startupDelay`.
+    mutating func startupWait(until instant: Instant) {
+        startupUntil = instant
     }
 
     /// How long a caller that needs a token now must wait (the retry gate), nil when it may ask LWA.
@@ -111,6 +124,7 @@ struct RefreshTimeline<Instant: InstantProtocol>: Sendable where Instant.Duratio
 
     /// Paired or unpaired: the retry state starts over.
     mutating func pairingChanged() {
+        startupUntil = nil
         retryNotBefore = nil
         writeRetryAt = nil
     }

@@ -288,6 +288,12 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     /// The schedule: carries out `RefreshTimeline`'s actions (refresh, back off, write again, wait) until
     /// cancelled; a change (pairing, refresh, failure) ends a wait early.
     func run() async {
+        while !Task.isCancelled { await waker.wait(for: await step(), clock: clock) }
+    }
+
+    /// Carries out the timeline's actions until it says wait; returns the wait.
+    func step() async -> ServiceStep<C.Instant> {
+        var worked = false
         while !Task.isCancelled {
             let facts = tokens.map { current in
                 RefreshTimeline<C.Instant>.Facts(
@@ -299,20 +305,24 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
             }
             switch timeline.next(facts ?? .init(paired: false, secondsUntilRefresh: 0, lifetime: 0), at: clock.now) {
             case .waitForPairing:
-                await waker.wait(timeout: nil, clock: clock)
+                return .wait(until: nil, worked: worked)
             case .startupDelay(let window):
-                await waker.wait(timeout: DutySchedule.startupDelay(window: window, using: &random), clock: clock)
+                timeline.startupWait(
+                    until: clock.now.advanced(by: DutySchedule.startupDelay(window: window, using: &random)))
             case .retryWrite:
                 if let tokens { save(tokens) }
+                worked = true
             case .refresh(let reason):
                 // A failure set the retry gate (or wiped the pairing): the next action waits for it.
                 if (try? await refresh(reason: reason.rawValue)) != nil {
                     timeline.refreshed(reason, at: clock.now)
                 }
+                worked = true
             case .wait(let until):
-                await waker.wait(until: until, clock: clock)
+                return .wait(until: until, worked: worked)
             }
         }
+        return .wait(until: nil, worked: worked)
     }
 }
 
