@@ -537,23 +537,29 @@ import Testing
         }
     }
 
-    /// What the service published, in order.
-    final class Published: Sendable {
-        private let codes = Mutex<[LinkingCode?]>([])
-        func append(_ code: LinkingCode?) { codes.withLock { $0.append(code) } }
-        func withLock<T: Sendable>(_ body: ([LinkingCode?]) -> T) -> T { codes.withLock { body($0) } }
-    }
-
+    /// The linking service with its token manager, driven by their steps (`ServiceDriver`); the streams the
+    /// daemon subscribes are read by the test when it chooses, so nothing runs behind its back.
     struct Running {
         let service: CodeLinkingService<ManualClock>
         let tokens: TokenManager<ManualClock>
         let store: MemoryTokenStore
-        let seen: Published
-        let tasks: [Task<Void, Never>]
+        let events: AsyncStream<TokenEvent>
+        let changes: AsyncStream<LinkingCode?>
+        let driver: ServiceDriver
 
-        func stop() async {
-            for task in tasks { task.cancel() }
-            for task in tasks { await task.value }
+        /// Hands the token events published so far to the service, as its `follow` does in the daemon (the
+        /// token stream ends here: the rest of the test publishes no token event).
+        func followTokens() async {
+            tokens.events.finish()
+            await service.follow(tokens: events)
+        }
+
+        /// What the service published, in order (the stream ends here).
+        func published() async -> [LinkingCode?] {
+            service.changes.finish()
+            var seen: [LinkingCode?] = []
+            for await code in changes { seen.append(code) }
+            return seen
         }
     }
 
@@ -572,34 +578,10 @@ import Testing
         // Subscriptions first, as the daemon makes them.
         let events = tokens.events.subscribe()
         let changes = service.changes.subscribe()
-        let seen = Published()
-        let follower = Task { for await code in changes { seen.append(code) } }
         await service.handle(.started(paired: await tokens.isPaired))
-        let following = Task { await service.follow(tokens: events) }
-        let runner = Task { await service.run() }
         return Running(
-            service: service, tokens: tokens, store: store, seen: seen, tasks: [runner, following, follower])
-    }
-
-    /// Moves the clock `seconds` forward in steps of `step`; after each step waits (bounded: 5 s of real time
-    /// at most, polling) until `sleepers` tasks sleep on the clock again (1 while linking: the service's wait;
-    /// 0 once paired), so the service has done what the step made due before time moves on.
-    func pass(seconds: Double, step: Double = 0.5, sleepers: Int = 1) async {
-        for _ in 0..<Int(seconds / step) {
-            clock.advance(by: .milliseconds(Int64(step * 1000)))
-            await quiesce(sleepers: sleepers)
-        }
-    }
-
-    func quiesce(sleepers: Int) async {
-        let deadline = ContinuousClock.now.advanced(by: .seconds(5))
-        var stable = 0
-        while ContinuousClock.now < deadline {
-            stable = clock.sleeperCount == sleepers ? stable + 1 : 0
-            if stable >= 20 { return }
-            await Task.yield()
-            if stable == 0 { try? await Task.sleep(for: .milliseconds(1)) }
-        }
+            service: service, tokens: tokens, store: store, events: events, changes: changes,
+            driver: ServiceDriver(clock: clock, service.step))
     }
 
     func seconds(_ instant: ManualClock.Instant) -> Double {
@@ -612,14 +594,11 @@ import Testing
             answers: ["authorization_pending", "slow_down", "authorization_pending", "503", "granted"])
         let logs = Logs()
         let running = try await start(lwa, logs: logs)
-        #expect(await settle({ lwa.pairs == 1 }, attempts: 200_000))
-        #expect(await settle({ await running.service.shown?.userCode == "CODE1" }, attempts: 200_000))
+        await running.driver.drain()
+        #expect(lwa.pairs == 1)
+        #expect(await running.service.shown?.userCode == "CODE1")
         #expect(await running.service.shown?.expiresAt == epoch + 600)
-        #expect(await settle({ running.seen.withLock { $0.last??.userCode } == "CODE1" }, attempts: 200_000))
-        await quiesce(sleepers: 1)
-        await pass(seconds: 39.5)
-        // The step that brings the grant: the service goes idle (nothing asleep on the clock).
-        await pass(seconds: 0.5, sleepers: 0)
+        await running.driver.pass(.seconds(40))
         // Polls at 5 (pending), 10 (slow_down: 10 s from now on), 20 (pending), 30 (503: the same pair after
         // max(10 s, the backoff's 1-2 s)), 40 (granted).
         let times = lwa.polls.map { seconds($0.at) }
@@ -632,16 +611,19 @@ import Testing
         #expect(running.store.saves == 1 && running.store.tokens?.pairingId != nil)
         #expect(await running.tokens.isPaired)
         #expect(await running.service.shown == nil)
-        #expect(await settle({ running.seen.withLock { $0.last } == .some(nil) }, attempts: 200_000))
         let requestsWhenPaired = lwa.seen.count
-        await pass(seconds: 600, step: 5, sleepers: 0)
+        await running.driver.pass(.seconds(600))
         #expect(lwa.seen.count == requestsWhenPaired, "no LWA request while paired")
 
         // Unpaired again: a new pair, a new code.
         try await running.tokens.unpair(reason: "test")
-        #expect(await settle({ lwa.pairs == 2 }, attempts: 200_000))
-        #expect(await settle({ await running.service.shown?.userCode == "CODE2" }, attempts: 200_000))
-        await running.stop()
+        await running.followTokens()
+        await running.driver.drain()
+        #expect(lwa.pairs == 2)
+        #expect(await running.service.shown?.userCode == "CODE2")
+        // Shown, gone when paired, a new one when unpaired.
+        let published = await running.published().map { $0?.userCode }
+        #expect(published == [nil, "CODE1", nil, "CODE2"], "\(published)")
         // The user code is for people (logged); the device code is a secret (never).
         #expect(logs.text.contains("CODE1"))
         let leaked = logs.text.contains("DEVICE-SECRET")
@@ -651,18 +633,16 @@ import Testing
     @Test func anExpiredCodeIsReplacedAndTheNewOneShown() async throws {
         let lwa = LWA(clock: clock, interval: 2, lifetime: 7, answers: [])
         let running = try await start(lwa, logs: Logs())
-        #expect(await settle({ await running.service.shown?.userCode == "CODE1" }, attempts: 200_000))
-        await quiesce(sleepers: 1)
-        await pass(seconds: 6.5)
+        await running.driver.pass(.milliseconds(6500))
+        #expect(await running.service.shown?.userCode == "CODE1")
         #expect(lwa.polls.map { seconds($0.at) } == [2, 4, 6])
         #expect(lwa.pairs == 1)
-        await pass(seconds: 0.5)
+        await running.driver.pass(.milliseconds(500))
         // At 7 s the first code is over: not shown, a new pair asked for at once.
-        #expect(await settle({ lwa.pairs == 2 }, attempts: 200_000))
-        #expect(await settle({ await running.service.shown?.userCode == "CODE2" }, attempts: 200_000))
-        let shown = running.seen.withLock { $0.compactMap { $0?.userCode } }
+        #expect(lwa.pairs == 2)
+        #expect(await running.service.shown?.userCode == "CODE2")
+        let shown = await running.published().compactMap { $0?.userCode }
         #expect(shown.first == "CODE1" && shown.last == "CODE2")
         #expect(await running.service.shown?.expiresAt == epoch + 14)
-        await running.stop()
     }
 }

@@ -7,9 +7,6 @@ import Testing
 /// `DELETE /registration` comes sooner than the backoff after the one before, whoever asks.
 @Suite(.tags(.unit)) struct DeregistrationQueueTests {
     let clock = ManualClock()
-    /// A try writes `deregistration.json` (with `fsync`) before its DELETE: yields enough for a slow disk. A
-    /// condition that holds ends the wait at once.
-    static let writeAttempts = 200_000
 
     /// A queue whose DRS answers `drsStatus` to every DELETE; LWA grants a rotated refresh token each time.
     func queue(drsStatus: Int) throws -> (DeregistrationQueue<ManualClock>, ScriptedHTTPClient, String) {
@@ -36,12 +33,11 @@ import Testing
 
     @Test func aQueuedCallWaitsForItsCallerAndATryInsideTheBackoffSendsNothing() async throws {
         let (queue, drs, directory) = try queue(drsStatus: 503)
-        let runner = Task { await queue.run() }
-        defer { runner.cancel() }
+        let driver = ServiceDriver(clock: clock, queue.step)
         try await queue.enqueue(.init(refreshToken: Secret("Atzr|old"), clientId: "client"))
         // The caller's local part takes long on a loaded device: the queue does not go ahead of it.
-        clock.advance(by: DeregistrationQueue<ManualClock>.callerGrace - .seconds(1))
-        #expect(await !settle({ deletes(drs) > 0 }, attempts: 200))
+        await driver.pass(DeregistrationQueue<ManualClock>.callerGrace - .seconds(1))
+        #expect(deletes(drs) == 0)
         // The caller's one try now: DRS answers 503, and the pending call keeps the rotated refresh token.
         #expect(await queue.tryNow(accessToken: nil)?.code == .server)
         #expect(deletes(drs) == 1)
@@ -53,21 +49,21 @@ import Testing
         #expect(await queue.tryNow(accessToken: nil)?.code == .server)
         #expect(deletes(drs) == 1)
         // The queue retries on its own after the backoff (at least 1 s, at most the first ceiling).
-        clock.advance(by: Backoff.floor - .milliseconds(1))
-        #expect(await !settle({ deletes(drs) > 1 }, attempts: 200))
-        clock.advance(by: Backoff.duties.ceiling(attempt: 1))
-        #expect(await settle({ deletes(drs) == 2 }, attempts: Self.writeAttempts))
+        await driver.pass(Backoff.floor - .milliseconds(1))
+        #expect(deletes(drs) == 1)
+        await driver.pass(Backoff.duties.ceiling(attempt: 1))
+        #expect(deletes(drs) == 2)
     }
 
     @Test func aCallerThatNeverComesBackDoesNotStrandTheCall() async throws {
         let (queue, drs, directory) = try queue(drsStatus: 204)
-        let runner = Task { await queue.run() }
-        defer { runner.cancel() }
+        let driver = ServiceDriver(clock: clock, queue.step)
         try await queue.enqueue(.init(refreshToken: Secret("Atzr|old"), clientId: "client"))
-        #expect(await settle({ clock.sleeperCount > 0 }))
-        clock.advance(by: DeregistrationQueue<ManualClock>.callerGrace)
-        #expect(await settle({ deletes(drs) == 1 }, attempts: Self.writeAttempts))
+        await driver.pass(DeregistrationQueue<ManualClock>.callerGrace - .milliseconds(1))
+        #expect(deletes(drs) == 0)
+        await driver.pass(.milliseconds(1))
+        #expect(deletes(drs) == 1)
         let path = DeregistrationQueue<ManualClock>.path(stateDirectory: directory)
-        #expect(await settle({ (try? POSIX.status(path)) == .some(nil) }, attempts: Self.writeAttempts))
+        #expect(try POSIX.status(path) == nil)
     }
 }

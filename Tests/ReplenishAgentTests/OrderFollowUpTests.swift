@@ -48,14 +48,9 @@ import Testing
         }
     }
 
-    /// Advances the clock `step` seconds at a time for `hours`, letting the service do what each step made due.
-    func pass(hours: Int, step: Int = 3600) async {
-        _ = await settle({ clock.sleeperCount >= 1 }, attempts: 20_000)
-        for _ in 0..<(hours * 3600 / step) {
-            clock.advance(by: .seconds(Int64(step)))
-            _ = await settle({ clock.sleeperCount >= 1 }, attempts: 20_000)
-            for _ in 0..<50 { await Task.yield() }
-        }
+    /// Moves the clock `hours` forward, the service doing what comes due on the way.
+    func pass(hours: Int, _ followUp: OrderFollowUpService<ManualClock>) async {
+        await ServiceDriver(clock: clock, followUp.step).pass(.seconds(hours * 3600))
     }
 
     @Test func productionAsksEveryFewHoursUntilShippedThenNeverAgain() async throws {
@@ -66,20 +61,16 @@ import Testing
         }
         let status = try StatusBook(stateDirectory: temporaryDirectory()) { _ in }
         let followUp = try service(drs: drs, status: status, phase: .production)
-        let runner = Task { await followUp.run() }
-        defer { runner.cancel() }
 
-        // A week with no order placed: not one call. (Steps of 6 h: a service with nothing to ask about has no
-        // timer, and each step waits for one; any call due would still be made within the step.)
-        await pass(hours: 7 * 24, step: 6 * 3600)
+        // A week with no order placed: not one call.
+        await pass(hours: 7 * 24, followUp)
         #expect(drs.requests.isEmpty)
 
         // An order is placed: asked about every 5 to 7 hours.
         try await status.update {
             $0.slots["slot-1"] = .init(lastEventInstanceId: "amzn1.dash.v2.o.1", orderOpen: true)
         }
-        await followUp.wake()
-        await pass(hours: 2 * 24)
+        await pass(hours: 2 * 24, followUp)
         let twoDays = drs.requests.count
         #expect(twoDays >= 48 / 7 && twoDays <= 48 / 5 + 1, "\(twoDays) calls in two days")
         #expect(await status.record.slots["slot-1"]?.orderStatus == "Processing")
@@ -87,11 +78,11 @@ import Testing
 
         // Shipped: recorded, and the follow-up stops for good.
         shipped.value = true
-        await pass(hours: 8)
+        await pass(hours: 8, followUp)
         #expect(await status.record.slots["slot-1"]?.orderStatus == "Shipped")
         #expect(await status.record.slots["slot-1"]?.orderOpen == false)
         let atShipping = drs.requests.count
-        await pass(hours: 14 * 24, step: 6 * 3600)
+        await pass(hours: 14 * 24, followUp)
         #expect(drs.requests.count == atShipping)
     }
 
@@ -102,10 +93,8 @@ import Testing
             $0.slots["slot-1"] = .init(lastEventInstanceId: "amzn1.dash.v2.o.1", orderOpen: true)
         }
         let followUp = try service(drs: drs, status: status, phase: .test)
-        let runner = Task { await followUp.run() }
-        defer { runner.cancel() }
         // Minutes, not hours: within an hour the two failures are retried and the cancellation is seen.
-        await pass(hours: 1, step: 30)
+        await pass(hours: 1, followUp)
         #expect(drs.requests.count == 3)
         #expect(await status.record.slots["slot-1"]?.orderStatus == "Cancelled")
         #expect(await status.record.slots["slot-1"]?.orderOpen == false)

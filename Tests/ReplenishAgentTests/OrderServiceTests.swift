@@ -42,28 +42,6 @@ import Testing
             random: .seeded(state: 3), boot: boot, clockSynchronized: clockSynchronized, logger: .init(label: "test"))
     }
 
-    /// Moves the manual clock forward a second at a time; after each step waits (bounded, 5 s of real time at
-    /// most, polling) until `sleepers` tasks are asleep on the clock again, so every service has finished what
-    /// the step made due (file writes included) before time moves on.
-    func pass(seconds: Int, sleepers: Int = 1, step: Int = 1) async {
-        for _ in 0..<(seconds / step) {
-            clock.advance(by: .seconds(step))
-            await quiesce(sleepers: sleepers)
-        }
-    }
-
-    func quiesce(sleepers: Int) async {
-        let deadline = ContinuousClock.now.advanced(by: .seconds(5))
-        var stable = 0
-        while ContinuousClock.now < deadline {
-            // Several polls in a row at the count: a service that woke may not have gone back to sleep yet.
-            stable = clock.sleeperCount >= sleepers ? stable + 1 : 0
-            if stable >= 20 { return }
-            await Task.yield()
-            if stable == 0 { try? await Task.sleep(for: .milliseconds(1)) }
-        }
-    }
-
     func outboxOnDisk(_ directory: String) throws -> Outbox? {
         try StateFile.load(Outbox.self, from: OrderService<ManualClock>.path(stateDirectory: directory)) { _ in }
     }
@@ -72,12 +50,9 @@ import Testing
         // The schedule alone: the token manager with LWA answering 503 for an hour.
         let alone = ScriptedHTTPClient { _ in json(503, "") }
         let quiet = try tokenManager(alone, store: MemoryTokenStore(tokenSet(expiresAt: epoch - 1)))
-        let quietRunner = Task { await quiet.run() }
         // One caller asks at the start, as the pending presses will below: both schedules start at 0 s.
         _ = try? await quiet.accessToken()
-        await quiesce(sleepers: 1)
-        await pass(seconds: 3600, sleepers: 1, step: 5)
-        quietRunner.cancel()
+        await ServiceDriver(clock: clock, quiet.step).pass(.seconds(3600))
         let scheduled = alone.requests.count
 
         // The same, with presses for three slots pending and the duties running: not one LWA request more.
@@ -95,13 +70,7 @@ import Testing
             tokens: tokens,
             status: try StatusBook(stateDirectory: directory) { _ in }, slots: slots, clock: clock,
             wallTime: wallTime, logger: .init(label: "test"))
-        let runners = [
-            Task { await tokens.run() }, Task { await orders.run() }, Task { await duties.run() },
-        ]
-        // The token manager, the order service and the duties each sleep on the clock between their tries.
-        await quiesce(sleepers: 3)
-        await pass(seconds: 3600, sleepers: 3, step: 5)
-        for runner in runners { runner.cancel() }
+        await ServiceDriver(clock: clock, tokens.step, orders.step, duties.step).pass(.seconds(3600))
         #expect(clockAtStart.duration(to: clock.now) == .seconds(3600))
         #expect(scheduled >= 8 && scheduled <= 25, "\(scheduled) refreshes in an hour of LWA 503s")
         #expect(busyLWA.requests.count == scheduled)
@@ -126,14 +95,14 @@ import Testing
         let orders = try orderService(
             directory: directory, drs: drs, tokens: tokens, slots: ["slot-1", "slot-2"], boot: "boot-now",
             clockSynchronized: { synchronized.withLock { $0 } })
-        let runner = Task { await orders.run() }
-        defer { runner.cancel() }
-        await pass(seconds: 60, step: 5)
+        let driver = ServiceDriver(clock: clock, orders.step)
+        await driver.pass(.seconds(60))
         #expect(drs.requests.isEmpty, "nothing resent before the clock is synchronised")
         #expect(await orders.snapshot.pending.count == 2, "nothing parked either")
         synchronized.withLock { $0 = true }
-        await pass(seconds: 10, step: 5)
-        #expect(await settle({ await orders.snapshot.pending.isEmpty }))
+        // The next look at the clock (every 5 s) finds it synchronised.
+        await driver.pass(OrderService<ManualClock>.clockPollInterval)
+        #expect(await orders.snapshot.pending.isEmpty)
         #expect(drs.requests.map(\.url) == ["http://127.0.0.1:1/replenish/slot-2"])
         #expect(try outboxOnDisk(directory)?.entry(for: "slot-1")?.parkedReason?.contains("no answer") == true)
     }
@@ -150,16 +119,17 @@ import Testing
         let tokens = try tokenManager(
             ScriptedHTTPClient { _ in json(503, "") }, store: MemoryTokenStore(tokenSet(expiresAt: epoch + 3600)))
         let orders = try orderService(directory: directory, drs: drs, tokens: tokens, slots: ["slot-1", "slot-2"])
-        let runner = Task { await orders.run() }
-        defer { runner.cancel() }
-        #expect(await settle({ await orders.snapshot.pending.isEmpty }))
+        let driver = ServiceDriver(clock: clock, orders.step)
+        await driver.drain()
+        #expect(await orders.snapshot.pending.isEmpty)
         // The hour-old unknown call is resent (DRS still de-duplicates it); the two-day-old one is not.
         #expect(drs.requests.map(\.url) == ["http://127.0.0.1:1/replenish/slot-2"])
         let parked = try #require(try outboxOnDisk(directory)?.entry(for: "slot-1"))
         #expect(parked.parkedReason?.contains("no answer") == true)
         // A new press of that button orders again.
         _ = try await orders.accept(slot: "slot-1")
-        #expect(await settle({ drs.requests.count == 2 }))
+        await driver.drain()
+        #expect(drs.requests.count == 2)
     }
 
     @Test func theUnknownMarkIsOnDiskWhileNoAnswerCameAndClearedByAnAnswer() async throws {
@@ -173,12 +143,13 @@ import Testing
             ScriptedHTTPClient { _ in json(503, "") }, store: MemoryTokenStore(tokenSet(expiresAt: epoch + 3600)))
         let orders = try orderService(directory: directory, drs: drs, tokens: tokens)
         _ = try await orders.accept(slot: "slot-1")
-        let runner = Task { await orders.run() }
-        defer { runner.cancel() }
-        #expect(await settle({ drs.requests.count == 1 && clock.sleeperCount > 0 }))
+        let driver = ServiceDriver(clock: clock, orders.step)
+        await driver.drain()
+        #expect(drs.requests.count == 1)
         #expect(try outboxOnDisk(directory)?.entry(for: "slot-1")?.unansweredSince == epoch)
-        await pass(seconds: 2)
-        #expect(await settle({ drs.requests.count == 2 && clock.sleeperCount > 0 }))
+        // The first retry comes within the orders backoff's first step.
+        await driver.pass(Backoff.orders.ceiling(attempt: 1))
+        #expect(drs.requests.count == 2)
         #expect(try outboxOnDisk(directory)?.entry(for: "slot-1")?.unansweredSince == nil)
         #expect(try outboxOnDisk(directory)?.entry(for: "slot-1")?.attempts == 2)
     }
@@ -190,26 +161,22 @@ import Testing
             ScriptedHTTPClient { _ in json(503, "") }, store: MemoryTokenStore(tokenSet(expiresAt: epoch + 3600)))
         let orders = try orderService(directory: directory, drs: drs, tokens: tokens)
         _ = try await orders.accept(slot: "slot-1")
-        let runner = Task { await orders.run() }
-        defer { runner.cancel() }
-        #expect(await settle({ drs.requestCount == 1 }))
+        let sending = Task { await orders.step() }
+        await drs.requestArrived()
         // The disk "fills" while the call is out: a directory where the write's temp file must go.
         let obstacle = OrderService<ManualClock>.path(stateDirectory: directory) + ".tmp-\(getpid())"
         try FileManager.default.createDirectory(atPath: obstacle, withIntermediateDirectories: false)
         drs.open()
-        #expect(await settle({ await orders.snapshot.pending.isEmpty }))
+        _ = await sending.value
+        #expect(await orders.snapshot.pending.isEmpty)
         // Acknowledged in memory, not on disk: the file still says "sent, answer unknown".
         #expect(try outboxOnDisk(directory)?.entry(for: "slot-1")?.unansweredSince != nil)
         // A press now cannot be made durable, so it is refused (never acknowledged and then lost).
         await #expect(throws: AgentError.self) { try await orders.accept(slot: "slot-1") }
         try FileManager.default.removeItem(atPath: obstacle)
         // The write is retried within the first backoff step (2.5-5 s).
-        var written = false
-        for _ in 0..<10 where !written {
-            clock.advance(by: .seconds(1))
-            written = await settle({ (try? outboxOnDisk(directory)?.entries.isEmpty) == true }, attempts: 500)
-        }
-        #expect(written)
+        await ServiceDriver(clock: clock, orders.step).pass(Backoff.tokenWrite.ceiling(attempt: 1))
+        #expect(try outboxOnDisk(directory)?.entries.isEmpty == true)
         #expect(drs.requestCount == 1)
     }
 
@@ -222,9 +189,8 @@ import Testing
         let tokens = try tokenManager(
             ScriptedHTTPClient { _ in json(503, "") }, store: MemoryTokenStore(tokenSet(expiresAt: epoch + 3600)))
         let orders = try orderService(directory: directory, drs: drs, tokens: tokens)
-        let runner = Task { await orders.run() }
-        defer { runner.cancel() }
-        #expect(await settle({ await orders.snapshot.parked.count == 1 }))
+        await ServiceDriver(clock: clock, orders.step).drain()
+        #expect(await orders.snapshot.parked.count == 1)
         #expect(await orders.snapshot.parked.first?.parkedReason == "slot no longer configured")
         #expect(drs.requests.isEmpty)
     }
@@ -253,13 +219,12 @@ import Testing
             tokens: tokens,
             status: try StatusBook(stateDirectory: directory) { _ in }, slots: ["slot-1"], clock: clock,
             wallTime: wallTime, clockTrusted: { trusted.withLock { $0 } }, logger: .init(label: "test"))
-        let runner = Task { await duties.run() }
-        defer { runner.cancel() }
-        await pass(seconds: 120)
+        let driver = ServiceDriver(clock: clock, duties.step)
+        await driver.pass(.seconds(120))
         #expect(drs.requests.isEmpty, "no device status with a clock that is not set")
-        // NTP sets the clock: device status goes out within seconds.
+        // NTP sets the clock: device status goes out at the next look at it (every 2 s).
         trusted.withLock { $0 = true }
-        await pass(seconds: 3)
+        await driver.pass(DutyTimeline<ManualClock.Instant>.clockPoll)
         let sent = try #require(drs.requests.first { $0.url.hasSuffix("/deviceStatus") })
         #expect(String(decoding: sent.body ?? [], as: UTF8.self).contains(#""mostRecentlyActiveDate":"2027-"#))
     }
@@ -274,14 +239,15 @@ import Testing
         tokens.pairingId = "new-owner"
         let manager = try tokenManager(ScriptedHTTPClient { _ in json(503, "") }, store: MemoryTokenStore(tokens))
         let orders = try orderService(directory: directory, drs: drs, tokens: manager)
-        let runner = Task { await orders.run() }
-        defer { runner.cancel() }
-        #expect(await settle({ await orders.snapshot.parked.count == 1 }))
+        let driver = ServiceDriver(clock: clock, orders.step)
+        await driver.drain()
+        #expect(await orders.snapshot.parked.count == 1)
         #expect(await orders.snapshot.parked.first?.parkedReason == Outbox.earlierPairingReason)
         #expect(drs.requests.isEmpty)
         // The new owner's press replaces it and is ordered.
         _ = try await orders.accept(slot: "slot-1")
-        #expect(await settle({ drs.requests.count == 1 }))
+        await driver.drain()
+        #expect(drs.requests.count == 1)
         #expect(await orders.snapshot.entries.isEmpty)
     }
 

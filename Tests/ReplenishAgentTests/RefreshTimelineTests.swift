@@ -38,6 +38,26 @@ import Testing
         #expect(shortLived.next(paired(due: -1, lifetime: 60), at: start) == .startupDelay(window: .seconds(6)))
     }
 
+    @Test func aRefreshDueInLessThanAMillisecondIsWaitedForNotSpunOn() {
+        var timeline = Timeline(fromDisk: false)
+        #expect(timeline.next(paired(due: 0.0004), at: start) == .wait(until: at(0.001)))
+    }
+
+    @Test func theStartUpMomentHoldsWhileTheTokenIsDueAndEndsWhenACallerRefreshedIt() {
+        var timeline = Timeline(fromDisk: true)
+        #expect(timeline.next(paired(due: -1), at: start) == .startupDelay(window: DutySchedule.startupWindow))
+        timeline.startupWait(until: at(12))
+        // Asked again at the same instant or later, it still waits for the moment drawn.
+        #expect(timeline.next(paired(due: -1), at: start) == .wait(until: at(12)))
+        #expect(timeline.next(paired(due: -1), at: at(11)) == .wait(until: at(12)))
+        #expect(timeline.next(paired(due: -1), at: at(12)) == .refresh(.scheduled))
+        // A caller that needed a token sooner refreshed it: the normal schedule, not the start-up moment.
+        var early = Timeline(fromDisk: true)
+        _ = early.next(paired(due: -1), at: start)
+        early.startupWait(until: at(12))
+        #expect(early.next(paired(due: 3000), at: at(1)) == .wait(until: at(301)))
+    }
+
     @Test func noStartUpDelayForATokenThatIsNotDueOrForAPairingMadeSinceTheStart() {
         var notDue = Timeline(fromDisk: true)
         #expect(notDue.next(paired(due: 60), at: start) == .wait(until: at(60)))

@@ -24,11 +24,10 @@ import Testing
             200, #"{"access_token":"\#(access)"\#(refreshField),"token_type":"bearer","expires_in":\#(expiresIn)}"#)
     }
 
-    /// A manager paired with tokens of `lifetime` seconds, its schedule running until the returned task is
-    /// cancelled.
-    func pairedAndRunning(http: ScriptedHTTPClient, store: MemoryTokenStore, lifetime: Double, seed: UInt64)
+    /// A manager paired with tokens of `lifetime` seconds; its schedule runs as a `ServiceDriver` steps it.
+    func paired(http: ScriptedHTTPClient, store: MemoryTokenStore, lifetime: Double, seed: UInt64)
         async throws
-        -> Task<Void, Never>
+        -> TokenManager<ManualClock>
     {
         let manager = try TokenManager(
             store: store, lwa: lwa(http), clock: clock, wallTime: wallTime,
@@ -36,7 +35,7 @@ import Testing
         try await manager.install(
             TokenGrant(accessToken: Secret("Atza|a0"), refreshToken: Secret("Atzr|r0"), expiresIn: lifetime),
             clientId: "client")
-        return Task { await manager.run() }
+        return manager
     }
 
     @Test func scheduledRefreshCompletesBeforeEveryExpiryOfA10SecondToken() async throws {
@@ -57,13 +56,12 @@ import Testing
                     #"{"access_token":"Atza|a\#(number)","refresh_token":"Atzr|r\#(number)","expires_in":10}"#.utf8))
         }
         let store = MemoryTokenStore()
-        let runner = try await pairedAndRunning(http: http, store: store, lifetime: 10, seed: 3)
-        defer { runner.cancel() }
+        let manager = try await paired(http: http, store: store, lifetime: 10, seed: 3)
+        let driver = ServiceDriver(clock: clock, manager.step)
         var lastExpiry = epoch + 10
         // Ten lifetimes, 100 ms at a time: the token in use never expires.
         for _ in 0..<1000 {
-            clock.advance(by: .milliseconds(100))
-            _ = await settle({ clock.sleeperCount > 0 })
+            await driver.pass(.milliseconds(100))
             let now = wallTime()
             #expect(now < lastExpiry, "the access token expired before it was refreshed")
             if let latest = expiries.withLock({ $0.last }) { lastExpiry = latest.expiresAt }
@@ -122,12 +120,8 @@ import Testing
 
     @Test func aLifetimeOfOneSecondDoesNotTurnTheScheduleIntoALoop() async throws {
         let http = ScriptedHTTPClient { [self] _ in grantResponse(access: "Atza|short", refresh: nil, expiresIn: "1") }
-        let runner = try await pairedAndRunning(http: http, store: MemoryTokenStore(), lifetime: 1, seed: 5)
-        defer { runner.cancel() }
-        for _ in 0..<600 {
-            clock.advance(by: .milliseconds(100))
-            _ = await settle({ clock.sleeperCount > 0 })
-        }
+        let manager = try await paired(http: http, store: MemoryTokenStore(), lifetime: 1, seed: 5)
+        await ServiceDriver(clock: clock, manager.step).pass(.seconds(60))
         // 60 s with a 5 s minimum spacing: at most 13 scheduled refreshes (not one per pass of the loop).
         let refreshes = http.requests.count
         #expect(refreshes >= 10 && refreshes <= 13, "\(refreshes) refreshes in 60 s")
@@ -161,8 +155,7 @@ import Testing
         let manager = try TokenManager(
             store: store, lwa: lwa(http), clock: clock, wallTime: wallTime, random: .seeded(state: 5),
             logger: .init(label: "test"))
-        let runner = Task { await manager.run() }
-        defer { runner.cancel() }
+        let driver = ServiceDriver(clock: clock, manager.step)
         store.failSaves = true
         // LWA rotated, the disk is full: the new set is used (LWA no longer accepts the old one) and kept.
         #expect(try await manager.accessToken() == Secret("Atza|a1"))
@@ -172,17 +165,11 @@ import Testing
         #expect(try await manager.accessTokenReplacing(Secret("Atza|a1")) == Secret("Atza|a2"))
         #expect(presented.withLock { $0 } == ["Atzr|old", "Atzr|r1"])
         // Writes keep failing for a minute, then the disk has room: the retried write lands the newest set.
-        for _ in 0..<60 {
-            clock.advance(by: .seconds(1))
-            _ = await settle({ clock.sleeperCount > 0 })
-        }
+        await driver.pass(.seconds(60))
         #expect(store.tokens?.refreshToken == Secret("Atzr|old"))
         store.failSaves = false
-        for _ in 0..<400 {
-            clock.advance(by: .seconds(1))
-            _ = await settle({ clock.sleeperCount > 0 })
-            if store.tokens?.refreshToken == Secret("Atzr|r2") { break }
-        }
+        // The write backoff is 5 minutes at most.
+        await driver.pass(Backoff.tokenWrite.ceiling(attempt: 100))
         #expect(store.tokens?.refreshToken == Secret("Atzr|r2"))
         #expect(await manager.hasUnsavedTokens == false)
         #expect(await manager.isPaired)
@@ -235,7 +222,7 @@ import Testing
             store: store, lwa: lwa(http), clock: clock, wallTime: wallTime, logger: .init(label: "test"))
         let sentAt = wallTime()
         let call = Task { try await manager.accessToken() }
-        #expect(await settle({ http.requestCount == 1 }))
+        await http.requestArrived()
         clock.advance(by: .seconds(20))
         http.open()
         #expect(try await call.value == Secret("Atza|slow"))
@@ -256,12 +243,15 @@ import Testing
         let manager = try TokenManager(
             store: store, lwa: lwa, clock: clock, wallTime: wallTime, logger: .init(label: "test"))
         let refresh = Task { try await manager.accessToken() }
-        #expect(await settle({ http.requestCount == 1 }))
+        await http.requestArrived()
         // The customer long-presses to unpair while LWA's answer is on its way.
         let unpair = Task { try await manager.unpair(reason: "re-pairing requested") }
-        // It waits for the answer: nothing is wiped while the refresh is out.
-        #expect(await !settle({ store.tokens == nil }, attempts: 200))
+        // Yields give the unpair its chance to run ahead of the answer (nothing here waits in real time); had it
+        // gone ahead without waiting, it would have wiped the store and returned the old set.
+        for _ in 0..<200 { await Task.yield() }
+        #expect(store.tokens != nil, "nothing is wiped while the refresh is out")
         http.open()
+        // It waited for the answer: what it returns is the rotated set.
         let had = try await unpair.value
         #expect(had?.refreshToken == Secret("Atzr|late"))
         _ = try? await refresh.value

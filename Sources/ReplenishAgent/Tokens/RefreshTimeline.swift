@@ -80,8 +80,9 @@ struct RefreshTimeline<Instant: InstantProtocol>: Sendable where Instant.Duratio
             return now < deadline ? wait(until: deadline) : .refresh(.retry)
         }
         if facts.secondsUntilRefresh > 0 {
+            // Rounded up to the millisecond: a wait that ends before the refresh is due would only spin.
             let seconds = min(facts.secondsUntilRefresh, Self.maximumWait / .seconds(1))
-            return wait(until: now.advanced(by: .milliseconds(Int64(seconds * 1000))))
+            return wait(until: now.advanced(by: .milliseconds(Int64((seconds * 1000).rounded(.up)))))
         }
         if let last = lastScheduledRefresh, now < last.advanced(by: Self.minimumSpacing) {
             return wait(until: last.advanced(by: Self.minimumSpacing))

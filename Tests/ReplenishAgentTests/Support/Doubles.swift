@@ -24,10 +24,17 @@ final class GatedHTTPClient: HTTPClient, Sendable {
     private let response: HTTPResponse
     private let gate: (stream: AsyncStream<Void>, continuation: AsyncStream<Void>.Continuation)
     private let started = Mutex(0)
+    private let arrivals: (stream: AsyncStream<Void>, continuation: AsyncStream<Void>.Continuation)
 
     init(_ response: HTTPResponse) {
         self.response = response
         gate = AsyncStream.makeStream(of: Void.self)
+        arrivals = AsyncStream.makeStream(of: Void.self)
+    }
+
+    /// Returns when the next request (counted from the start) has reached the client: no polling.
+    func requestArrived() async {
+        for await _ in arrivals.stream { break }
     }
 
     /// Requests that reached the client.
@@ -38,6 +45,7 @@ final class GatedHTTPClient: HTTPClient, Sendable {
 
     func send(_ request: HTTPRequest) async throws(AgentError) -> HTTPResponse {
         started.withLock { $0 += 1 }
+        arrivals.continuation.yield()
         for await _ in gate.stream { break }
         return response
     }
