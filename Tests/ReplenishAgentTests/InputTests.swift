@@ -17,7 +17,7 @@ import Testing
         var sensor = LevelSensor<Instant>(
             minimumActive: .milliseconds(active), minimumInactive: .milliseconds(inactive))
         var result: [Int] = []
-        func settle(upTo time: Int) {
+        func tick(upTo time: Int) {
             while let deadline = sensor.deadline, deadline <= at(time) {
                 if sensor.tick(at: deadline) == .low {
                     result.append(
@@ -28,10 +28,10 @@ import Testing
             }
         }
         for (time, level) in reports {
-            settle(upTo: time)
+            tick(upTo: time)
             sensor.level(active: level, at: at(time))
         }
-        settle(upTo: end ?? (reports.last.map { $0.0 } ?? 0) + 100_000)
+        tick(upTo: end ?? (reports.last.map { $0.0 } ?? 0) + 100_000)
         return result
     }
 
@@ -145,29 +145,26 @@ import Testing
             seen.withLock { $0.append(press) }
             return .success("ok")
         }
+        let driver = ServiceDriver(clock: clock, pipeline.step)
         let id = await pipeline.expectPress(on: "button")
         // A bounce burst at one instant, then held.
         for level in [true, false, true, false, true] {
             await pipeline.receive(InputEdge(input: "button", active: level))
         }
-        #expect(await settle({ clock.sleeperCount == 1 }))
-        clock.advance(by: .milliseconds(200))
-        #expect(await settle({ await pipeline.isActive("button") == true }))
+        #expect(await pipeline.step().until == clock.now.advanced(by: .milliseconds(30)))
+        await driver.pass(.milliseconds(200))
+        #expect(await pipeline.isActive("button") == true)
         for level in [false, true, false] { await pipeline.receive(InputEdge(input: "button", active: level)) }
-        #expect(await settle({ clock.sleeperCount >= 1 }))
-        clock.advance(by: .milliseconds(29))
-        // Give a timer that fired too early every chance to deliver its press before looking.
-        for _ in 0..<200 { await Task.yield() }
+        await driver.pass(.milliseconds(29))
         #expect(seen.withLock { $0 }.isEmpty)
-        clock.advance(by: .milliseconds(1))
-        #expect(await settle({ seen.withLock { $0.count } == 1 }, attempts: 100_000))
+        await driver.pass(.milliseconds(1))
         try #require(seen.withLock { $0 } == [ButtonPress(input: "button", kind: .short)])
         guard case .success = await pipeline.outcome(of: id, timeout: .seconds(1)) else {
             Issue.record("the waiter must get the press's outcome")
             return
         }
-        // Idle: no timer is left running.
-        #expect(await settle({ clock.sleeperCount == 0 }))
+        // Idle: no deadline is left to wake for.
+        #expect(await pipeline.step().until == nil)
     }
 
     /// A one-button board for the pipeline tests: debounce 30 ms, long press from 5 s.
@@ -179,7 +176,7 @@ import Testing
                 longPressMilliseconds: 5000)
         ], outputs: [])
 
-    /// No log output: a log line written to standard error takes longer than `settle`'s yields allow.
+    /// No log output: the tests' output stays readable.
     static let quiet = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
 
     /// A pipeline on `clock` whose CLOCK_MONOTONIC is the manual clock's time plus 1000 s (another origin than
@@ -207,16 +204,14 @@ import Testing
         for (active, at) in [(true, 100), (false, 102), (true, 104), (false, 300)] {
             await pipeline.receive(InputEdge(input: "button", active: active, timestamp: kernel(at)))
         }
-        // The release settled at 330 ms, already past: its timer fires without the clock moving.
-        #expect(await settle({ seen.count == 1 }, attempts: 100_000))
+        // The release settled at 330 ms, already past: it is due without the clock moving.
+        #expect(await pipeline.step().until == nil)
         #expect(seen.all == [ButtonPress(input: "button", kind: .short)])
-        #expect(await settle({ clock.sleeperCount == 0 }))
 
         // The same edges without timestamps are timed by their arrival: no press.
         let (untimed, none, _) = timedPipeline(clock)
         for active in [true, false, true, false] { await untimed.receive(InputEdge(input: "button", active: active)) }
-        clock.advance(by: .milliseconds(100))
-        for _ in 0..<200 { await Task.yield() }
+        await ServiceDriver(clock: clock, untimed.step).pass(.milliseconds(100))
         #expect(none.all.isEmpty)
     }
 
@@ -225,15 +220,15 @@ import Testing
     @Test func aLateReleaseIsMeasuredByItsKernelTime() async throws {
         let clock = ManualClock()
         let (pipeline, seen, kernel) = timedPipeline(clock)
+        let driver = ServiceDriver(clock: clock, pipeline.step)
         await pipeline.receive(InputEdge(input: "button", active: true, timestamp: kernel(0)))
-        #expect(await settle({ clock.sleeperCount == 1 }))
-        clock.advance(by: .milliseconds(30))
-        #expect(await settle({ await pipeline.isActive("button") == true }))
+        await driver.pass(.milliseconds(30))
+        #expect(await pipeline.isActive("button") == true)
+        // Held past the long-press time by the arrival clock; the release the kernel saw at 4 s comes late.
         clock.advance(by: .milliseconds(5970))
         await pipeline.receive(InputEdge(input: "button", active: false, timestamp: kernel(4000)))
         // (Timed by its arrival, this release would settle here, 30 ms on, as a 6 s long press.)
-        clock.advance(by: .milliseconds(30))
-        #expect(await settle({ seen.count == 1 }, attempts: 100_000))
+        await driver.pass(.milliseconds(30))
         #expect(seen.all == [ButtonPress(input: "button", kind: .short)])
 
         // And one the kernel saw at 5.5 s, read at 5.6 s, is long.
@@ -242,8 +237,7 @@ import Testing
         await second.receive(InputEdge(input: "button", active: true, timestamp: secondKernel(start)))
         clock.advance(by: .milliseconds(5600))
         await second.receive(InputEdge(input: "button", active: false, timestamp: secondKernel(start + 5500)))
-        clock.advance(by: .milliseconds(30))
-        #expect(await settle({ long.count == 1 }, attempts: 100_000))
+        await ServiceDriver(clock: clock, second.step).pass(.milliseconds(30))
         #expect(long.all == [ButtonPress(input: "button", kind: .long)])
     }
 
@@ -256,7 +250,7 @@ import Testing
         for (active, at) in [(true, 0), (false, 200), (true, 1000), (false, 6500)] {
             await pipeline.receive(InputEdge(input: "button", active: active, timestamp: kernel(at)))
         }
-        #expect(await settle({ seen.count == 2 }, attempts: 100_000))
+        await ServiceDriver(clock: clock, pipeline.step).drain()
         #expect(
             seen.all == [ButtonPress(input: "button", kind: .short), ButtonPress(input: "button", kind: .long)])
     }
@@ -267,17 +261,16 @@ import Testing
         let clock = ManualClock()
         let (pipeline, seen, kernel) = timedPipeline(clock)
         let realtime = kernel(1_800_000_000_000)
+        let driver = ServiceDriver(clock: clock, pipeline.step)
         await pipeline.receive(InputEdge(input: "button", active: true, timestamp: realtime))
-        #expect(await settle({ clock.sleeperCount == 1 }))
-        clock.advance(by: .milliseconds(29))
-        for _ in 0..<200 { await Task.yield() }
+        await driver.pass(.milliseconds(29))
         #expect(await pipeline.isActive("button") == false)
-        clock.advance(by: .milliseconds(1))
-        #expect(await settle({ await pipeline.isActive("button") == true }))
-        clock.advance(by: .milliseconds(200))
+        await driver.pass(.milliseconds(1))
+        #expect(await pipeline.isActive("button") == true)
+        await driver.pass(.milliseconds(200))
         await pipeline.receive(InputEdge(input: "button", active: false, timestamp: realtime))
-        clock.advance(by: .milliseconds(30))
-        #expect(await settle({ seen.all == [ButtonPress(input: "button", kind: .short)] }, attempts: 100_000))
+        await driver.pass(.milliseconds(30))
+        #expect(seen.all == [ButtonPress(input: "button", kind: .short)])
     }
 }
 

@@ -179,60 +179,61 @@ final class NotifySocket {
     @Test func pingsAtTheIntervalWhileHealthyAndStopsWhileAProbeFails() async throws {
         let clock = ManualClock()
         let recorder = Recorder()
-        let task = Task { await pinger(clock, recorder).run() }
-        defer { task.cancel() }
-        #expect(await settle { recorder.pingCount == 1 && clock.sleeperCount == 1 })
-        clock.advance(by: .seconds(14))
-        #expect(await settle { clock.sleeperCount == 1 })
+        let watchdog = pinger(clock, recorder)
+        let driver = ServiceDriver(clock: clock, watchdog.step)
+        await driver.drain()
         #expect(recorder.pingCount == 1)
-        clock.advance(by: .seconds(1))
-        #expect(await settle { recorder.pingCount == 2 && clock.sleeperCount == 1 })
-        clock.advance(by: .seconds(15))
-        #expect(await settle { recorder.pingCount == 3 && clock.sleeperCount == 1 })
+        await driver.pass(.seconds(14))
+        #expect(recorder.pingCount == 1)
+        await driver.pass(.seconds(1))
+        #expect(recorder.pingCount == 2)
+        await driver.pass(.seconds(15))
+        #expect(recorder.pingCount == 3)
 
         recorder.healthy.withLock { $0 = false }
-        clock.advance(by: .seconds(15))
-        #expect(await settle { recorder.changeList == ["GPIO thread"] && clock.sleeperCount == 1 })
-        clock.advance(by: .seconds(15))
-        #expect(await settle { clock.sleeperCount == 1 })
-        clock.advance(by: .seconds(15))
-        #expect(await settle { clock.sleeperCount == 1 })
+        await driver.pass(.seconds(15))
+        #expect(recorder.changeList == ["GPIO thread"])
+        await driver.pass(.seconds(30))
         #expect(recorder.pingCount == 3)
         #expect(recorder.changeList == ["GPIO thread"])  // reported once per failing streak
 
         recorder.healthy.withLock { $0 = true }
-        clock.advance(by: .seconds(15))
-        #expect(await settle { recorder.pingCount == 4 && recorder.changeList == ["GPIO thread", nil] })
-
-        task.cancel()
-        await task.value
+        await driver.pass(.seconds(15))
         #expect(recorder.pingCount == 4)
+        #expect(recorder.changeList == ["GPIO thread", nil])
     }
 
     @Test func aProbeThatNeverAnswersStopsThePings() async throws {
         let clock = ManualClock()
         let recorder = Recorder()
         let (stuck, release) = AsyncStream.makeStream(of: Void.self)
+        let (hung, hangs) = AsyncStream.makeStream(of: Void.self)
         let answers = Mutex(0)
         let probe = HealthProbe(name: "event loop") {
             let call = answers.withLock { count -> Int in
                 count += 1
                 return count
             }
-            if call >= 2 { for await _ in stuck {} }  // the second check hangs, as a wedged loop's job would
+            // The second check hangs, as a wedged loop's job would.
+            if call >= 2 {
+                hangs.yield()
+                for await _ in stuck {}
+            }
             return true
         }
-        let task = Task { await pinger(clock, recorder, probes: [probe]).run() }
-        #expect(await settle { recorder.pingCount == 1 && clock.sleeperCount == 1 })
-        clock.advance(by: .seconds(15))
-        #expect(await settle { answers.withLock { $0 } == 2 })
-        clock.advance(by: .seconds(45))
-        for _ in 0..<100 { await Task.yield() }
+        let watchdog = pinger(clock, recorder, probes: [probe])
+        let driver = ServiceDriver(clock: clock, watchdog.step)
+        await driver.drain()
         #expect(recorder.pingCount == 1)
-        #expect(clock.sleeperCount == 0)  // stuck in the probe, not asleep
-        task.cancel()
+        // A minute passes with the second round stuck in its probe: no ping comes, nothing else could send one.
+        let stepping = Task { await driver.pass(.seconds(60)) }
+        for await _ in hung { break }
+        #expect(recorder.pingCount == 1)
+        #expect(answers.withLock { $0 } == 2)
+        stepping.cancel()
         release.finish()
-        await task.value
+        await stepping.value
+        #expect(recorder.pingCount == 1, "a round that ends cancelled pings nothing")
     }
 
     @Test func heartbeatPassesOnlyWhileTheCounterMoves() {

@@ -58,12 +58,16 @@ struct GPIOWatchCommand: AsyncParsableCommand {
         let api = boardFile.backend == .gpiod ? GpiodBackend.apiDescription : "simulated"
         Output.line(
             "ready board=\"\(boardFile.name)\" inputs=\(boardFile.inputs.count) outputs=\(outputs.rawValue) \(api)")
-        let watcher = Task {
-            for await edge in backend.edges {
-                Output.line("edge \(edge.input) \(edge.active ? "active" : "inactive") \(stamp())")
-                await pipeline.receive(edge)
+        let printed = AsyncStream<InputEdge> { continuation in
+            Task {
+                for await edge in backend.edges {
+                    Output.line("edge \(edge.input) \(edge.active ? "active" : "inactive") \(stamp())")
+                    continuation.yield(edge)
+                }
+                continuation.finish()
             }
         }
+        let watcher = Task { await pipeline.run(edges: printed) }
         let signals = SignalWaiter(signals: [.interrupt, .terminate])
         await signals.wait(orFor: .milliseconds(Int64(seconds * 1000)), clock: clock)
         let failure = backend.failure

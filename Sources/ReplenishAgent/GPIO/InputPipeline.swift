@@ -79,7 +79,8 @@ enum InputMachine<Instant: InstantProtocol>: Sendable where Instant.Duration == 
 }
 
 /// Feeds a backend's raw edges through one `ButtonDebouncer` per input, wakes at each debounce deadline
-/// (no polling: a timer exists only while a change is settling), and hands recognised presses to `handler`.
+/// (no polling: the timer loop waits for a deadline only while a change is settling), and hands recognised
+/// presses to `handler`.
 /// Whoever caused a press (the control socket's `press`) can wait for the handler's outcome.
 ///
 /// An edge is timed by the kernel's timestamp when it has one (`InputEdge.timestamp`, CLOCK_MONOTONIC): its
@@ -97,7 +98,10 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
     private var machines: [String: InputMachine<C.Instant>] = [:]
     /// The time of each input's latest edge: an input's edges are never taken to go back in time.
     private var latestEdgeAt: [String: C.Instant] = [:]
-    private var timers: [String: Task<Void, Never>] = [:]
+    /// Presses recognised and not yet handed to the handler, in order.
+    private var ready: [ButtonPress] = []
+    /// Rung by an edge: the timer loop looks at the deadlines and the ready presses again.
+    private let waker = Waker()
     private var waiters: [Waiter] = []
     private var nextWaiterID = 0
 
@@ -112,20 +116,57 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
         for input in board.inputs { machines[input.name] = InputMachine(input) }
     }
 
-    /// Consumes `edges` until it ends or the task is cancelled.
+    /// Consumes `edges`, with the timer loop beside it, until the edges end or the task is cancelled.
     func run(edges: AsyncStream<InputEdge>) async {
-        for await edge in edges {
-            receive(edge)
+        await withDiscardingTaskGroup { group in
+            group.addTask { await self.runTimers() }
+            for await edge in edges { receive(edge) }
+            group.cancelAll()
         }
-        for timer in timers.values { timer.cancel() }
+    }
+
+    /// The debounce timers, as one loop: settles what is due, hands each press to the handler in a task of its
+    /// own (the edges and the timers never wait for a handler, which may be calling DRS), then waits for the
+    /// next deadline or edge.
+    func runTimers() async {
+        while !Task.isCancelled {
+            let (presses, until) = takeDue()
+            for press in presses { Task { await self.deliver(press) } }
+            await waker.wait(for: ServiceStep<C.Instant>.wait(until: until, worked: false), clock: clock)
+        }
+    }
+
+    /// What the timer loop does once, with each press handed to the handler in turn and its outcome awaited:
+    /// for tests, which drive it on a manual clock (`ServiceDriver`).
+    func step() async -> ServiceStep<C.Instant> {
+        let (presses, until) = takeDue()
+        for press in presses { await deliver(press) }
+        return .wait(until: until, worked: !presses.isEmpty)
+    }
+
+    /// Settles every input whose debounce deadline has come; returns the presses ready (in order: an edge's,
+    /// then the timers', input by input) and the next deadline.
+    private func takeDue() -> (presses: [ButtonPress], until: C.Instant?) {
+        let now = clock.now
+        for input in machines.keys.sorted() {
+            guard var machine = machines[input] else { continue }
+            // A tick moves the deadline on or ends it; the bound only guards against a machine that would not.
+            for _ in 0..<8 {
+                guard let deadline = machine.deadline, deadline <= now else { break }
+                if let kind = machine.tick(at: now) { ready.append(ButtonPress(input: input, kind: kind)) }
+            }
+            machines[input] = machine
+        }
+        defer { ready.removeAll() }
+        return (ready, machines.values.compactMap(\.deadline).min())
     }
 
     /// The settled level of an input (for tests and diagnostics).
     func isActive(_ input: String) -> Bool? { machines[input]?.isActive }
 
     /// Takes one raw edge. A change that had settled before this edge happened, but whose timer had not fired
-    /// yet because the edges came late, is settled first; a press it completes goes to the handler in a task of
-    /// its own, as a timer's does, so the edges never wait for a handler (which may be calling DRS).
+    /// yet because the edges came late, is settled first; a press it completes is ready for the timer loop,
+    /// which hands it to the handler, so the edges never wait for a handler (which may be calling DRS).
     func receive(_ edge: InputEdge) {
         guard var machine = machines[edge.input] else {
             logger.warning("edge on an unknown input", metadata: ["gpio.input": "\(edge.input)"])
@@ -140,11 +181,8 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
         if let deadline = machine.deadline, deadline <= at { settled = machine.tick(at: at) }
         machine.edge(active: edge.active, at: at)
         machines[edge.input] = machine
-        arm(edge.input)
-        if let settled {
-            let press = ButtonPress(input: edge.input, kind: settled)
-            Task { await self.deliver(press) }
-        }
+        if let settled { ready.append(ButtonPress(input: edge.input, kind: settled)) }
+        waker.ring()
     }
 
     /// When the edge happened on `clock`: now minus its age on CLOCK_MONOTONIC, or now when it has no kernel
@@ -156,28 +194,6 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
         let age = monotonicNow() - timestamp
         guard age >= .zero else { return now }
         return now.advanced(by: .zero - age)
-    }
-
-    /// (Re)starts the input's timer for its debounce deadline, or drops it when nothing is settling.
-    private func arm(_ input: String) {
-        timers[input]?.cancel()
-        timers[input] = nil
-        guard let deadline = machines[input]?.deadline else { return }
-        let clock = clock
-        timers[input] = Task {
-            do { try await clock.loopSleep(until: deadline) } catch { return }
-            await self.fire(input)
-        }
-    }
-
-    private func fire(_ input: String) async {
-        guard var machine = machines[input] else { return }
-        let kind = machine.tick(at: clock.now)
-        machines[input] = machine
-        timers[input] = nil
-        arm(input)
-        guard let kind else { return }
-        await deliver(ButtonPress(input: input, kind: kind))
     }
 
     /// Hands a recognised press to the handler and its outcome to whoever waits for it.

@@ -1,7 +1,7 @@
 /// Sends `WATCHDOG=1` every `interval` (half of `WatchdogSec=`) while every probe passes, and none while one
-/// fails, so systemd restarts an agent whose loops stopped. It runs as a task on Swift's cooperative pool:
-/// a pool with no free thread cannot run it, and the pings stop by themselves.
-struct WatchdogPinger<C: Clock>: Sendable where C.Duration == Duration {
+/// fails, so systemd restarts an agent whose loops stopped. It runs as a task on the agent's executor: an
+/// executor that cannot run it stops the pings by itself.
+actor WatchdogPinger<C: Clock> where C.Duration == Duration {
     let interval: Duration
     let clock: C
     let probes: [HealthProbe]
@@ -9,21 +9,44 @@ struct WatchdogPinger<C: Clock>: Sendable where C.Duration == Duration {
     let ping: @Sendable () -> Void
     /// Called when a probe fails (once per failing streak, with the probe's name) or passes again (nil).
     let onHealthChange: @Sendable (String?) -> Void
+    /// The probe failing at the last round (nil: all passed).
+    private var failing: String?
+    /// When the next round is due (nil: at once).
+    private var nextRound: C.Instant?
 
-    /// Until cancelled: probe, ping if healthy, sleep `interval`.
+    init(
+        interval: Duration, clock: C, probes: [HealthProbe], ping: @escaping @Sendable () -> Void,
+        onHealthChange: @escaping @Sendable (String?) -> Void
+    ) {
+        self.interval = interval
+        self.clock = clock
+        self.probes = probes
+        self.ping = ping
+        self.onHealthChange = onHealthChange
+    }
+
+    /// Until cancelled: a round, then a sleep until the next.
     func run() async {
-        var failing: String?
         while !Task.isCancelled {
-            var failed: String?
-            for probe in probes where await !probe.check() {
-                failed = probe.name
-                break
-            }
-            if Task.isCancelled { return }
-            if failed == nil { ping() }
-            if failed != failing { onHealthChange(failed) }
-            failing = failed
-            do { try await clock.loopSleep(for: interval) } catch { return }
+            guard let until = await step().until else { return }
+            do { try await clock.loopSleep(until: until) } catch { return }
         }
+    }
+
+    /// A round when one is due (probe, ping if healthy, report a change of health); returns when the next is.
+    func step() async -> ServiceStep<C.Instant> {
+        if let nextRound, clock.now < nextRound { return .wait(until: nextRound, worked: false) }
+        var failed: String?
+        for probe in probes where await !probe.check() {
+            failed = probe.name
+            break
+        }
+        if Task.isCancelled { return .wait(until: nil, worked: false) }
+        if failed == nil { ping() }
+        if failed != failing { onHealthChange(failed) }
+        failing = failed
+        let next = clock.now.advanced(by: interval)
+        nextRound = next
+        return .wait(until: next, worked: true)
     }
 }
