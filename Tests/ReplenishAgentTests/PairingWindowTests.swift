@@ -47,50 +47,67 @@ import Testing
 
     @Test func theServiceServesOnlyWhileOpenAndPublishesItsState() async throws {
         let service = PairingWindowService(
-            length: .seconds(600), clock: clock, wallTime: { 1_800_000_000 }, logger: .init(label: "test"))
-        let seen = Mutex<[PairingWindowService<ManualClock>.State]>([])
-        // Follows the service's stream in its own task, as the LED and the status file do.
+            length: .seconds(600), clock: clock, wallTime: clock.wallTime(from: 1_800_000_000),
+            logger: .init(label: "test"))
+        // Subscribed first, as the LED and the status file are; read at the end.
         let changes = service.changes.subscribe()
-        let follower = Task { for await state in changes { seen.withLock { $0.append(state) } } }
-        defer { follower.cancel() }
         let serving = Mutex(0)
         let starts = Mutex(0)
-        let answeredWaker = Mutex<Waker?>(nil)
-        let runner = Task {
-            try await service.run { answered in
-                answeredWaker.withLock { $0 = answered }
-                starts.withLock { $0 += 1 }
-                serving.withLock { $0 += 1 }
-                defer { serving.withLock { $0 -= 1 } }
-                try await Task.sleep(for: .seconds(3600))
-            }
+        let answered = Mutex<PairingAnswered?>(nil)
+        let (started, start) = AsyncStream.makeStream(of: Void.self)
+        let serve: PairingWindowService<ManualClock>.Serve = { answer in
+            answered.withLock { $0 = answer }
+            starts.withLock { $0 += 1 }
+            serving.withLock { $0 += 1 }
+            defer { serving.withLock { $0 -= 1 } }
+            start.yield()
+            // Serves until cancelled (an AsyncStream's iteration ends with its task's cancellation).
+            let (forever, open) = AsyncStream.makeStream(of: Void.self)
+            for await _ in forever {}
+            open.finish()
         }
+        var startedServers = started.makeAsyncIterator()
+        let driver = ServiceDriver(clock: clock) { await service.step(serve: serve) }
         // Closed (never started): nothing served.
-        #expect(await settle({ clock.sleeperCount == 0 && serving.withLock { $0 } == 0 }, attempts: 200_000))
+        await driver.pass(.seconds(60))
+        #expect(starts.withLock { $0 } == 0)
         await service.handle(.started(paired: false))
-        #expect(await settle({ serving.withLock { $0 } == 1 }, attempts: 200_000))
-        // (A "closed" may come first, when the loop looked before the start.)
-        #expect(await settle({ seen.withLock { $0.last } == .init(open: true, closesAt: 1_800_000_600) }))
-        #expect(seen.withLock { $0.filter(\.open).count } == 1)
-        #expect(await settle({ clock.sleeperCount == 1 }, attempts: 200_000))
-        clock.advance(by: .seconds(599))
-        for _ in 0..<200 { await Task.yield() }
+        await driver.drain()
+        _ = await startedServers.next()
         #expect(serving.withLock { $0 } == 1)
-        clock.advance(by: .seconds(1))
-        #expect(await settle({ serving.withLock { $0 } == 0 }, attempts: 200_000))
-        #expect(await settle({ seen.withLock { $0.last } == .init(open: false, closesAt: nil) }))
+        #expect(await service.state == .init(open: true, closesAt: 1_800_000_660))
+        await driver.pass(.seconds(599))
+        #expect(serving.withLock { $0 } == 1)
+        await driver.pass(.seconds(1))
+        // The step that closed the window waited for the server to end.
+        #expect(serving.withLock { $0 } == 0)
         #expect(await service.state == .init(open: false, closesAt: nil))
         // A long press opens it again; pairing closes it once the 204 is out.
         await service.handle(.longPress)
-        #expect(await settle({ serving.withLock { $0 } == 1 && starts.withLock { $0 } == 2 }, attempts: 200_000))
+        await driver.drain()
+        _ = await startedServers.next()
+        #expect(serving.withLock { $0 } == 1 && starts.withLock { $0 } == 2)
         await service.handle(.paired)
-        for _ in 0..<200 { await Task.yield() }
+        await driver.pass(PairingWindowService<ManualClock>.answerGrace - .milliseconds(1))
         #expect(serving.withLock { $0 } == 1, "the port stays open until the app has its answer")
-        answeredWaker.withLock { $0 }?.ring()
-        #expect(await settle({ serving.withLock { $0 } == 0 }, attempts: 200_000))
+        answered.withLock { $0 }?.ring()
+        await driver.drain()
+        #expect(serving.withLock { $0 } == 0)
         #expect(await !service.isOpen)
-        runner.cancel()
-        _ = await runner.result
+        // Paired again without the app taking its answer: the port closes after the grace all the same.
+        await service.handle(.pairingLost)
+        await driver.drain()
+        _ = await startedServers.next()
+        await service.handle(.paired)
+        await driver.pass(PairingWindowService<ManualClock>.answerGrace)
+        #expect(serving.withLock { $0 } == 0 && starts.withLock { $0 } == 3)
+        // What the LED and the status file were told: closed (the first look, before the start), then open
+        // (closing 600 s after the start) and closed, three times.
+        service.changes.finish()
+        var seen: [PairingWindowService<ManualClock>.State] = []
+        for await state in changes { seen.append(state) }
+        #expect(seen.prefix(2) == [.init(open: false, closesAt: nil), .init(open: true, closesAt: 1_800_000_660)])
+        #expect(seen.map(\.open) == [false, true, false, true, false, true, false], "\(seen)")
     }
 
     // MARK: the request guard

@@ -8,7 +8,7 @@ enum PairingServer {
         listen: AgentConfig.Listen, pairing: PairingCoordinator<C>, window: PairingWindowService<C>,
         group: any EventLoopGroup, logger: Logger
     ) async throws where C.Duration == Duration {
-        try await window.run { answered in
+        await window.run { answered in
             await pairing.windowOpened(port: listen.port)
             try await LocalHTTPServer.serve(
                 at: .tcp(host: listen.host, port: listen.port), group: group,

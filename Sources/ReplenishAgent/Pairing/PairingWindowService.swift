@@ -1,3 +1,4 @@
+import Synchronization
 import Logging
 
 /// Opens the pairing port while the `PairingWindow` is open and closes it when the window closes (time up,
@@ -51,7 +52,7 @@ actor PairingWindowService<C: Clock> where C.Duration == Duration {
     }
 
     /// Closes the window if its time is up; returns when it closes (nil: closed).
-    private func check() async -> C.Instant? {
+    private func check() -> C.Instant? {
         let now = clock.now
         let wasOpen = window.isOpen(at: now) || window.closesAt != nil
         window.expire(at: now)
@@ -69,33 +70,65 @@ actor PairingWindowService<C: Clock> where C.Duration == Duration {
         changes.publish(current)
     }
 
-    /// Serves (`serve`, until cancelled) while the window is open. `serve` rings its `answered` waker once
-    /// the pairing answer (204) is out, so the port closes only after the app has it.
-    func run(serve: @escaping @Sendable (_ answered: Waker) async throws -> Void) async throws {
+    /// What serves the endpoints while the window is open, until cancelled; it rings `answered` once the
+    /// pairing answer (204) is out, so the port closes only after the app has it.
+    typealias Serve = @Sendable (_ answered: PairingAnswered) async throws -> Void
+
+    /// How long the port stays open for the app's answer after the pairing closed the window.
+    static var answerGrace: Duration { .seconds(5) }
+    /// How long after a failed server the port is tried again (while the window is open).
+    static var restartDelay: Duration { .seconds(5) }
+
+    private var server: (task: Task<Void, any Error>, answered: PairingAnswered)?
+    /// The window closed by the pairing: the port closes at this instant at the latest, or once answered.
+    private var answerDeadline: C.Instant?
+    /// A server failed: none is started before this instant.
+    private var restartAt: C.Instant?
+
+    /// Serves (`serve`) while the window is open, until cancelled.
+    func run(serve: @escaping Serve) async {
+        while !Task.isCancelled { await waker.wait(for: await step(serve: serve), clock: clock) }
+        if let server { await stop(server) }
+    }
+
+    /// Starts the server when the window opens and stops it when the window closes (after the app's answer,
+    /// when the pairing closed it); returns what to wait for next.
+    func step(serve: @escaping Serve) async -> ServiceStep<C.Instant> {
+        var worked = false
         while !Task.isCancelled {
-            guard var closesAt = await check() else {
-                await waker.wait(timeout: nil, clock: clock)
+            let now = clock.now
+            if let at = restartAt {
+                if now < at { return .wait(until: at, worked: worked) }
+                restartAt = nil
+            }
+            let closesAt = check()
+            guard let running = server else {
+                guard closesAt != nil else { return .wait(until: nil, worked: worked) }
+                let answered = PairingAnswered(waker: waker)
+                server = (Task { try await serve(answered) }, answered)
+                worked = true
                 continue
             }
-            let answered = Waker()
-            let server = Task { try await serve(answered) }
-            await withTaskCancellationHandler {
-                while !Task.isCancelled {
-                    await waker.wait(until: closesAt, clock: clock)
-                    guard let next = await check() else { break }
-                    closesAt = next
-                }
-                if !Task.isCancelled && window.paired {
-                    await answered.wait(timeout: .seconds(5), clock: clock)
-                }
-            } onCancel: {
-                server.cancel()
+            if let closesAt { return .wait(until: closesAt, worked: worked) }
+            if window.paired && !running.answered.isAnswered {
+                let deadline = answerDeadline ?? now.advanced(by: Self.answerGrace)
+                answerDeadline = deadline
+                if now < deadline { return .wait(until: deadline, worked: worked) }
             }
-            server.cancel()
-            do { try await server.value } catch is CancellationError {} catch {
-                logger.error("pairing server failed", metadata: ["error": "\(error)"])
-                if !Task.isCancelled { try await clock.loopSleep(for: .seconds(5)) }
-            }
+            await stop(running)
+            worked = true
+        }
+        return .wait(until: nil, worked: worked)
+    }
+
+    private func stop(_ running: (task: Task<Void, any Error>, answered: PairingAnswered)) async {
+        running.task.cancel()
+        let result = await running.task.result
+        server = nil
+        answerDeadline = nil
+        if case .failure(let error) = result, !(error is CancellationError) {
+            logger.error("pairing server failed", metadata: ["error": "\(error)"])
+            if !Task.isCancelled { restartAt = clock.now.advanced(by: Self.restartDelay) }
         }
     }
 
@@ -108,5 +141,20 @@ extension PairingWindowService {
     /// A pairing closes the window; a lost pairing opens it.
     nonisolated func follow(tokens: AsyncStream<TokenEvent>) async {
         await tokens.forEachPairingChange { paired in await handle(paired ? .paired : .pairingLost) }
+    }
+}
+
+/// Rung by the pairing endpoints once the pairing answer (204) is out: the window's service may close the port.
+final class PairingAnswered: Sendable {
+    private let answered = Mutex(false)
+    private let waker: Waker
+
+    init(waker: Waker) { self.waker = waker }
+
+    var isAnswered: Bool { answered.withLock { $0 } }
+
+    func ring() {
+        answered.withLock { $0 = true }
+        waker.ring()
     }
 }
