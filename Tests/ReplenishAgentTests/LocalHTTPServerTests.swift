@@ -32,7 +32,8 @@ import Testing
     }
 
     @Test func aRequestIsAnsweredOverARealSocket() async throws {
-        try await withServer(handler: { _ in .json(200, ["ok": true]) }) { port in
+        let answer: LocalHTTPServer.Handler = { _ in .json(200, ["ok": true]) }
+        try await withServer(handler: answer) { port in
             let connection = try RawConnection(port: port)
             connection.send("GET /state HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             let answer = connection.receive(within: 10)

@@ -71,8 +71,9 @@ extension Lights {
         let linking: AsyncStream<LinkingCode?>
         var description: String { "lights" }
 
-        func work() async {
+        func follow() async {
             await lights.follow(tokens: tokens, orders: orders, window: window, linking: linking)
         }
+        func work() async { await lights.run() }
     }
 }

@@ -1,18 +1,18 @@
 import Logging
 
-/// Drives the device's LED from what the daemon knows (`LEDPattern.Facts`). Blinking patterns run a timer
-/// task only while they are shown; steady patterns set the line once.
+/// Drives the device's LED from what the daemon knows: every decision is `LightTimeline`'s (the pattern, its
+/// blinking steps, the transient signals' times); this sets the line and wakes when the timeline says. A
+/// steady pattern sets the line once and waits for a change: no wakeups.
 actor Lights<C: Clock> where C.Duration == Duration {
     private let backend: any GPIOBackend
     private let output: String?
     private let clock: C
     private let logger: Logger
-    private var facts = LEDPattern.Facts()
+    private let waker = Waker()
+    private var timeline = LightTimeline<C.Instant>()
     private var shown: LEDPattern?
-    private var blinker: Task<Void, Never>?
-    private var placedTimer: Task<Void, Never>?
-    private var acknowledgeTimer: Task<Void, Never>?
-    private var alreadyOrderedTimer: Task<Void, Never>?
+    /// The level last set (nil: not yet): the line is written only when it changes.
+    private var level: Bool?
 
     init(backend: any GPIOBackend, output: String?, clock: C, logger: Logger) {
         self.backend = backend
@@ -21,66 +21,51 @@ actor Lights<C: Clock> where C.Duration == Duration {
         self.logger = logger
     }
 
-    var pattern: LEDPattern { shown ?? .off }
+    /// The pattern shown now (as the timeline has it, whether or not the loop has set the line yet).
+    var pattern: LEDPattern { timeline.pattern(at: clock.now) }
 
     func update(_ change: @Sendable (inout LEDPattern.Facts) -> Void) {
-        change(&facts)
-        refresh()
+        timeline.update(change)
+        waker.ring()
     }
 
     /// DRS accepted an order: solid for three seconds.
-    func orderPlaced() { raise(\.orderJustPlaced, for: .seconds(3), timer: &placedTimer) }
+    func orderPlaced() { raise(.orderPlaced) }
 
     /// A press that did nothing visible otherwise: one flash.
-    func acknowledge() { raise(\.acknowledging, for: .milliseconds(600), timer: &acknowledgeTimer) }
+    func acknowledge() { raise(.acknowledged) }
 
     /// A press for a slot whose order is still open: two long flashes.
-    func alreadyOrdered() { raise(\.alreadyOrdered, for: .seconds(2), timer: &alreadyOrderedTimer) }
+    func alreadyOrdered() { raise(.alreadyOrdered) }
 
-    /// Sets a transient fact and clears it after `duration` (a newer raise restarts the time).
-    private func raise(
-        _ fact: WritableKeyPath<LEDPattern.Facts, Bool> & Sendable, for duration: Duration,
-        timer: inout Task<Void, Never>?
-    ) {
-        facts[keyPath: fact] = true
-        refresh()
-        timer?.cancel()
-        timer = Task { [clock] in
-            do { try await clock.loopSleep(for: duration) } catch { return }
-            self.update { $0[keyPath: fact] = false }
+    private func raise(_ signal: LightTimeline<C.Instant>.Signal) {
+        timeline.raise(signal, at: clock.now)
+        waker.ring()
+    }
+
+    /// Sets the line for now; returns when to look again.
+    func step() -> ServiceStep<C.Instant> {
+        let next = timeline.next(at: clock.now)
+        if next.pattern != shown {
+            shown = next.pattern
+            logger.debug("LED pattern", metadata: ["led.pattern": "\(next.pattern.rawValue)"])
         }
+        let changed = level != next.on
+        if changed { set(next.on) }
+        return .wait(until: next.until, worked: false)
+    }
+
+    /// Until cancelled: sets the line, waits for the timeline's next instant or a change.
+    func run() async {
+        while !Task.isCancelled { await waker.wait(for: step(), clock: clock) }
     }
 
     func stop() {
-        blinker?.cancel()
-        placedTimer?.cancel()
-        acknowledgeTimer?.cancel()
-        alreadyOrderedTimer?.cancel()
         set(false)
     }
 
-    private func refresh() {
-        let next = LEDPattern.pattern(for: facts)
-        guard next != shown else { return }
-        shown = next
-        logger.debug("LED pattern", metadata: ["led.pattern": "\(next.rawValue)"])
-        blinker?.cancel()
-        blinker = nil
-        guard let steps = next.steps else {
-            set(next.steadyOn)
-            return
-        }
-        blinker = Task { [clock] in
-            while !Task.isCancelled {
-                for step in steps {
-                    self.set(step.on)
-                    do { try await clock.loopSleep(for: .milliseconds(step.milliseconds)) } catch { return }
-                }
-            }
-        }
-    }
-
     private func set(_ on: Bool) {
+        level = on
         guard let output else { return }
         do { try backend.setOutput(output, on: on) } catch {
             logger.warning("LED output failed", metadata: ["gpio.output": "\(output)", "error": "\(error.message)"])

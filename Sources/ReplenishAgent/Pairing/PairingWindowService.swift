@@ -1,5 +1,5 @@
-import Synchronization
 import Logging
+import Synchronization
 
 /// Opens the pairing port while the `PairingWindow` is open and closes it when the window closes (time up,
 /// or paired). Thin: every decision is the window's; this only applies events at the clock's time, publishes

@@ -78,12 +78,3 @@ extension ManualClock {
         }
     }
 }
-
-/// Lets other tasks run until `condition` holds, a bounded number of times (no wall-clock waiting).
-func settle(_ condition: @Sendable () async -> Bool, attempts: Int = 2000) async -> Bool {
-    for _ in 0..<attempts {
-        if await condition() { return true }
-        await Task.yield()
-    }
-    return await condition()
-}
