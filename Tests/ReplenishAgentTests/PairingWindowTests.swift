@@ -110,6 +110,45 @@ import Testing
         #expect(seen.map(\.open) == [false, true, false, true, false, true, false], "\(seen)")
     }
 
+    // MARK: the port's timing (PairingPort, on instants)
+
+    typealias Port = PairingPort<ManualClock.Instant>
+
+    @Test func thePortIsServedWhileTheWindowIsOpenAndStoppedWhenItClosesOnItsTime() {
+        var port = Port()
+        #expect(
+            port.next(.init(closesAt: nil, paired: false, serving: false, answered: false), at: at(0))
+                == .wait(until: nil))
+        #expect(
+            port.next(.init(closesAt: at(600), paired: false, serving: false, answered: false), at: at(0))
+                == .startServer)
+        #expect(
+            port.next(.init(closesAt: at(600), paired: false, serving: true, answered: false), at: at(1))
+                == .wait(until: at(600)))
+        #expect(
+            port.next(.init(closesAt: nil, paired: false, serving: true, answered: false), at: at(600)) == .stopServer)
+    }
+
+    @Test func closedByAPairingThePortWaitsForTheAppsAnswerTheGraceAtMost() {
+        var port = Port()
+        let waiting = Port.Facts(closesAt: nil, paired: true, serving: true, answered: false)
+        #expect(port.next(waiting, at: at(10)) == .wait(until: at(15)))
+        // Looked at again within the grace: the same deadline, not a new one.
+        #expect(port.next(waiting, at: at(12)) == .wait(until: at(15)))
+        #expect(port.next(waiting, at: at(15)) == .stopServer)
+        port.stopped(failed: false, at: at(15))
+        // Answered: stopped at once.
+        #expect(port.next(.init(closesAt: nil, paired: true, serving: true, answered: true), at: at(20)) == .stopServer)
+    }
+
+    @Test func aFailedServerIsStartedAgainOnlyAfterTheRestartDelay() {
+        var port = Port()
+        port.stopped(failed: true, at: at(100))
+        let open = Port.Facts(closesAt: at(600), paired: false, serving: false, answered: false)
+        #expect(port.next(open, at: at(101)) == .wait(until: at(105)))
+        #expect(port.next(open, at: at(105)) == .startServer)
+    }
+
     // MARK: the request guard
 
     static let names: Set<String> = [

@@ -75,15 +75,11 @@ actor PairingWindowService<C: Clock> where C.Duration == Duration {
     typealias Serve = @Sendable (_ answered: PairingAnswered) async throws -> Void
 
     /// How long the port stays open for the app's answer after the pairing closed the window.
-    static var answerGrace: Duration { .seconds(5) }
-    /// How long after a failed server the port is tried again (while the window is open).
-    static var restartDelay: Duration { .seconds(5) }
+    static var answerGrace: Duration { PairingPort<C.Instant>.answerGrace }
 
     private var server: (task: Task<Void, any Error>, answered: PairingAnswered)?
-    /// The window closed by the pairing: the port closes at this instant at the latest, or once answered.
-    private var answerDeadline: C.Instant?
-    /// A server failed: none is started before this instant.
-    private var restartAt: C.Instant?
+    /// When the port is served: the window, the app's answer, a failed server's restart.
+    private var port = PairingPort<C.Instant>()
 
     /// Serves (`serve`) while the window is open, until cancelled.
     func run(serve: @escaping Serve) async {
@@ -91,31 +87,22 @@ actor PairingWindowService<C: Clock> where C.Duration == Duration {
         if let server { await stop(server) }
     }
 
-    /// Starts the server when the window opens and stops it when the window closes (after the app's answer,
-    /// when the pairing closed it); returns what to wait for next.
+    /// Carries out `PairingPort`'s actions (start the server, stop it) until it says wait; returns the wait.
     func step(serve: @escaping Serve) async -> ServiceStep<C.Instant> {
         var worked = false
         while !Task.isCancelled {
-            let now = clock.now
-            if let at = restartAt {
-                if now < at { return .wait(until: at, worked: worked) }
-                restartAt = nil
-            }
-            let closesAt = check()
-            guard let running = server else {
-                guard closesAt != nil else { return .wait(until: nil, worked: worked) }
+            let facts = PairingPort<C.Instant>.Facts(
+                closesAt: check(), paired: window.paired, serving: server != nil,
+                answered: server?.answered.isAnswered ?? false)
+            switch port.next(facts, at: clock.now) {
+            case .wait(let until):
+                return .wait(until: until, worked: worked)
+            case .startServer:
                 let answered = PairingAnswered(waker: waker)
                 server = (Task { try await serve(answered) }, answered)
-                worked = true
-                continue
+            case .stopServer:
+                if let server { await stop(server) }
             }
-            if let closesAt { return .wait(until: closesAt, worked: worked) }
-            if window.paired && !running.answered.isAnswered {
-                let deadline = answerDeadline ?? now.advanced(by: Self.answerGrace)
-                answerDeadline = deadline
-                if now < deadline { return .wait(until: deadline, worked: worked) }
-            }
-            await stop(running)
             worked = true
         }
         return .wait(until: nil, worked: worked)
@@ -125,11 +112,12 @@ actor PairingWindowService<C: Clock> where C.Duration == Duration {
         running.task.cancel()
         let result = await running.task.result
         server = nil
-        answerDeadline = nil
+        var failed = false
         if case .failure(let error) = result, !(error is CancellationError) {
             logger.error("pairing server failed", metadata: ["error": "\(error)"])
-            if !Task.isCancelled { restartAt = clock.now.advanced(by: Self.restartDelay) }
+            failed = true
         }
+        port.stopped(failed: failed && !Task.isCancelled, at: clock.now)
     }
 
     static func seconds(_ duration: Duration) -> Double {
