@@ -88,4 +88,19 @@ import Testing
         let daily = try #require(waitUntil(timeline.next(at: retry, paired: true, clockTrusted: true)))
         #expect(daily > start.advanced(by: .seconds(23 * 3600)))
     }
+
+    @Test func anUnsetWallClockIsLookedAtEveryTwoSecondsUntilItIsSetAndThenNeverAgain() {
+        typealias Instant = ManualClock.Instant
+        func at(_ seconds: Int) -> Instant { Instant(offset: .seconds(seconds)) }
+        var trusted = WallClockWait<Instant>()
+        #expect(trusted.next(trusted: true, at: at(0)) == .idle)
+        #expect(trusted.next(trusted: false, at: at(5)) == .idle)
+
+        var unset = WallClockWait<Instant>()
+        #expect(unset.next(trusted: false, at: at(0)) == .sayWaiting)
+        #expect(unset.next(trusted: false, at: at(0)) == .look(until: at(2)))
+        #expect(unset.next(trusted: false, at: at(2)) == .look(until: at(4)))
+        #expect(unset.next(trusted: true, at: at(4)) == .clockSet)
+        #expect(unset.next(trusted: true, at: at(6)) == .idle)
+    }
 }

@@ -236,6 +236,24 @@ final class NotifySocket {
         #expect(recorder.pingCount == 1, "a round that ends cancelled pings nothing")
     }
 
+    @Test func roundsAreDueEveryIntervalPingOnlyWhenHealthyAndReportAChangeOncePerStreak() {
+        typealias Instant = ManualClock.Instant
+        func at(_ seconds: Int) -> Instant { Instant(offset: .seconds(seconds)) }
+        var rounds = WatchdogRounds<Instant>(interval: .seconds(15))
+        #expect(rounds.due(at: at(0)) == nil)
+        #expect(rounds.roundDone(failed: nil, at: at(0)) == .init(ping: true, healthChange: .none, nextRound: at(15)))
+        #expect(rounds.due(at: at(14)) == at(15))
+        #expect(rounds.due(at: at(15)) == nil)
+        #expect(
+            rounds.roundDone(failed: "GPIO thread", at: at(15))
+                == .init(ping: false, healthChange: .some("GPIO thread"), nextRound: at(30)))
+        #expect(
+            rounds.roundDone(failed: "GPIO thread", at: at(30))
+                == .init(ping: false, healthChange: .none, nextRound: at(45)))
+        #expect(
+            rounds.roundDone(failed: nil, at: at(45)) == .init(ping: true, healthChange: .some(nil), nextRound: at(60)))
+    }
+
     @Test func heartbeatPassesOnlyWhileTheCounterMoves() {
         let beats = Mutex<UInt64>(0)
         let probe = HeartbeatProbe { beats.withLock { $0 } }

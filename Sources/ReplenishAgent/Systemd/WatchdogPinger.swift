@@ -9,10 +9,8 @@ actor WatchdogPinger<C: Clock> where C.Duration == Duration {
     let ping: @Sendable () -> Void
     /// Called when a probe fails (once per failing streak, with the probe's name) or passes again (nil).
     let onHealthChange: @Sendable (String?) -> Void
-    /// The probe failing at the last round (nil: all passed).
-    private var failing: String?
-    /// When the next round is due (nil: at once).
-    private var nextRound: C.Instant?
+    /// When a round is due, whether it pings, what changed.
+    private var rounds: WatchdogRounds<C.Instant>
 
     init(
         interval: Duration, clock: C, probes: [HealthProbe], ping: @escaping @Sendable () -> Void,
@@ -23,6 +21,7 @@ actor WatchdogPinger<C: Clock> where C.Duration == Duration {
         self.probes = probes
         self.ping = ping
         self.onHealthChange = onHealthChange
+        rounds = WatchdogRounds(interval: interval)
     }
 
     /// Until cancelled: a round, then a sleep until the next.
@@ -35,18 +34,16 @@ actor WatchdogPinger<C: Clock> where C.Duration == Duration {
 
     /// A round when one is due (probe, ping if healthy, report a change of health); returns when the next is.
     func step() async -> ServiceStep<C.Instant> {
-        if let nextRound, clock.now < nextRound { return .wait(until: nextRound, worked: false) }
+        if let due = rounds.due(at: clock.now) { return .wait(until: due, worked: false) }
         var failed: String?
         for probe in probes where await !probe.check() {
             failed = probe.name
             break
         }
         if Task.isCancelled { return .wait(until: nil, worked: false) }
-        if failed == nil { ping() }
-        if failed != failing { onHealthChange(failed) }
-        failing = failed
-        let next = clock.now.advanced(by: interval)
-        nextRound = next
-        return .wait(until: next, worked: true)
+        let outcome = rounds.roundDone(failed: failed, at: clock.now)
+        if outcome.ping { ping() }
+        if let change = outcome.healthChange { onHealthChange(change) }
+        return .wait(until: outcome.nextRound, worked: true)
     }
 }
