@@ -167,6 +167,17 @@ import Testing
         #expect(await pipeline.step().until == nil)
     }
 
+    @Test func aPressIsWaitedForUpToItsTimeoutAndItsOutcomeUpToTheLimitMore() {
+        var unrecognised = PressWait(startedAt: at(0), timeout: .seconds(5))
+        #expect(unrecognised.next(recognised: false, at: at(0)) == .wait(until: at(5000)))
+        #expect(unrecognised.next(recognised: false, at: at(5000)) == .notRecognised)
+
+        var slow = PressWait(startedAt: at(0), timeout: .seconds(5))
+        #expect(slow.next(recognised: true, at: at(5000)) == .wait(until: at(105_000)))
+        #expect(slow.next(recognised: true, at: at(104_999)) == .wait(until: at(105_000)))
+        #expect(slow.next(recognised: true, at: at(105_000)) == .outcomeUnknown)
+    }
+
     /// A one-button board for the pipeline tests: debounce 30 ms, long press from 5 s.
     static let buttonBoard = BoardFile(
         name: "t", backend: .simulated, chip: nil,

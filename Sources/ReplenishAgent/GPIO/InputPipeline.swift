@@ -210,7 +210,7 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
 
     /// How long whoever caused a recognised press waits for the handler's outcome before it is told the outcome
     /// is not known yet (the handler's own calls are bounded by their timeouts well within this).
-    static var outcomeLimit: Duration { .seconds(100) }
+    static var outcomeLimit: Duration { PressWait<C.Instant>.outcomeLimit }
 
     /// Registers interest in the outcome of the next press recognised on `input` (before causing it), so
     /// the outcome cannot be missed; collect it with `outcome(of:timeout:)`.
@@ -232,20 +232,23 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
             return result
         }
         let clock = clock
+        var wait = PressWait(startedAt: clock.now, timeout: timeout)
         let timer = Task {
-            do { try await clock.loopSleep(for: timeout) } catch { return }
-            guard !self.isRecognised(id) else {
-                do { try await clock.loopSleep(for: Self.outcomeLimit) } catch { return }
-                self.finish(
-                    id,
-                    with: .failure(
-                        AgentError(
-                            .server,
-                            "the press was recognised; its outcome is not known yet (DRS is slow to answer): see replenish-agent status"
-                        )))
-                return
+            while true {
+                switch wait.next(recognised: self.isRecognised(id), at: clock.now) {
+                case .wait(let until):
+                    do { try await clock.loopSleep(until: until) } catch { return }
+                case .notRecognised:
+                    let failure = AgentError(.invalidInput, "no press was recognised within \(timeout)")
+                    return self.finish(id, with: .failure(failure))
+                case .outcomeUnknown:
+                    let failure = AgentError(
+                        .server,
+                        "the press was recognised; its outcome is not known yet (DRS is slow to answer): see replenish-agent status"
+                    )
+                    return self.finish(id, with: .failure(failure))
+                }
             }
-            self.finish(id, with: .failure(AgentError(.invalidInput, "no press was recognised within \(timeout)")))
         }
         let outcome = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
@@ -295,5 +298,35 @@ extension InputPipeline {
                 throw backend.failure ?? AgentError(.hardware, "the GPIO input stream ended")
             }
         }
+    }
+}
+
+/// How long whoever caused a press (the control socket's `press`) waits, as a value: for the press to be
+/// recognised, up to its `timeout`; once it is, for the handler's outcome, up to `outcomeLimit` more.
+struct PressWait<Instant: InstantProtocol>: Sendable where Instant.Duration == Duration {
+    enum Action: Equatable, Sendable {
+        case wait(until: Instant)
+        /// No press was recognised within the timeout.
+        case notRecognised
+        /// Recognised, but the handler has not answered within the limit.
+        case outcomeUnknown
+    }
+
+    static var outcomeLimit: Duration { .seconds(100) }
+
+    private let timeoutAt: Instant
+    private var limitAt: Instant?
+
+    init(startedAt now: Instant, timeout: Duration) {
+        timeoutAt = now.advanced(by: timeout)
+    }
+
+    mutating func next(recognised: Bool, at now: Instant) -> Action {
+        if let limitAt { return now < limitAt ? .wait(until: limitAt) : .outcomeUnknown }
+        if now < timeoutAt { return .wait(until: timeoutAt) }
+        guard recognised else { return .notRecognised }
+        let limit = now.advanced(by: Self.outcomeLimit)
+        limitAt = limit
+        return .wait(until: limit)
     }
 }
