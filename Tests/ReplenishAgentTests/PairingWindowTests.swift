@@ -151,6 +151,12 @@ import Testing
 
     // MARK: the request guard
 
+    @Test func unknownHostNamesMakeTheDeviceReadItsNamesAgainAtMostEveryFiveSeconds() {
+        #expect(PairingRequestGuard.mayReadNamesAgain(lastReadAt: nil as ManualClock.Instant?, now: at(0)))
+        #expect(!PairingRequestGuard.mayReadNamesAgain(lastReadAt: at(10), now: at(14)))
+        #expect(PairingRequestGuard.mayReadNamesAgain(lastReadAt: at(10), now: at(15)))
+    }
+
     static let names: Set<String> = [
         "192.168.1.20", "fe80::1", "device", "device.local", "localhost", "127.0.0.1", "::1",
     ]

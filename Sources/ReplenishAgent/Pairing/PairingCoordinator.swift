@@ -50,7 +50,7 @@ actor PairingCoordinator<C: Clock> where C.Duration == Duration {
         if let refusal = PairingRequestGuard.refusal(request, deviceNames: names(), port: port) {
             // A name that is not (yet) known may be an address that came after the last look.
             let now = clock.now
-            guard refusal.status == 421, deviceNamesReadAt.map({ $0.duration(to: now) >= .seconds(5) }) ?? true,
+            guard refusal.status == 421, PairingRequestGuard.mayReadNamesAgain(lastReadAt: deviceNamesReadAt, now: now),
                 PairingRequestGuard.refusal(request, deviceNames: names(reread: true), port: port) == nil
             else { return refusal }
         }

@@ -13,6 +13,13 @@ import NIOHTTP1
 /// No CORS headers are ever sent, so a browser never lets a page read an answer. Each refusal has the
 /// endpoints' error shape, `{"error":"INVALID_PARAM","message":…}`.
 enum PairingRequestGuard {
+    /// A Host name not known yet may be an address the device got since it last read its names: they are read
+    /// again for it, at most every 5 s (a flood of wrong names does not turn into a flood of getifaddrs).
+    static func mayReadNamesAgain<Instant: InstantProtocol>(lastReadAt: Instant?, now: Instant) -> Bool
+    where Instant.Duration == Duration {
+        lastReadAt.map { $0.duration(to: now) >= .seconds(5) } ?? true
+    }
+
     static func refusal(_ request: ServerRequest, deviceNames: Set<String>, port: Int?) -> ServerResponse? {
         if request.headers.contains(name: "Origin") {
             return .error(403, "INVALID_PARAM", "cross-origin requests are refused (the request carries Origin)")

@@ -88,7 +88,8 @@ enum SystemdService {
                 })
             await pinger.run()
         } else {
-            while !Task.isCancelled { try? await ContinuousClock().loopSleep(for: .seconds(3600)) }
+            // No watchdog: nothing to time; wait for the stop (no timer, no wakeup).
+            await Waker().wait(timeout: nil, clock: ContinuousClock())
         }
         _ = await status.stopping()
     }
