@@ -31,14 +31,14 @@ import Testing
         }
     }
 
-    /// A loopback listener that takes one connection, reads the request, and then closes (`answer: false`) or
-    /// holds the connection open without a word until the test ends.
+    /// A loopback listener that takes one connection, reads the request, calls `afterReading`, and then closes
+    /// (`closeAfterReading`) or holds the connection open without a word until the test ends.
     final class SilentServer: @unchecked Sendable {
         let port: Int
         private let listener: Int32
         private var thread: Thread?
 
-        init(closeAfterReading: Bool) throws {
+        init(closeAfterReading: Bool, afterReading: @escaping @Sendable () -> Void = {}) throws {
             listener = socket(AF_INET, streamSocket, 0)
             var address = sockaddr_in()
             address.sin_family = sa_family_t(AF_INET)
@@ -57,6 +57,7 @@ import Testing
                 guard connection >= 0 else { return }
                 var buffer = [UInt8](repeating: 0, count: 4096)
                 _ = read(connection, &buffer, buffer.count)
+                afterReading()
                 if closeAfterReading { close(connection) }
             }
             thread.start()
@@ -82,12 +83,9 @@ import Testing
     /// #19.5: a transfer waiting for an answer that never comes ends soon after its abort flag is set, and
     /// counts as sent (the server had the request).
     @Test func anAbortedTransferEndsAtOnceAndCountsAsSent() throws {
-        let server = try SilentServer(closeAfterReading: false)
         let abort = TransferAbort()
-        Thread {
-            usleep(200_000)
-            abort.abort()
-        }.start()
+        // Aborted once the server has the request: the transfer is then waiting for an answer.
+        let server = try SilentServer(closeAfterReading: false) { abort.abort() }
         let started = ContinuousClock.now
         do {
             _ = try CurlEasy(options: .init()).perform(
