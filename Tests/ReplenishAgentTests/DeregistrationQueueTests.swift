@@ -31,10 +31,17 @@ import Testing
 
     func deletes(_ drs: ScriptedHTTPClient) -> Int { drs.requests.filter { $0.method == .delete }.count }
 
-    @Test func aQueuedCallWaitsForItsCallerAndATryInsideTheBackoffSendsNothing() async throws {
-        let (queue, drs, directory) = try queue(drsStatus: 503)
-        let driver = ServiceDriver(clock: clock, queue.step)
+    /// A queue with the old pairing's call queued (its refresh token `Atzr|old`), and the driver of its steps.
+    func queued(drsStatus: Int) async throws
+        -> (DeregistrationQueue<ManualClock>, ServiceDriver, ScriptedHTTPClient, String)
+    {
+        let (queue, drs, directory) = try queue(drsStatus: drsStatus)
         try await queue.enqueue(.init(refreshToken: Secret("Atzr|old"), clientId: "client"))
+        return (queue, ServiceDriver(clock: clock, queue.step), drs, directory)
+    }
+
+    @Test func aQueuedCallWaitsForItsCallerAndATryInsideTheBackoffSendsNothing() async throws {
+        let (queue, driver, drs, directory) = try await queued(drsStatus: 503)
         // The caller's local part takes long on a loaded device: the queue does not go ahead of it.
         await driver.pass(DeregistrationQueue<ManualClock>.callerGrace - .seconds(1))
         #expect(deletes(drs) == 0)
@@ -56,9 +63,7 @@ import Testing
     }
 
     @Test func aCallerThatNeverComesBackDoesNotStrandTheCall() async throws {
-        let (queue, drs, directory) = try queue(drsStatus: 204)
-        let driver = ServiceDriver(clock: clock, queue.step)
-        try await queue.enqueue(.init(refreshToken: Secret("Atzr|old"), clientId: "client"))
+        let (_, driver, drs, directory) = try await queued(drsStatus: 204)
         await driver.pass(DeregistrationQueue<ManualClock>.callerGrace - .milliseconds(1))
         #expect(deletes(drs) == 0)
         await driver.pass(.milliseconds(1))

@@ -3,11 +3,7 @@ import Testing
 @testable import ReplenishAgent
 
 /// The duties' timing on instants alone (`DutyTimeline`): no clock, no service, no waiting.
-@Suite(.tags(.unit)) struct DutyTimelineTests {
-    typealias Instant = ManualClock.Instant
-    let start = Instant(offset: .zero)
-
-    func at(_ seconds: Double) -> Instant { Instant(offset: .milliseconds(Int64(seconds * 1000))) }
+@Suite(.tags(.unit)) struct DutyTimelineTests: OnInstants {
 
     func waitUntil(_ action: DutyTimeline<Instant>.Action) -> Instant? {
         if case .wait(let until) = action { return until }
@@ -90,7 +86,6 @@ import Testing
     }
 
     @Test func anUnsetWallClockIsLookedAtEveryTwoSecondsUntilItIsSetAndThenNeverAgain() {
-        typealias Instant = ManualClock.Instant
         func at(_ seconds: Int) -> Instant { Instant(offset: .seconds(seconds)) }
         var trusted = WallClockWait<Instant>()
         #expect(trusted.next(trusted: true, at: at(0)) == .idle)

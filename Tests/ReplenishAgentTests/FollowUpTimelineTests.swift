@@ -4,11 +4,7 @@ import Testing
 
 /// The timing of the follow-up of open orders, of a queued deregistration and of a press's re-check, on
 /// instants alone (`FollowUpTimeline`, `DeregistrationTimeline`, `RecheckSpacing`): no clock, no DRS.
-@Suite(.tags(.unit)) struct FollowUpTimelineTests {
-    typealias Instant = ManualClock.Instant
-    let start = Instant(offset: .zero)
-
-    func at(_ seconds: Double) -> Instant { Instant(offset: .milliseconds(Int64(seconds * 1000))) }
+@Suite(.tags(.unit)) struct FollowUpTimelineTests: OnInstants {
 
     func followUpWait(_ action: FollowUpTimeline<Instant>.Action) -> Instant? {
         if case .wait(let until) = action { return until }

@@ -133,15 +133,8 @@ import Testing
 
     @Test func pipelineDebouncesOnAManualClockAndSleepsWhenIdle() async throws {
         let clock = ManualClock()
-        let board = BoardFile(
-            name: "t", backend: .simulated, chip: nil,
-            inputs: [
-                .init(
-                    name: "button", kind: .button, line: nil, activeLow: false, bias: .asIs, debounceMilliseconds: 30,
-                    longPressMilliseconds: 5000)
-            ], outputs: [])
         let seen = Mutex<[ButtonPress]>([])
-        let pipeline = InputPipeline(board: board, clock: clock, logger: Self.quiet) { press in
+        let pipeline = InputPipeline(board: Self.buttonBoard, clock: clock, logger: Self.quiet) { press in
             seen.withLock { $0.append(press) }
             return .success("ok")
         }
@@ -206,15 +199,23 @@ import Testing
         return (pipeline, seen, { origin + .milliseconds($0) })
     }
 
+    /// Hands `edges` (active or not, at a time in milliseconds by the kernel's clock) to `pipeline` at once, as a
+    /// backend does with a burst it read late.
+    func readAtOnce(
+        _ edges: [(Bool, Int)], to pipeline: InputPipeline<ManualClock>, kernel: (Int) -> Duration
+    ) async {
+        for (active, at) in edges {
+            await pipeline.receive(InputEdge(input: "button", active: active, timestamp: kernel(at)))
+        }
+    }
+
     /// Edges read late, all at once (a busy device): with their kernel times they are one press of 196 ms; timed
     /// by when they arrived (all at 500 ms) they would be four edges at one instant and no press at all.
     @Test func aBurstDeliveredLateDebouncesByItsKernelTimes() async throws {
         let clock = ManualClock()
         let (pipeline, seen, kernel) = timedPipeline(clock)
         clock.advance(by: .milliseconds(500))
-        for (active, at) in [(true, 100), (false, 102), (true, 104), (false, 300)] {
-            await pipeline.receive(InputEdge(input: "button", active: active, timestamp: kernel(at)))
-        }
+        await readAtOnce([(true, 100), (false, 102), (true, 104), (false, 300)], to: pipeline, kernel: kernel)
         // The release settled at 330 ms, already past: it is due without the clock moving.
         #expect(await pipeline.step().until == nil)
         #expect(seen.all == [ButtonPress(input: "button", kind: .short)])
@@ -258,9 +259,7 @@ import Testing
         let clock = ManualClock()
         let (pipeline, seen, kernel) = timedPipeline(clock)
         clock.advance(by: .milliseconds(7000))
-        for (active, at) in [(true, 0), (false, 200), (true, 1000), (false, 6500)] {
-            await pipeline.receive(InputEdge(input: "button", active: active, timestamp: kernel(at)))
-        }
+        await readAtOnce([(true, 0), (false, 200), (true, 1000), (false, 6500)], to: pipeline, kernel: kernel)
         await ServiceDriver(clock: clock, pipeline.step).drain()
         #expect(
             seen.all == [ButtonPress(input: "button", kind: .short), ButtonPress(input: "button", kind: .long)])

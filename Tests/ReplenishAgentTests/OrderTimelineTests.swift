@@ -3,12 +3,8 @@ import Testing
 @testable import ReplenishAgent
 
 /// The order service's timing on instants alone (`OrderTimeline`): no clock, no outbox file, no DRS.
-@Suite(.tags(.unit)) struct OrderTimelineTests {
+@Suite(.tags(.unit)) struct OrderTimelineTests: OnInstants {
     typealias Timeline = OrderTimeline<ManualClock.Instant>
-    typealias Instant = ManualClock.Instant
-    let start = Instant(offset: .zero)
-
-    func at(_ seconds: Double) -> Instant { Instant(offset: .milliseconds(Int64(seconds * 1000))) }
     func pending(_ slots: String...) -> [Timeline.Pending] { slots.map { Timeline.Pending(slot: $0) } }
 
     @Test func aPendingEntryIsSentAtOnceWhilePairedAndWaitsForAChangeWhileNot() {

@@ -3,12 +3,8 @@ import Testing
 @testable import ReplenishAgent
 
 /// The token refresh's timing on instants alone (`RefreshTimeline`): no clock, no LWA, no waiting.
-@Suite(.tags(.unit)) struct RefreshTimelineTests {
+@Suite(.tags(.unit)) struct RefreshTimelineTests: OnInstants {
     typealias Timeline = RefreshTimeline<ManualClock.Instant>
-    typealias Instant = ManualClock.Instant
-    let start = Instant(offset: .zero)
-
-    func at(_ seconds: Double) -> Instant { Instant(offset: .milliseconds(Int64(seconds * 1000))) }
 
     /// Paired, with the refresh due in `due` seconds of a token of `lifetime` seconds.
     func paired(due: Double, lifetime: Double = 3600) -> Timeline.Facts {

@@ -73,18 +73,26 @@ import Testing
         #expect(store.saves == refreshes + 1)
     }
 
+    /// A manager whose stored access token (of `lifetime` seconds) expired a second ago, and its store.
+    func expired(
+        refreshToken: String, http: any HTTPClient, lifetime: Double = 3600, seed: UInt64? = nil
+    ) throws -> (TokenManager<ManualClock>, MemoryTokenStore) {
+        let store = MemoryTokenStore(
+            TokenSet(
+                clientId: "client", refreshToken: Secret(refreshToken), accessToken: Secret("Atza|old"),
+                accessTokenExpiresAt: epoch - 1, accessTokenLifetime: lifetime))
+        let manager = try TokenManager(
+            store: store, lwa: lwa(http), clock: clock, wallTime: wallTime,
+            random: seed.map { .seeded(state: $0) } ?? .system, logger: .init(label: "test"))
+        return (manager, store)
+    }
+
     @Test func concurrentCallersShareOneRefresh() async throws {
         let http = ScriptedHTTPClient { _ in
             HTTPResponse(
                 status: 200, headers: [], body: Array(#"{"access_token":"Atza|new","expires_in":"3600"}"#.utf8))
         }
-        let expired = TokenSet(
-            clientId: "client", refreshToken: Secret("Atzr|keep"), accessToken: Secret("Atza|old"),
-            accessTokenExpiresAt: epoch - 1, accessTokenLifetime: 3600)
-        let store = MemoryTokenStore(expired)
-        let manager = try TokenManager(
-            store: store, lwa: lwa(http), clock: clock, wallTime: wallTime,
-            logger: .init(label: "test"))
+        let (manager, store) = try expired(refreshToken: "Atzr|keep", http: http)
         async let first = manager.accessToken()
         async let second = manager.accessToken()
         let tokens = try await [first, second]
@@ -97,13 +105,7 @@ import Testing
 
     @Test func invalidGrantWipesTokensAndAsksForPairing() async throws {
         let http = ScriptedHTTPClient { _ in json(400, #"{"error":"invalid_grant","error_description":"revoked"}"#) }
-        let tokens = TokenSet(
-            clientId: "client", refreshToken: Secret("Atzr|gone"), accessToken: Secret("Atza|old"),
-            accessTokenExpiresAt: epoch - 1, accessTokenLifetime: 3600)
-        let store = MemoryTokenStore(tokens)
-        let manager = try TokenManager(
-            store: store, lwa: lwa(http), clock: clock, wallTime: wallTime,
-            logger: .init(label: "test"))
+        let (manager, store) = try expired(refreshToken: "Atzr|gone", http: http)
         let events = manager.events.subscribe()
         await #expect(throws: AgentError.self) { try await manager.accessToken() }
         #expect(store.tokens == nil)
@@ -148,13 +150,7 @@ import Testing
                 return grantResponse(access: "Atza|a\(number)", refresh: current, expiresIn: "3600")
             }
         }
-        let store = MemoryTokenStore(
-            TokenSet(
-                clientId: "client", refreshToken: Secret("Atzr|old"), accessToken: Secret("Atza|old"),
-                accessTokenExpiresAt: epoch - 1, accessTokenLifetime: 3600))
-        let manager = try TokenManager(
-            store: store, lwa: lwa(http), clock: clock, wallTime: wallTime, random: .seeded(state: 5),
-            logger: .init(label: "test"))
+        let (manager, store) = try expired(refreshToken: "Atzr|old", http: http, seed: 5)
         let driver = ServiceDriver(clock: clock, manager.step)
         store.failSaves = true
         // LWA rotated, the disk is full: the new set is used (LWA no longer accepts the old one) and kept.
@@ -178,13 +174,7 @@ import Testing
 
     @Test func whileLWAFailsCallersFailFastUntilTheOneBackoffDeadline() async throws {
         let http = ScriptedHTTPClient { _ in json(503, "", headers: [("retry-after", "40")]) }
-        let store = MemoryTokenStore(
-            TokenSet(
-                clientId: "client", refreshToken: Secret("Atzr|r"), accessToken: Secret("Atza|a"),
-                accessTokenExpiresAt: epoch - 1, accessTokenLifetime: 3600))
-        let manager = try TokenManager(
-            store: store, lwa: lwa(http), clock: clock, wallTime: wallTime, random: .seeded(state: 9),
-            logger: .init(label: "test"))
+        let (manager, _) = try expired(refreshToken: "Atzr|r", http: http, seed: 9)
         do {
             _ = try await manager.accessToken()
             Issue.record("LWA is down: no token")
@@ -214,12 +204,7 @@ import Testing
     @Test func theLifetimeCountsFromWhenTheRequestLeft() async throws {
         // LWA takes 20 s to answer a 60 s token: it expires 60 s after the request left, not after the answer.
         let http = GatedHTTPClient(grantResponse(access: "Atza|slow", refresh: nil, expiresIn: "60"))
-        let store = MemoryTokenStore(
-            TokenSet(
-                clientId: "client", refreshToken: Secret("Atzr|r"), accessToken: Secret("Atza|a"),
-                accessTokenExpiresAt: epoch - 1, accessTokenLifetime: 60))
-        let manager = try TokenManager(
-            store: store, lwa: lwa(http), clock: clock, wallTime: wallTime, logger: .init(label: "test"))
+        let (manager, store) = try expired(refreshToken: "Atzr|r", http: http, lifetime: 60)
         let sentAt = wallTime()
         let call = Task { try await manager.accessToken() }
         await http.requestArrived()
@@ -234,14 +219,7 @@ import Testing
     /// and then forgets them; the pairing does not come back.
     @Test func anUnpairWhileARefreshIsOutReturnsTheRotatedTokensAndForgetsThem() async throws {
         let http = GatedHTTPClient(grantResponse(access: "Atza|late", refresh: "Atzr|late"))
-        let store = MemoryTokenStore(
-            TokenSet(
-                clientId: "client", refreshToken: Secret("Atzr|old"), accessToken: Secret("Atza|old"),
-                accessTokenExpiresAt: epoch - 1, accessTokenLifetime: 3600))
-        let lwa = LWAClient(
-            http: http, tokenURL: try EndpointURL("http://127.0.0.1:1/auth/o2/token"), clientSecret: nil)
-        let manager = try TokenManager(
-            store: store, lwa: lwa, clock: clock, wallTime: wallTime, logger: .init(label: "test"))
+        let (manager, store) = try expired(refreshToken: "Atzr|old", http: http)
         let refresh = Task { try await manager.accessToken() }
         await http.requestArrived()
         // The customer long-presses to unpair while LWA's answer is on its way.

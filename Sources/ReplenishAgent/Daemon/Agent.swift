@@ -98,11 +98,11 @@ struct Agent {
             StatusRecorder.Part(
                 status: status, tokens: tokens.events.subscribe(), window: window.changes.subscribe(),
                 linking: linkingChanges()),
-            TokenManager.Part(tokens: tokens),
-            OrderService.Part(orders: orders, tokens: tokens.events.subscribe()),
-            Duties.Part(duties: duties, tokens: tokens.events.subscribe()),
+            LoopPart(service: tokens, description: "tokens"),
+            TokenFollowingPart(service: orders, tokens: tokens.events.subscribe(), description: "orders"),
+            TokenFollowingPart(service: duties, tokens: tokens.events.subscribe(), description: "duties"),
             OrderFollowUpService.Part(followUp: followUp, orders: orders.updates.subscribe()),
-            DeregistrationQueue.Part(queue: deregistration),
+            LoopPart(service: deregistration, description: "deregistration"),
             ClockWatch.Part(clock: clock, tokens: tokens, orders: orders, logger: logger),
             try Self.pairingPart(
                 config: config, lwa: lwa, tokens: tokens, window: window, linking: linking, clock: clock, group: group,
@@ -170,7 +170,7 @@ struct Agent {
         linking: CodeLinkingService<Clock>?, clock: Clock, group: MultiThreadedEventLoopGroup, logger: Logger
     ) throws(AgentError) -> any Service {
         if let linking {
-            return CodeLinkingService.Part(linking: linking, tokens: tokens.events.subscribe())
+            return TokenFollowingPart(service: linking, tokens: tokens.events.subscribe(), description: "linking")
         }
         guard let listen = config.pairingListen else {
             throw AgentError(.configuration, "pairing.listen: is required when pairing.mode is \"companion\"")

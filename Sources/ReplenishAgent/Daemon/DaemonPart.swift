@@ -28,3 +28,32 @@ extension DaemonPart {
         }
     }
 }
+
+/// An actor whose loop runs until it is cancelled (`TokenManager`, `DeregistrationQueue`).
+protocol LoopingService: Actor {
+    func run() async
+}
+
+/// A looping actor that also follows the token events: a pairing lets it go, a lost pairing stops it
+/// (`OrderService`, `Duties`, `CodeLinkingService`).
+protocol TokenFollowingService: LoopingService {
+    nonisolated func follow(tokens: AsyncStream<TokenEvent>) async
+}
+
+/// A looping actor as the daemon runs it.
+struct LoopPart<Looping: LoopingService>: DaemonPart {
+    let service: Looping
+    let description: String
+
+    func work() async { await service.run() }
+}
+
+/// A looping actor that follows the token events, as the daemon runs it.
+struct TokenFollowingPart<Following: TokenFollowingService>: DaemonPart {
+    let service: Following
+    let tokens: AsyncStream<TokenEvent>
+    let description: String
+
+    func follow() async { await service.follow(tokens: tokens) }
+    func work() async { await service.run() }
+}

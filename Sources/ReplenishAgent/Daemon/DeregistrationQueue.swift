@@ -199,12 +199,4 @@ final class OldPairingTokens: AccessTokens {
     }
 }
 
-extension DeregistrationQueue {
-    /// The queue of deregistrations as the daemon runs it: retries a queued one until DRS has it.
-    struct Part: DaemonPart {
-        let queue: DeregistrationQueue
-        var description: String { "deregistration" }
-
-        func work() async { await queue.run() }
-    }
-}
+extension DeregistrationQueue: LoopingService {}

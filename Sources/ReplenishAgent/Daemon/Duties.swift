@@ -151,21 +151,9 @@ actor Duties<C: Clock> where C.Duration == Duration {
     static var recheckSpacing: Duration { RecheckSpacing<C.Instant, String, Never>.spacing }
 }
 
-extension Duties {
+extension Duties: TokenFollowingService {
     /// A new pairing makes the duties due at once.
     nonisolated func follow(tokens: AsyncStream<TokenEvent>) async {
         for await case .paired in tokens { await pairingChanged() }
-    }
-}
-
-extension Duties {
-    /// The duties as the daemon runs them, following the token events (a pairing starts them).
-    struct Part: DaemonPart {
-        let duties: Duties
-        let tokens: AsyncStream<TokenEvent>
-        var description: String { "duties" }
-
-        func follow() async { await duties.follow(tokens: tokens) }
-        func work() async { await duties.run() }
     }
 }

@@ -318,22 +318,9 @@ actor OrderService<C: Clock> where C.Duration == Duration {
     }
 }
 
-extension OrderService {
+extension OrderService: TokenFollowingService {
     /// New tokens (a pairing, a refresh) let the entries that waited for them go at once.
     nonisolated func follow(tokens: AsyncStream<TokenEvent>) async {
         for await case .changed in tokens { await poke() }
-    }
-}
-
-extension OrderService {
-    /// The order service as the daemon runs it: sends the outbox, following the token events (a pairing, a
-    /// fresh token) that let a waiting order go.
-    struct Part: DaemonPart {
-        let orders: OrderService
-        let tokens: AsyncStream<TokenEvent>
-        var description: String { "orders" }
-
-        func follow() async { await orders.follow(tokens: tokens) }
-        func work() async { await orders.run() }
     }
 }

@@ -145,21 +145,9 @@ actor CodeLinkingService<C: Clock> where C.Duration == Duration {
     }
 }
 
-extension CodeLinkingService {
+extension CodeLinkingService: TokenFollowingService {
     /// A pairing stops the linking; a lost pairing starts it again.
     nonisolated func follow(tokens: AsyncStream<TokenEvent>) async {
         await tokens.forEachPairingChange { paired in await handle(paired ? .paired : .pairingLost) }
-    }
-}
-
-extension CodeLinkingService {
-    /// Code-based linking as the daemon runs it, following the token events.
-    struct Part: DaemonPart {
-        let linking: CodeLinkingService
-        let tokens: AsyncStream<TokenEvent>
-        var description: String { "linking" }
-
-        func follow() async { await linking.follow(tokens: tokens) }
-        func work() async { await linking.run() }
     }
 }

@@ -326,12 +326,4 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     }
 }
 
-extension TokenManager {
-    /// The token manager as the daemon runs it: refreshes on its schedule until the group stops.
-    struct Part: DaemonPart {
-        let tokens: TokenManager
-        var description: String { "tokens" }
-
-        func work() async { await tokens.run() }
-    }
-}
+extension TokenManager: LoopingService {}

@@ -78,3 +78,15 @@ extension ManualClock {
         }
     }
 }
+
+/// A suite of tests on instants alone (the timing machines): instants named by their seconds from the manual
+/// clock's zero.
+protocol OnInstants {}
+
+extension OnInstants {
+    typealias Instant = ManualClock.Instant
+
+    var start: Instant { Instant(offset: .zero) }
+
+    func at(_ seconds: Double) -> Instant { Instant(offset: .milliseconds(Int64(seconds * 1000))) }
+}
