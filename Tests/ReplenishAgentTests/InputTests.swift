@@ -169,6 +169,9 @@ import Testing
         #expect(slow.next(recognised: true, at: at(5000)) == .wait(until: at(105_000)))
         #expect(slow.next(recognised: true, at: at(104_999)) == .wait(until: at(105_000)))
         #expect(slow.next(recognised: true, at: at(105_000)) == .outcomeUnknown)
+        // A press held 2 s with 30 ms debounce is waited for 12.06 s to be recognised.
+        #expect(
+            PressWait<Instant>.timeout(hold: .seconds(2), debounce: .milliseconds(30)) == .milliseconds(12_060))
     }
 
     /// A one-button board for the pipeline tests: debounce 30 ms, long press from 5 s.

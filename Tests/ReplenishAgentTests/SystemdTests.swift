@@ -254,6 +254,13 @@ final class NotifySocket {
             rounds.roundDone(failed: nil, at: at(45)) == .init(ping: true, healthChange: .some(nil), nextRound: at(60)))
     }
 
+    @Test func aFallBackToLibdispatchIsWarnedAboutAndTheLoopIsNot() {
+        #expect(LoopExecutor.Installed.loop("hooks").fallbackWarning == nil)
+        let warning = LoopExecutor.Installed.libdispatch("compiler 5.10").fallbackWarning
+        #expect(warning?.contains("libdispatch (fallback: compiler 5.10)") == true)
+        #expect(LoopExecutor.Installed.notTried.fallbackWarning != nil)
+    }
+
     @Test func heartbeatPassesOnlyWhileTheCounterMoves() {
         let beats = Mutex<UInt64>(0)
         let probe = HeartbeatProbe { beats.withLock { $0 } }

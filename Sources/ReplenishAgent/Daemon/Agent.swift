@@ -127,11 +127,7 @@ struct Agent {
                 "board": "\(config.board.name)", "paired": "\(paired)",
                 "executor": "\(LoopExecutor.installed.description)",
             ])
-        if !LoopExecutor.installed.isLoop {
-            logger.warning(
-                "Swift Concurrency runs on libdispatch: its worker-pool thread will wake the CPU about once a second",
-                metadata: ["executor": "\(LoopExecutor.installed.description)"])
-        }
+        if let warning = LoopExecutor.installed.fallbackWarning { logger.warning("\(warning)") }
         let result = await Result { try await Self.runGroup(services, logger: logger) }
         await status.forgetLinkingCode()
         await lights.stop()

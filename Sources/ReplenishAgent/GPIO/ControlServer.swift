@@ -159,8 +159,8 @@ struct ControlServer: Sendable {
         guard (0...100).contains(bounces) else {
             return .json(400, Answer(ok: false, message: "bounces must be 0 to 100"))
         }
-        // Wait for this press's outcome: debounce on both edges plus the hold, with room for a slow disk.
-        let timeout = Duration.milliseconds(Int64(hold * 1000) + Int64(2 * input.debounceMilliseconds) + 10_000)
+        let timeout = PressWait<ContinuousClock.Instant>.timeout(
+            hold: .milliseconds(Int64(hold * 1000)), debounce: .milliseconds(input.debounceMilliseconds))
         let id = await inputs.expectPress(on: input.name)
         do throws(AgentError) {
             try edges(input.name, settlingAt: true, bounces: bounces, backend: backend)

@@ -314,6 +314,12 @@ struct PressWait<Instant: InstantProtocol>: Sendable where Instant.Duration == D
 
     static var outcomeLimit: Duration { .seconds(100) }
 
+    /// How long a simulated press held for `hold` waits to be recognised: the debounce on both edges plus the
+    /// hold, with room for a slow disk.
+    static func timeout(hold: Duration, debounce: Duration) -> Duration {
+        hold + debounce * 2 + .seconds(10)
+    }
+
     private let timeoutAt: Instant
     private var limitAt: Instant?
 

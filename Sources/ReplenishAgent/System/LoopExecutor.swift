@@ -58,6 +58,14 @@ enum LoopExecutor {
             if case .loop = self { true } else { false }
         }
 
+        /// The warning for the daemon's log when the loop is not the executor (nil when it is): a device that
+        /// fell back to libdispatch would otherwise show it only in its power figures.
+        var fallbackWarning: String? {
+            isLoop
+                ? nil
+                : "Swift Concurrency runs on libdispatch (\(description)): its worker-pool thread will wake the CPU about once a second"
+        }
+
         var description: String {
             switch self {
             case .notTried: "libdispatch (the loop executor was not installed)"
