@@ -141,6 +141,26 @@ import Testing
         #expect(port.next(.init(closesAt: nil, paired: true, serving: true, answered: true), at: at(20)) == .stopServer)
     }
 
+    @Test func aWindowThatOpensAgainDuringTheGraceGetsANewServerAndANewAnswer() {
+        var port = Port()
+        // Paired at 10 s: the grace for the app's answer runs to 15 s.
+        #expect(
+            port.next(.init(closesAt: nil, paired: true, serving: true, answered: false), at: at(10))
+                == .wait(until: at(15)))
+        // The pairing is lost at 12 s: the window opens again, and the old server (with its answer) is stopped.
+        #expect(
+            port.next(.init(closesAt: at(612), paired: false, serving: true, answered: false), at: at(12))
+                == .stopServer)
+        port.stopped(failed: false, at: at(12))
+        #expect(
+            port.next(.init(closesAt: at(612), paired: false, serving: false, answered: false), at: at(12))
+                == .startServer)
+        // The new server's window closes by a pairing: a full grace again.
+        #expect(
+            port.next(.init(closesAt: nil, paired: true, serving: true, answered: false), at: at(100))
+                == .wait(until: at(105)))
+    }
+
     @Test func aFailedServerIsStartedAgainOnlyAfterTheRestartDelay() {
         var port = Port()
         port.stopped(failed: true, at: at(100))

@@ -71,6 +71,12 @@ struct Agent {
                 phase: config.device.phase, slots: config.slots, tokens: tokens, drs: session, status: status,
                 wallTime: wallTime))
 
+        // The pairing part of the configured mode (a config without what it needs stops here, before the board).
+        let group = MultiThreadedEventLoopGroup.singleton
+        let pairing = try Self.pairingPart(
+            config: config, lwa: lwa, tokens: tokens, window: window, linking: linking, clock: clock, group: group,
+            logger: logger)
+
         // The board.
         let systemd = SystemdNotifier.fromProcess()
         let backend = try Self.backend(config: config, systemd: systemd)
@@ -88,7 +94,6 @@ struct Agent {
 
         // The streams: every subscription is made here, before any part runs, so none misses an event.
         let linkingChanges = { Self.stream(linking?.changes) }
-        let group = MultiThreadedEventLoopGroup.singleton
         // The one event-loop thread, which also runs every task (`LoopExecutor`): pairing endpoints, control
         // socket. Started in this order, stopped in reverse: followers stop before the parts they follow.
         var services: [any Service] = [
@@ -104,9 +109,7 @@ struct Agent {
             OrderFollowUpService.Part(followUp: followUp, orders: orders.updates.subscribe()),
             LoopPart(service: deregistration, description: "deregistration"),
             ClockWatch.Part(clock: clock, tokens: tokens, orders: orders, logger: logger),
-            try Self.pairingPart(
-                config: config, lwa: lwa, tokens: tokens, window: window, linking: linking, clock: clock, group: group,
-                logger: logger),
+            pairing,
             InputPipeline.Part(inputs: inputs, backend: backend),
             ControlServer.Part(
                 control: control, path: Self.controlSocketPath(stateDirectory: config.stateDirectory), group: group,

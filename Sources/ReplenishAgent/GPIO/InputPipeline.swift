@@ -121,6 +121,8 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
         await withDiscardingTaskGroup { group in
             group.addTask { await self.runTimers() }
             for await edge in edges { receive(edge) }
+            // A press the last edges completed goes to the handler even though the timer loop stops now.
+            for press in takeDue().presses { Task { await self.deliver(press) } }
             group.cancelAll()
         }
     }

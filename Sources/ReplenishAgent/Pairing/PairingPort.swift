@@ -3,8 +3,9 @@
 /// port. `PairingWindowService` carries its actions out.
 ///
 /// The rules: the port is served while the window is open; when the pairing closed the window, it stays open
-/// until the app has its answer (the 204), `answerGrace` at most; a server that failed is not started again
-/// before `restartDelay`.
+/// until the app has its answer (the 204), `answerGrace` at most; once the window has closed, that server is
+/// stopped even if the window opens again meanwhile (the new window gets a new server, and a new answer); a
+/// server that failed is not started again before `restartDelay`.
 struct PairingPort<Instant: InstantProtocol>: Sendable where Instant.Duration == Duration {
     enum Action: Equatable, Sendable {
         case startServer
@@ -29,6 +30,8 @@ struct PairingPort<Instant: InstantProtocol>: Sendable where Instant.Duration ==
 
     private var answerDeadline: Instant?
     private var restartAt: Instant?
+    /// The window closed while the server ran: it is being stopped.
+    private var closing = false
 
     init() {}
 
@@ -38,7 +41,8 @@ struct PairingPort<Instant: InstantProtocol>: Sendable where Instant.Duration ==
             self.restartAt = nil
         }
         guard facts.serving else { return facts.closesAt == nil ? .wait(until: nil) : .startServer }
-        if let closesAt = facts.closesAt { return .wait(until: closesAt) }
+        if let closesAt = facts.closesAt, !closing { return .wait(until: closesAt) }
+        closing = true
         if facts.paired && !facts.answered {
             let deadline = answerDeadline ?? now.advanced(by: Self.answerGrace)
             answerDeadline = deadline
@@ -50,6 +54,7 @@ struct PairingPort<Instant: InstantProtocol>: Sendable where Instant.Duration ==
     /// The server stopped; `failed`: it had failed on its own (not stopped), so the next start waits.
     mutating func stopped(failed: Bool, at now: Instant) {
         answerDeadline = nil
+        closing = false
         if failed { restartAt = now.advanced(by: Self.restartDelay) }
     }
 }
