@@ -43,7 +43,7 @@ import Testing
     @Test func aQueuedCallWaitsForItsCallerAndATryInsideTheBackoffSendsNothing() async throws {
         let (queue, driver, drs, directory) = try await queued(drsStatus: 503)
         // The caller's local part takes long on a loaded device: the queue does not go ahead of it.
-        await driver.pass(DeregistrationQueue<ManualClock>.callerGrace - .seconds(1))
+        await driver.pass(DeregistrationTimeline<ManualClock.Instant>.callerGrace - .seconds(1))
         #expect(deletes(drs) == 0)
         // The caller's one try now: DRS answers 503, and the pending call keeps the rotated refresh token.
         #expect(await queue.tryNow(accessToken: nil)?.code == .server)
@@ -64,7 +64,7 @@ import Testing
 
     @Test func aCallerThatNeverComesBackDoesNotStrandTheCall() async throws {
         let (_, driver, drs, directory) = try await queued(drsStatus: 204)
-        await driver.pass(DeregistrationQueue<ManualClock>.callerGrace - .milliseconds(1))
+        await driver.pass(DeregistrationTimeline<ManualClock.Instant>.callerGrace - .milliseconds(1))
         #expect(deletes(drs) == 0)
         await driver.pass(.milliseconds(1))
         #expect(deletes(drs) == 1)

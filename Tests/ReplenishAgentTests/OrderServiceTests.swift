@@ -101,7 +101,7 @@ import Testing
         #expect(await orders.snapshot.pending.count == 2, "nothing parked either")
         synchronized.withLock { $0 = true }
         // The next look at the clock (every 5 s) finds it synchronised.
-        await driver.pass(OrderService<ManualClock>.clockPollInterval)
+        await driver.pass(OrderTimeline<ManualClock.Instant>.clockPoll)
         #expect(await orders.snapshot.pending.isEmpty)
         #expect(drs.requests.map(\.url) == ["http://127.0.0.1:1/replenish/slot-2"])
         #expect(try outboxOnDisk(directory)?.entry(for: "slot-1")?.parkedReason?.contains("no answer") == true)

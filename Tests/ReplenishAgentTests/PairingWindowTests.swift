@@ -88,7 +88,7 @@ import Testing
         _ = await startedServers.next()
         #expect(serving.withLock { $0 } == 1 && starts.withLock { $0 } == 2)
         await service.handle(.paired)
-        await driver.pass(PairingWindowService<ManualClock>.answerGrace - .milliseconds(1))
+        await driver.pass(PairingPort<ManualClock.Instant>.answerGrace - .milliseconds(1))
         #expect(serving.withLock { $0 } == 1, "the port stays open until the app has its answer")
         answered.withLock { $0 }?.ring()
         await driver.drain()
@@ -99,7 +99,7 @@ import Testing
         await driver.drain()
         _ = await startedServers.next()
         await service.handle(.paired)
-        await driver.pass(PairingWindowService<ManualClock>.answerGrace)
+        await driver.pass(PairingPort<ManualClock.Instant>.answerGrace)
         #expect(serving.withLock { $0 } == 0 && starts.withLock { $0 } == 3)
         // What the LED and the status file were told: closed (the first look, before the start), then open
         // (closing 600 s after the start) and closed, three times.

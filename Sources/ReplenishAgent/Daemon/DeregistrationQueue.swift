@@ -45,10 +45,6 @@ actor DeregistrationQueue<C: Clock> where C.Duration == Duration {
     /// Why the last try failed, for a `tryNow` that comes inside its backoff.
     private var lastError: AgentError?
 
-    /// How long a queued call waits for its caller's `tryNow` (the caller does its local part in between)
-    /// before the queue tries on its own: a caller that never comes back does not strand the call.
-    static var callerGrace: Duration { DeregistrationTimeline<C.Instant>.callerGrace }
-
     init(stateDirectory: String, lwa: LWAClient, drs: DRSClient, clock: C, logger: Logger) {
         self.stateDirectory = stateDirectory
         self.lwa = lwa

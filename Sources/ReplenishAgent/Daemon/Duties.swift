@@ -148,7 +148,6 @@ actor Duties<C: Clock> where C.Duration == Duration {
         }
     }
 
-    static var recheckSpacing: Duration { RecheckSpacing<C.Instant, String, Never>.spacing }
 }
 
 extension Duties: TokenFollowingService {

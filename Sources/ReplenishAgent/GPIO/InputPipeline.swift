@@ -210,10 +210,6 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
         if let waiter { finish(waiter, with: outcome) }
     }
 
-    /// How long whoever caused a recognised press waits for the handler's outcome before it is told the outcome
-    /// is not known yet (the handler's own calls are bounded by their timeouts well within this).
-    static var outcomeLimit: Duration { PressWait<C.Instant>.outcomeLimit }
-
     /// Registers interest in the outcome of the next press recognised on `input` (before causing it), so
     /// the outcome cannot be missed; collect it with `outcome(of:timeout:)`.
     func expectPress(on input: String) -> Int {

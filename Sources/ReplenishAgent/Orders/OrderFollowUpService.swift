@@ -77,8 +77,6 @@ actor OrderFollowUpService<C: Clock> where C.Duration == Duration {
         return open
     }
 
-    static var recheckSpacing: Duration { RecheckSpacing<C.Instant, String, Bool>.spacing }
-
     /// Asks DRS about one order and records the answer; false when it could not (retried with backoff).
     @discardableResult
     private func check(slot: String, eventInstanceId id: String) async -> Bool {

@@ -29,8 +29,6 @@ actor OrderService<C: Clock> where C.Duration == Duration {
     private let boot: String?
     /// Whether the wall clock is known synchronised now (`WallClock.isSynchronized`).
     private let clockSynchronized: @Sendable () -> Bool
-    /// How often an entry waiting for the clock looks again (only while one waits).
-    static var clockPollInterval: Duration { OrderTimeline<C.Instant>.clockPoll }
 
     /// What happened to an order, for the LED and the logs.
     enum Event: Sendable, Equatable {

@@ -74,9 +74,6 @@ actor PairingWindowService<C: Clock> where C.Duration == Duration {
     /// pairing answer (204) is out, so the port closes only after the app has it.
     typealias Serve = @Sendable (_ answered: PairingAnswered) async throws -> Void
 
-    /// How long the port stays open for the app's answer after the pairing closed the window.
-    static var answerGrace: Duration { PairingPort<C.Instant>.answerGrace }
-
     private var server: (task: Task<Void, any Error>, answered: PairingAnswered)?
     /// When the port is served: the window, the app's answer, a failed server's restart.
     private var port = PairingPort<C.Instant>()

@@ -280,11 +280,6 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
         events.publish(.changed(state))
     }
 
-    /// Scheduled refreshes are at least this far apart, whatever lifetime LWA grants: an answer with a
-    /// lifetime of a second or two must not turn the schedule into a loop of LWA calls and flash writes. The
-    /// shortest lifetime the contract names (10 s) refreshes about every 7.5 s, so this never delays it.
-    static var minimumRefreshSpacing: Duration { RefreshTimeline<C.Instant>.minimumSpacing }
-
     /// The schedule: carries out `RefreshTimeline`'s actions (refresh, back off, write again, wait) until
     /// cancelled; a change (pairing, refresh, failure) ends a wait early.
     func run() async {
