@@ -47,10 +47,17 @@ debounce_ms=5
 ((orders >= 2 && presses <= orders - 1)) || { echo "ORDERS must be at least 2 and PRESSES below it" >&2; exit 2; }
 scripts/install-deps.sh
 scratch=${DEB_SCRATCH:-$root/.build-deb}
-for product in replenish-agent replenish-emulator; do
-  swift build -c release --product "$product" --static-swift-stdlib --scratch-path "$scratch" 2>&1 | tail -n 1
-done
+# Both with the device's build settings (scripts/release-flags.sh): one set of flags per scratch folder, or each
+# build would recompile the modules the other compiled.
+mapfile -t flags < <(bash scripts/release-flags.sh)
+swift build -c release --product replenish-agent --static-swift-stdlib --scratch-path "$scratch" "${flags[@]}" 2>&1 |
+  tail -n 1
+swift build -c release --product replenish-emulator --static-swift-stdlib --scratch-path "$scratch" "${flags[@]}" 2>&1 |
+  tail -n 1
 bin=$(swift build -c release --static-swift-stdlib --scratch-path "$scratch" --show-bin-path)
+# AGENT_BIN=FILE measures that agent binary instead of the one just built (the emulator stays the build's):
+# how scripts/footprint-steps.sh measures one link variant at a time.
+agent_bin=${AGENT_BIN:-$bin/replenish-agent}
 work=$(mktemp -d /tmp/replenish-bench.XXXXXX)
 cc -O2 -Wall -o "$work/c-agent" bench/c-agent.c -lcurl -lgpiod
 pids=()
@@ -58,6 +65,9 @@ source scripts/lib.sh
 trap 'stop_all; if [ -n "${BENCH_KEEP:-}" ]; then echo "kept $work"; else rm -rf "$work"; fi' EXIT
 driver() { python3 "$root/bench/driver.py" "$@"; }
 rss() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
+# Anonymous RSS (heap, stacks, pages written after load such as relocated data): the part a smaller or
+# better-ordered binary does not reduce, and that the kernel cannot drop under memory pressure.
+anon() { awk '/RssAnon/ {print $2}' "/proc/$1/status"; }
 stat_of() { curl -s "$emulator/admin/stats" | python3 -c "import json,sys; print(json.load(sys.stdin)$1)"; }
 json_field() { python3 -c "import json,sys; print(json.loads(sys.argv[1])$2)" "$1"; }
 
@@ -76,7 +86,7 @@ stop_all_but_emulator
 echo "== exec → ready, $starts starts each"
 cp -a "$work/state" "$work/state-copy"
 sed "s|$work/state\"|$work/state-copy\"|" "$work/agent.json" >"$work/agent-copy.json"
-agent_ready=$(driver ready --count "$starts" -- "$bin/replenish-agent" run --config "$work/agent-copy.json")
+agent_ready=$(driver ready --count "$starts" -- "$agent_bin" run --config "$work/agent-copy.json")
 python3 -c "import json; print(json.load(open('$work/state/tokens.json'))['accessToken'])" >"$work/token"
 mkfifo "$work/line"
 mkdir -m 0700 "$work/c-state"
@@ -85,7 +95,7 @@ c_ready=$(driver ready --count "$starts" -- "${c_command[@]}")
 
 echo "== start"
 device_status_before=$(stat_of "['deviceStatusCalls']")
-"$bin/replenish-agent" run --config "$work/agent.json" 2>"$work/agent.log" &
+"$agent_bin" run --config "$work/agent.json" 2>"$work/agent.log" &
 agent_pid=$!
 pids+=($agent_pid)
 device_status_sent() { (($(stat_of "['deviceStatusCalls']") > device_status_before)); }
@@ -110,9 +120,11 @@ echo "== $((orders - 1)) more orders each (the first $presses timed)"
 agent_run=$(driver presses --target agent --emulator "$emulator" --slot slot-1 --state "$work/state" \
   --control "$work/state/control.sock" --count $((orders - 1)) --latency-count "$presses" --hold-ms "$hold_ms")
 agent_rss_many=$(rss "$agent_pid")
+agent_anon_many=$(anon "$agent_pid")
 c_run=$(driver presses --target c --emulator "$emulator" --slot slot-2 --state "$work/c-state" \
   --fifo "$work/line" --count $((orders - 1)) --first-order 2 --latency-count "$presses" --hold-ms "$hold_ms")
 c_rss_many=$(rss "$c_pid")
+c_anon_many=$(anon "$c_pid")
 agent_placed=$(($(json_field "$agent_first" "['placed']") + $(json_field "$agent_run" "['placed']")))
 c_placed=$(($(json_field "$c_first" "['placed']") + $(json_field "$c_run" "['placed']")))
 
@@ -144,7 +156,7 @@ c_ticks=$(per_minute "$(delta "$work/c.before" "$work/c.after" 3)")
 agent_threads=$(awk '/Threads/ {print $2}' "/proc/$agent_pid/status")
 c_threads=$(awk '/Threads/ {print $2}' "/proc/$c_pid/status")
 
-strip -o "$work/agent.stripped" "$bin/replenish-agent"
+strip -o "$work/agent.stripped" "$agent_bin"
 strip -o "$work/c.stripped" "$work/c-agent"
 
 ratio() { awk -v a="$1" -v c="$2" 'BEGIN {if (c + 0 == 0) print (a + 0 == 0 ? "=" : "-"); else printf "%.2f×", a / c}'; }
@@ -162,6 +174,10 @@ echo "|---|---|---|---|"
 row "RSS after start" "$(kb "$agent_rss_start")" "$(kb "$c_rss_start")" "$agent_rss_start" "$c_rss_start"
 row "RSS after 1 order" "$(kb "$agent_rss_one")" "$(kb "$c_rss_one")" "$agent_rss_one" "$c_rss_one"
 row "RSS after $orders orders" "$(kb "$agent_rss_many")" "$(kb "$c_rss_many")" "$agent_rss_many" "$c_rss_many"
+row "anonymous RSS after $orders orders" "$(kb "$agent_anon_many")" "$(kb "$c_anon_many")" "$agent_anon_many" \
+  "$c_anon_many"
+row "file-backed RSS after $orders orders" "$(kb $((agent_rss_many - agent_anon_many)))" \
+  "$(kb $((c_rss_many - c_anon_many)))" "$((agent_rss_many - agent_anon_many))" "$((c_rss_many - c_anon_many))"
 row "RSS growth, 1 → $orders orders" "$((agent_rss_many - agent_rss_one)) kB" "$((c_rss_many - c_rss_one)) kB" \
   "$((agent_rss_many - agent_rss_one))" "$((c_rss_many - c_rss_one))"
 row "threads" "$agent_threads" "$c_threads" "$agent_threads" "$c_threads"
@@ -177,11 +193,11 @@ row "press → request at the emulator, p99" "$(latency "$agent_run" p99) ms" "$
   "$(latency "$agent_run" p99)" "$(latency "$c_run" p99)"
 row "binary, stripped" "$(stat -c %s "$work/agent.stripped") bytes" "$(stat -c %s "$work/c.stripped") bytes" \
   "$(stat -c %s "$work/agent.stripped")" "$(stat -c %s "$work/c.stripped")"
-row "shared libraries (\`ldd\`)" "$(ldd "$bin/replenish-agent" | wc -l)" "$(ldd "$work/c-agent" | wc -l)" \
-  "$(ldd "$bin/replenish-agent" | wc -l)" "$(ldd "$work/c-agent" | wc -l)"
+row "shared libraries (\`ldd\`)" "$(ldd "$agent_bin" | wc -l)" "$(ldd "$work/c-agent" | wc -l)" \
+  "$(ldd "$agent_bin" | wc -l)" "$(ldd "$work/c-agent" | wc -l)"
 echo
 echo "the agent's own requests at the emulator during the idle ${idle} s: $idle_requests (timers: order follow-up, duties)"
-echo "libraries only the agent links: $(comm -23 <(ldd "$bin/replenish-agent" | awk '{print $1}' | sort) \
+echo "libraries only the agent links: $(comm -23 <(ldd "$agent_bin" | awk '{print $1}' | sort) \
   <(ldd "$work/c-agent" | awk '{print $1}' | sort) | tr '\n' ' ')"
 echo "the agent's threads over the idle ${idle} s (switches, CPU ticks; name/wchan at the end):"
 awk 'NR == FNR {s[$1] = $2; t[$1] = $3; next} {printf "  %-44s %6s %6s\n", $4 " (" $1 ")", ($1 in s) ? $2 - s[$1] : "new", ($1 in t) ? $3 - t[$1] : "new"}' \

@@ -29,7 +29,9 @@ package=replenish-agent
 
 if [[ "$arch" == "$host_arch" ]]; then
   echo "== release build, static Swift standard library ($scratch)"
-  swift build -c release --product replenish-agent --static-swift-stdlib --scratch-path "$scratch" 2>&1 | tail -n 1
+  mapfile -t flags < <(bash scripts/release-flags.sh)
+  swift build -c release --product replenish-agent --static-swift-stdlib --scratch-path "$scratch" "${flags[@]}" \
+    2>&1 | tail -n 1
   binary="$(swift build -c release --static-swift-stdlib --scratch-path "$scratch" --show-bin-path)/replenish-agent"
   strip=strip
   shlibdeps_options=()

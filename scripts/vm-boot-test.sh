@@ -133,7 +133,10 @@ mkdir -p "$work"
 build_log=$work/build.log
 if [ "$arch" = amd64 ]; then
   step "building replenish-agent and replenish-emulator (release, --static-swift-stdlib)"
-  swift build -c release --static-swift-stdlib --scratch-path .build-deb >"$build_log" 2>&1 ||
+  # The device's build settings for both (scripts/release-flags.sh): one set of flags per scratch folder, or
+  # each build would recompile the modules the other compiled.
+  mapfile -t flags < <(bash scripts/release-flags.sh)
+  swift build -c release --static-swift-stdlib --scratch-path .build-deb "${flags[@]}" >"$build_log" 2>&1 ||
     { tail -n 40 "$build_log"; die "swift build failed"; }
   emulator=$root/.build-deb/release/replenish-emulator
 else

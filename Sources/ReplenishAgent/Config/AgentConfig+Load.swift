@@ -78,7 +78,7 @@ extension AgentConfig {
             path: "lwa", problems: &problems)
         {
             let clientId = reader.string("clientId", problems: &problems)
-            if let clientId, clientId.isEmpty || clientId.utf8.count > 256 || clientId.contains(" ") {
+            if let clientId, clientId.isEmpty || clientId.utf8.count > 256 || clientId.containsText(" ") {
                 problems.add("lwa.clientId", "must be 1 to 256 characters without spaces")
             }
             let secret = reader.string("clientSecret", required: false, problems: &problems)

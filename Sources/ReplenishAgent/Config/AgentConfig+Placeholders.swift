@@ -45,7 +45,7 @@ extension AgentConfig {
 
     /// Whether `value` of `key` is still a placeholder of the example.
     static func isPlaceholder(_ value: String, for key: PlaceholderKey) -> Bool {
-        value.contains(placeholderMarker) || key.formerPlaceholders.contains(value)
+        value.containsText(placeholderMarker) || key.formerPlaceholders.contains(value)
     }
 
     /// Records one problem for each value still at a placeholder; `values` are key paths and their kinds.

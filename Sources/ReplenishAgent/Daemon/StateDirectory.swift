@@ -232,13 +232,13 @@ enum StateDirectory {
 
     /// `NAME.tmp-<pid>`, as `POSIX.writeFileAtomically` names its temp files.
     static func isTempFile(_ name: String) -> Bool {
-        guard let range = name.ranges(of: ".tmp-").last else { return false }
+        guard let range = name.occurrences(of: ".tmp-").last else { return false }
         let pid = name[range.upperBound...]
         return range.lowerBound != name.startIndex && !pid.isEmpty && pid.allSatisfy(\.isASCIIDigit)
     }
 
     /// `NAME.corrupt-<time>[-N]`, as `StateFile.moveAside` names what it moves.
-    static func isMovedAside(_ name: String) -> Bool { name.contains(".corrupt-") }
+    static func isMovedAside(_ name: String) -> Bool { name.containsText(".corrupt-") }
 }
 
 /// The held lock of a state directory (see `StateDirectory.lock`); released when this value goes.

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import Glibc
 
 /// The DRS device API calls, with the exact version headers PROTOCOL.md lists. It returns the raw answer;
 /// what an answer means for an order is decided by `DeliveryPolicy`.
@@ -99,9 +100,10 @@ struct DRSClient: Sendable {
         guard response.status == 400 else { return false }
         // `InvalidTokenException:…` is what DRS documents; an expired-token variant or a gateway's own wording
         // must not park a press either: any error type or message about the token means "refresh and retry".
-        if let type = response.header("x-amzn-errortype")?.lowercased(), type.contains("token") { return true }
+        if let type = response.header("x-amzn-errortype")?.lowercased(), type.containsText("token") { return true }
         let message = (try? JSONDecoder().decode(DRSMessage.self, from: Data(response.body)))?.message?.lowercased()
-        return message.map { $0.contains("token") && ($0.contains("invalid") || $0.contains("expired")) } ?? false
+        return message.map { $0.containsText("token") && ($0.containsText("invalid") || $0.containsText("expired")) }
+            ?? false
     }
 }
 
@@ -110,7 +112,14 @@ enum ISO8601 {
     /// `epochSeconds` outside 1970 to 9999 (a damaged state file) prints as `invalid time`.
     static func format(_ epochSeconds: Double) -> String {
         guard (0...253_402_300_799).contains(epochSeconds) else { return "invalid time" }
-        return Date(timeIntervalSince1970: epochSeconds.rounded(.down)).formatted(.iso8601)
+        // gmtime_r and strftime (libc), not Date.ISO8601FormatStyle: FoundationEssentials' format styles bring
+        // calendars and the regex engine's entry points into the working set for one fixed pattern.
+        var seconds = time_t(epochSeconds.rounded(.down))
+        var parts = tm()
+        guard gmtime_r(&seconds, &parts) != nil else { return "invalid time" }
+        var text = [CChar](repeating: 0, count: 32)
+        let length = strftime(&text, text.count, "%Y-%m-%dT%H:%M:%SZ", &parts)
+        return String(decoding: text[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }
 

@@ -58,7 +58,7 @@ enum DeliveryPolicy {
             return .park(reason: "DRS does not know this slot (404)")
         default:
             let message = (try? JSONDecoder().decode(DRSMessage.self, from: Data(response.body)))?.message
-            if message?.lowercased().contains("not subscribed") == true { return .park(reason: "not subscribed") }
+            if message?.lowercased().containsText("not subscribed") == true { return .park(reason: "not subscribed") }
             return .park(reason: "DRS refused the order (\(response.status))")
         }
     }

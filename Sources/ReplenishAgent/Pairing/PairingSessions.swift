@@ -129,7 +129,7 @@ struct PairingSessions<Instant: InstantProtocol, Value: Sendable>: Sendable wher
             }
             return result
         }
-        if let gap = text.firstRange(of: "::") {
+        if let gap = text.occurrences(of: "::").first {
             guard let head = groups(text[..<gap.lowerBound], dottedTail: false),
                 let tail = groups(text[gap.upperBound...], dottedTail: true), head.count + tail.count < 8
             else { return nil }

@@ -280,6 +280,12 @@ idle() {
   figure agent-idle-context-switches-per-minute "$((switches * 60 / idle))"
   figure agent-idle-own-timer-firings "$firings"
   figure agent-threads "$(wc -l </tmp/ctx.end)"
+  # The footprint on this board (issue #21's figures for the device's own CPU), after the presses and orders of
+  # the checks before: resident memory, its anonymous and file-backed parts, and the installed binary's size.
+  figure agent-rss-kb "$(awk '/^VmRSS/ {print $2}' "/proc/$pid/status")"
+  figure agent-rss-anon-kb "$(awk '/^RssAnon/ {print $2}' "/proc/$pid/status")"
+  figure agent-rss-file-kb "$(awk '/^RssFile/ {print $2}' "/proc/$pid/status")"
+  figure agent-binary-bytes "$(stat -c %s /usr/bin/replenish-agent)"
   note "idle context switches by thread: $(awk 'NR == FNR { start[$1] = $2; next }
     ($1 in start) { printf "%s%s(%s)=%d", sep, $3, $1, $2 - start[$1]; sep = " " }' /tmp/ctx.start /tmp/ctx.end)"
   if [ "$switches" -le $((2 * firings)) ]; then
