@@ -206,6 +206,15 @@ awk 'NR == FNR {s[$1] = $2; t[$1] = $3; next} {printf "  %-44s %6s %6s\n", $4 " 
 echo "the agent's RSS by mapping, largest first (kB):"
 awk '/^[0-9a-f]+-[0-9a-f]+ / {name = (NF >= 6) ? $6 : "[anon]"} /^Rss:/ {rss[name] += $2}
   END {for (n in rss) if (rss[n] > 0) printf "%8d %s\n", rss[n], n}' "/proc/$agent_pid/smaps" | sort -rn | head -n 12
+# The binary's own mappings: its code (r-x) against its size shows how much of the text the run touched (the
+# ordering file's aim); the relocated read-only data (r--, written once at start) is anonymous.
+echo "the agent binary's mappings (permissions: resident kB, of which anonymous, of the mapping's size):"
+awk -v bin="$(readlink -f "$agent_bin")" '/^[0-9a-f]+-[0-9a-f]+ / {split($1, r, "-"); mine = ($6 == bin); perm = $2; size = $1}
+  mine && /^Size:/ {sz = $2} mine && /^Rss:/ {rss = $2} mine && /^Anonymous:/ {printf "  %s: %d kB, %d anonymous, of %d kB\n", perm, rss, $2, sz}' \
+  "/proc/$agent_pid/smaps"
+echo "the code of the functions in bench/hot-symbols.txt (the ordered range's own size): $(nm -S -t d --defined-only \
+  "$agent_bin" 2>/dev/null | awk 'NR == FNR {hot[$1] = 1; next} NF == 4 && ($4 in hot) {sum += $2} END {printf "%d kB", sum / 1000}' \
+  bench/hot-symbols.txt -) (none when the binary is stripped)"
 echo "the C floor's RSS by mapping, largest first (kB):"
 awk '/^[0-9a-f]+-[0-9a-f]+ / {name = (NF >= 6) ? $6 : "[anon]"} /^Rss:/ {rss[name] += $2}
   END {for (n in rss) if (rss[n] > 0) printf "%8d %s\n", rss[n], n}' "/proc/$c_pid/smaps" | sort -rn | head -n 8

@@ -87,6 +87,13 @@ for library in $(ldd "$binary" | awk '/=>/ { print $3 }'); do
     fail "$library ($owner) is needed but not in Depends"
 done
 echo "ok: every shared library of the binary is covered by Depends"
+# The packaged binary says which build it is (issue #22): the package's own version and the commit it was
+# built from, never "unknown" (a build without scripts/build-info.sh).
+version=$(dpkg-deb -f "$deb" Version)
+said=$("$binary" --version) || fail "replenish-agent --version failed"
+grep -qF "package $version," <<<"$said" || fail "--version says \"$said\", not the package version $version"
+grep -qE "commit [0-9a-f]{12}\)" <<<"$said" || fail "--version says \"$said\", without the commit"
+echo "ok: $said"
 fi
 
 echo "== lintian $(lintian --version | awk '{print $2}')"

@@ -13,8 +13,8 @@
 #   relr          + -z pack-relative-relocs
 #   fsections     + every Swift module compiled with -function-sections
 #   ordered       + --symbol-ordering-file bench/hot-symbols.txt         (= scripts/release-flags.sh)
-#   osize         ordered, every module compiled with -Osize instead of -O (tried)
-#   icf           ordered + --icf=all (tried)
+#   osize         ordered, every module compiled with -Osize instead of -O (tried, left out)
+#   icf           ordered + --icf=all (tried, left out)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)

@@ -4,7 +4,9 @@
 # scripts/release-flags.sh [ROOT])`, then `swift build -c release --static-swift-stdlib "${flags[@]}"`. ROOT is
 # where the repository is as the compiler sees it (default: this checkout; arm64.sh passes its path inside
 # the build chroot). Each setting was measured on its own with scripts/footprint-steps.sh (README
-# "Benchmarks", issue #21):
+# "Benchmarks", issue #21). Measured and left out: -Osize (a smaller binary, but more resident memory and slower
+# presses) and lld's --icf=all (1.1 MB smaller, but the kept copy of a folded function lies outside the ordered
+# hot code, so more of the text is resident). The settings:
 #
 # - -function-sections (every Swift module, the packages' too): each function in a section of its own, so
 #   that --gc-sections can drop the ones nothing calls and the ordering file below can move single functions.

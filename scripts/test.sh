@@ -12,7 +12,22 @@ arm64_host_packages=(mmdebstrap arch-test qemu-user-static binfmt-support qemu-s
 apt_install "${arm64_host_packages[@]}"
 echo "== swift format lint --strict (the checked-in .swift-format)"
 swift format lint --strict --recursive Sources Tests Package.swift
-swift build --build-tests
+# No compiler warning in the project's own code (issue #22: repeated warnings buried real failures): the build's
+# output is kept and any `warning:` in Sources/ or Tests/ fails the run (CI builds a clean clone, so every file is
+# compiled and every warning printed; an up-to-date local build prints none).
+build_log=$(mktemp)
+if ! swift build --build-tests >"$build_log" 2>&1; then
+  cat "$build_log"
+  rm -f "$build_log"
+  exit 1
+fi
+grep -vE '^\[[0-9]+/[0-9]+\]' "$build_log" | tail -n 3
+if grep -E "^$PWD/(Sources|Tests)/.*: warning:" "$build_log" | sort -u | grep .; then
+  rm -f "$build_log"
+  echo "FAIL: the build printed the compiler warnings above" >&2
+  exit 1
+fi
+rm -f "$build_log"
 swift test
 # The arm64 toolchain (a sid chroot, the aarch64 runtime, the trixie sysroot) and the booted arm64 image's root
 # file system are mostly downloads and package scripts run under qemu-aarch64: they are made in the background
