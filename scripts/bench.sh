@@ -47,21 +47,14 @@ debounce_ms=5
 ((orders >= 2 && presses <= orders - 1)) || { echo "ORDERS must be at least 2 and PRESSES below it" >&2; exit 2; }
 scripts/install-deps.sh
 scratch=${DEB_SCRATCH:-$root/.build-deb}
-# Both with the device's build settings (scripts/release-flags.sh): one set of flags per scratch folder, or each
-# build would recompile the modules the other compiled.
-mapfile -t flags < <(bash scripts/release-flags.sh)
-swift build -c release --product replenish-agent --static-swift-stdlib --scratch-path "$scratch" "${flags[@]}" 2>&1 |
-  tail -n 1
-swift build -c release --product replenish-emulator --static-swift-stdlib --scratch-path "$scratch" "${flags[@]}" 2>&1 |
-  tail -n 1
-bin=$(swift build -c release --static-swift-stdlib --scratch-path "$scratch" --show-bin-path)
+source scripts/lib.sh
+build_release
 # AGENT_BIN=FILE measures that agent binary instead of the one just built (the emulator stays the build's):
 # how scripts/footprint-steps.sh measures one link variant at a time.
 agent_bin=${AGENT_BIN:-$bin/replenish-agent}
 work=$(mktemp -d /tmp/replenish-bench.XXXXXX)
 cc -O2 -Wall -o "$work/c-agent" bench/c-agent.c -lcurl -lgpiod
 pids=()
-source scripts/lib.sh
 trap 'stop_all; if [ -n "${BENCH_KEEP:-}" ]; then echo "kept $work"; else rm -rf "$work"; fi' EXIT
 driver() { python3 "$root/bench/driver.py" "$@"; }
 rss() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }

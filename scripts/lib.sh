@@ -1,6 +1,20 @@
-# Shared by demo.sh and bench.sh: start the emulator and the agent on the simulated board, pair them.
-# Expects $bin (the folder with both binaries), $root (the repository) and $work (a private temp folder);
-# appends what it starts to the array `pids`; `stop_all` stops them.
+# Shared by demo.sh, bench.sh and order-file.sh: build the release binaries, start the emulator and the agent on the
+# simulated board, pair them. Expects $bin (the folder with both binaries; build_release sets it), $root (the
+# repository), $scratch (build_release's scratch folder) and $work (a private temp folder); appends what it starts to
+# the array `pids`; `stop_all` stops them.
+
+# build_release: the agent and the emulator in release, static Swift standard library, with the device's build
+# settings (scripts/release-flags.sh), in $scratch: both with the same flags, or each build would recompile the
+# modules the other compiled. Sets $bin to their folder.
+build_release() {
+  local flags product
+  mapfile -t flags < <(bash "$root/scripts/release-flags.sh")
+  for product in replenish-agent replenish-emulator; do
+    swift build -c release --product "$product" --static-swift-stdlib --scratch-path "$scratch" "${flags[@]}" 2>&1 |
+      tail -n 1
+  done
+  bin=$(swift build -c release --static-swift-stdlib --scratch-path "$scratch" --show-bin-path)
+}
 
 # wait_for DESCRIPTION SECONDS COMMAND...: polls COMMAND every 0.1 s, at most SECONDS.
 wait_for() {

@@ -20,15 +20,10 @@ orders=${1:-20}
 source scripts/apt.sh
 apt_install valgrind python3
 scratch=${DEB_SCRATCH:-$root/.build-deb}
-mapfile -t flags < <(bash scripts/release-flags.sh)
-swift build -c release --product replenish-agent --static-swift-stdlib --scratch-path "$scratch" "${flags[@]}" 2>&1 |
-  tail -n 1
-swift build -c release --product replenish-emulator --static-swift-stdlib --scratch-path "$scratch" "${flags[@]}" 2>&1 |
-  tail -n 1
-bin=$(swift build -c release --static-swift-stdlib --scratch-path "$scratch" --show-bin-path)
+source scripts/lib.sh
+build_release
 work=$(mktemp -d /tmp/replenish-order-file.XXXXXX)
 pids=()
-source scripts/lib.sh
 trap 'stop_all; rm -rf "$work"' EXIT
 
 start_emulator --access-token-lifetime 86400
