@@ -1,5 +1,4 @@
 import FoundationEssentials
-import Glibc
 
 /// The DRS device API calls, with the exact version headers PROTOCOL.md lists. It returns the raw answer;
 /// what an answer means for an order is decided by `DeliveryPolicy`.
@@ -112,14 +111,7 @@ enum ISO8601 {
     /// `epochSeconds` outside 1970 to 9999 (a damaged state file) prints as `invalid time`.
     static func format(_ epochSeconds: Double) -> String {
         guard (0...253_402_300_799).contains(epochSeconds) else { return "invalid time" }
-        // gmtime_r and strftime (libc), not Date.ISO8601FormatStyle: FoundationEssentials' format styles bring
-        // calendars and the regex engine's entry points into the working set for one fixed pattern.
-        var seconds = time_t(epochSeconds.rounded(.down))
-        var parts = tm()
-        guard gmtime_r(&seconds, &parts) != nil else { return "invalid time" }
-        var text = [CChar](repeating: 0, count: 32)
-        let length = strftime(&text, text.count, "%Y-%m-%dT%H:%M:%SZ", &parts)
-        return String(decoding: text[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return POSIX.utcText(Int64(epochSeconds.rounded(.down)), format: "%Y-%m-%dT%H:%M:%SZ") ?? "invalid time"
     }
 }
 

@@ -71,6 +71,19 @@ extension POSIX {
         return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
     }
 
+    /// `seconds` since the Unix epoch as UTC text in strftime's `format` (gmtime_r), or nil where the C library
+    /// cannot represent that time. Not FoundationEssentials' format styles: they bring calendars and the regex
+    /// engine's entry points into the working set for one fixed pattern (issue #21).
+    static func utcText(_ seconds: Int64, format: String) -> String? {
+        var time = time_t(seconds)
+        var parts = tm()
+        guard gmtime_r(&time, &parts) != nil else { return nil }
+        var text = [CChar](repeating: 0, count: 64)
+        let length = strftime(&text, text.count, format, &parts)
+        guard length > 0 else { return nil }
+        return String(decoding: text[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
     /// `CLOCK_MONOTONIC` now, as time since its (boot-time) origin: the clock the kernel stamps GPIO edge events
     /// with. Not `ContinuousClock`: on Linux that reads `CLOCK_BOOTTIME` (the Swift runtime's `swift_get_time`),
     /// which also counts time suspended; so a kernel timestamp is only ever turned into an age against this
