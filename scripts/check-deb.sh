@@ -92,7 +92,7 @@ echo "ok: every shared library of the binary is covered by Depends"
 version=$(dpkg-deb -f "$deb" Version)
 said=$("$binary" --version) || fail "replenish-agent --version failed"
 grep -qF "package $version," <<<"$said" || fail "--version says \"$said\", not the package version $version"
-grep -qE "commit [0-9a-f]{12}\)" <<<"$said" || fail "--version says \"$said\", without the commit"
+grep -qE "commit [0-9a-f]{12}(-dirty)?\)" <<<"$said" || fail "--version says \"$said\", without the commit"
 echo "ok: $said"
 fi
 

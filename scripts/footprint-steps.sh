@@ -29,8 +29,9 @@ build() {
   local name=$1 flags=() flag
   shift
   for flag in "$@"; do flags+=(-Xswiftc "$flag"); done
+  # Called in $( ): errexit is off there, so a failed build must return its failure itself.
   swift build -c release --product replenish-agent --static-swift-stdlib --scratch-path "$steps/$name" \
-    "${flags[@]}" 2>&1 | tail -n 1 >&2
+    "${flags[@]}" 2>&1 | tail -n 1 >&2 || return 1
   echo "$steps/$name/x86_64-unknown-linux-gnu/release"
 }
 
@@ -39,16 +40,17 @@ build() {
 link() {
   local objects=$1 name=$2
   shift 2
+  rm -f "$out/$name" # a failed link must not leave the previous run's binary to be measured
   swiftc -L/usr/lib/x86_64-linux-gnu -lcrypto -L "$objects" -o "$out/$name" -module-name replenish_agent \
     -static-stdlib -emit-executable -Xlinker --gc-sections -Xlinker --defsym -Xlinker main=ReplenishAgent_main \
     -Xlinker '-rpath=$ORIGIN' "@$objects/replenish-agent.product/Objects.LinkFileList" \
-    -target x86_64-unknown-linux-gnu -lgpiod -lcurl "$@" 2>&1 | grep -v "mktemp\|createTemporaryFile" >&2 || true
-  test -x "$out/$name"
+    -target x86_64-unknown-linux-gnu -lgpiod -lcurl "$@" 2>&1 | { grep -v "mktemp\|createTemporaryFile" >&2 || true; }
+  test -x "$out/$name" || { echo "link of $name failed" >&2; return 1; }
 }
 
-plain=$(build plain)
-sections=$(build fsections -Xfrontend -function-sections)
-small=$(build osize -Osize -Xfrontend -function-sections)
+plain=$(build plain) || exit 1
+sections=$(build fsections -Xfrontend -function-sections) || exit 1
+small=$(build osize -Osize -Xfrontend -function-sections) || exit 1
 lld=(-use-ld=lld -Xlinker --no-export-dynamic)
 relr=(-Xlinker -z -Xlinker pack-relative-relocs)
 ordered=(-Xlinker "--symbol-ordering-file=$root/bench/hot-symbols.txt" -Xlinker --no-warn-symbol-ordering)

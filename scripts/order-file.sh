@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Writes bench/hot-symbols.txt: the functions the device binary runs when it starts, pairs and places orders,
-# one symbol a line, in the order they first ran. The release link (Package.swift) hands it to lld as
+# one symbol a line, in the order they first ran. The device build's settings (scripts/release-flags.sh) hand it to lld as
 # `--symbol-ordering-file`, so that the code that runs lies together at the front of .text and the kernel's
 # fault-around (64 kB around each page fault of a file mapping) pages in that code instead of cold code that
 # happens to sit next to it.
@@ -48,7 +48,7 @@ pids=("${pids[0]}")
 
 # fn= records name each function with cost once per object; keep the first sighting of each.
 awk '/^fn=/ { name = substr($0, 4); sub(/^\([0-9]+\) /, "", name); if (!(name in seen)) { seen[name] = 1; print name } }' \
-  "$work/callgrind.out" | grep -v '^0x' >"$work/hot-symbols.txt"
+  "$work/callgrind.out" | { grep -v '^0x' || true; } >"$work/hot-symbols.txt"
 test -s "$work/hot-symbols.txt" || { echo "callgrind recorded no functions" >&2; exit 1; }
 # lld moves every section that defines a listed name. A local name that many objects define (`objectdestroyTm`,
 # a value witness such as `$sSnwxx`) would drag along each of them, including whole modules compiled as one
