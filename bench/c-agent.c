@@ -1,12 +1,15 @@
 // The C floor of scripts/bench.sh: the smallest honest program doing the agent's job on a simulated button,
-// with the same libcurl and libgpiod the agent links. Not part of the device; built by the bench with `cc`.
+// with the same libcurl and libgpiod the agent links. Not part of the device; built by the bench with `cc`, and
+// by scripts/vm-boot-test.sh for the booted device's CPU (`scripts/arm64.sh c-floor` for arm64), where it runs
+// beside the agent in the same boot.
 //
 // Its job, step for step what `replenish-agent run` does for a short press on the simulated board:
 // - a "line": raw edges arrive on a FIFO as 9-byte records, '1' (active) or '0' (inactive) and the edge's
 //   CLOCK_MONOTONIC time in nanoseconds (int64, host order), as gpiod reports an edge with the kernel's
 //   timestamp (the simulated board's control socket carries the same edges to the agent); debounced exactly
 //   like ButtonDebouncer, by the edges' times (a level counts once it has held for the debounce period; a
-//   press is a settled active level followed by a settled release);
+//   press is a settled active level followed by a settled release); a record whose time is 0 takes the time it
+//   is read at (the VM boot test's shell, scripts/vm/boot/runner.sh, writes its presses so);
 // - a short press is written durably before anything is sent (the outbox: temp file, fsync, rename, fsync of
 //   the folder, as POSIX.writeFileAtomically), marked as sending (written again), then sent as DRS's
 //   replenish call: POST {url} with `Authorization: Bearer <token>`, the two version headers of DRSClient
@@ -195,7 +198,7 @@ int main(int argc, char **argv) {
                 long long nanoseconds;
                 memcpy(&nanoseconds, bytes + i + 1, sizeof nanoseconds);
                 int active = bytes[i] == '1';
-                if (active != raw || last_edge < 0) last_edge = nanoseconds / 1000000;
+                if (active != raw || last_edge < 0) last_edge = nanoseconds ? nanoseconds / 1000000 : now_ms();
                 raw = active;
             }
         }

@@ -7,6 +7,7 @@
 #                                  .build-arm64/aarch64-unknown-linux-gnu/release/replenish-agent
 #   scripts/arm64.sh build-tests   the debug build of every target and the test bundle (the VM's emulator too)
 #   scripts/arm64.sh test          build-tests, then the unit suites under qemu-aarch64 (binfmt_misc)
+#   scripts/arm64.sh c-floor       the bench's C floor (bench/c-agent.c) for arm64, in .build-arm64/c-agent
 #   scripts/arm64.sh swift ARGS…   any `swift` command inside the toolchain's chroot, for the arm64 SDK
 #
 # Why this way (measured, ../shared/MACHINE-NOTES.md "arm64"): bookworm and trixie have no Swift; Debian sid has
@@ -263,6 +264,19 @@ build_tests() {
   [ -x "$scratch/$triple/debug/replenish-agentPackageTests.xctest" ] || die "no test bundle"
 }
 
+# c_floor: the bench's C floor (bench/c-agent.c) for arm64, which scripts/vm-boot-test.sh runs beside the agent in
+# the booted arm64 device: the toolchain's clang and lld against the sysroot's libcurl and libgpiod 2.x (trixie's,
+# the image's), stripped, in .build-arm64/c-agent.
+c_floor() {
+  toolchain
+  mkdir -p "$scratch"
+  step "bench/c-agent.c for $triple (clang -O2, lld)"
+  in_chroot /usr/libexec/swift/bin/clang --target=aarch64-linux-gnu --sysroot="$opt/sysroot-$release" -fuse-ld=lld \
+    -O2 -Wall -s -o "$src/.build-arm64/c-agent" "$src/bench/c-agent.c" -lcurl -lgpiod || die "building bench/c-agent.c failed"
+  file -b "$scratch/c-agent" | grep -q 'ELF 64-bit LSB .*, ARM aarch64,' || die "$scratch/c-agent is not an aarch64 program"
+  echo "arm64: $scratch/c-agent, $(stat -c %s "$scratch/c-agent") bytes"
+}
+
 # runtime_libraries: prints the folder of the aarch64 Swift runtime's shared libraries.
 runtime_libraries() {
   local folder=$chroot_dir$opt/runtime/usr/libexec/swift/lib/swift/linux
@@ -299,10 +313,11 @@ build-tests) build_tests ;;
 test) test_arm64 ;;
 shlibs-admindir) shlibs_admindir ;;
 runtime-libraries) runtime_libraries ;;
+c-floor) c_floor ;;
 swift)
   shift
   toolchain
   swift_arm64 "$@"
   ;;
-*) die "usage: scripts/arm64.sh toolchain|build|build-tests|test|swift ARGS…" ;;
+*) die "usage: scripts/arm64.sh toolchain|build|build-tests|test|c-floor|swift ARGS…" ;;
 esac

@@ -139,6 +139,11 @@ if [ "$arch" = amd64 ]; then
   swift build -c release --static-swift-stdlib --scratch-path .build-deb "${flags[@]}" >"$build_log" 2>&1 ||
     { tail -n 40 "$build_log"; die "swift build failed"; }
   emulator=$root/.build-deb/release/replenish-emulator
+  # The bench's C floor (bench/c-agent.c), which runs beside the agent in boot 2 (runner.sh's c-floor): built
+  # here against this machine's libcurl and libgpiod 1.6, the image's (both Debian bookworm).
+  c_agent=$work/c-agent
+  cc -O2 -Wall -s -o "$c_agent" bench/c-agent.c -lcurl -lgpiod >>"$build_log" 2>&1 ||
+    { tail -n 20 "$build_log"; die "building bench/c-agent.c failed"; }
 else
   # The emulator of the arm64 unit tests' build (debug; it serves one device), with the Swift runtime's
   # libraries beside it in the image (that build links them dynamically; the agent's package does not).
@@ -146,6 +151,9 @@ else
   bash scripts/arm64.sh build-tests >"$build_log" 2>&1 || { tail -n 40 "$build_log"; die "scripts/arm64.sh failed"; }
   emulator=$root/.build-arm64/aarch64-unknown-linux-gnu/debug/replenish-emulator
   emulator_libraries=$(bash scripts/arm64.sh runtime-libraries)
+  step "building the C floor for arm64 (scripts/arm64.sh c-floor)"
+  bash scripts/arm64.sh c-floor >>"$build_log" 2>&1 || { tail -n 20 "$build_log"; die "scripts/arm64.sh c-floor failed"; }
+  c_agent=$root/.build-arm64/c-agent
 fi
 tail -n 1 "$build_log"
 rm -rf "$work/debs" && mkdir -p "$work/debs"
@@ -170,7 +178,7 @@ unit_text=$(dpkg-deb --fsys-tarfile "$work/debs/new.deb" | tar -xO --wildcards '
 echo "$tag: package ${deb#"$root"/} (version $version), older build 0~older"
 
 # The checks every run must pass; status-line and watchdog only once the unit has Type=notify and WatchdogSec.
-checks=(boot-ready pairing press power-cut upgrade idle stop remove purge)
+checks=(boot-ready pairing press power-cut upgrade idle c-floor stop remove purge)
 grep -q '^Type=notify' <<<"$unit_text" && checks+=(status-line)
 grep -q '^WatchdogSec=' <<<"$unit_text" && checks+=(watchdog)
 
@@ -202,6 +210,7 @@ if [ -n "${emulator_libraries:-}" ]; then
   chroot "$tree" ldconfig
 fi
 install -D -m 0644 "$gpio_sim/gpio-sim.ko" "$tree/usr/local/lib/vm-test/gpio-sim.ko"
+install -m 0755 "$c_agent" "$tree/usr/local/lib/vm-test/c-agent"
 install -m 0755 "$boot/gpio-sim-chip.sh" "$boot/runner.sh" "$tree/usr/local/lib/vm-test/"
 install -m 0644 "$work/debs/new.deb" "$tree/usr/local/lib/vm-test/replenish-agent.deb"
 install -D -m 0644 "$boot/board.json" "$tree/usr/local/share/vm-test/board.json"
@@ -252,6 +261,25 @@ for name in "${checks[@]}"; do
     grep -q "^VM-TEST FAIL $name:" "$work"/console-boot*.log || echo "VM-TEST FAIL $name: no result"
   fi
 done
+# The footprint on this device (issue #21's figures for its CPU): the agent after boot 2's orders and idle
+# minute, the C floor after its two orders in the same boot (runner.sh's idle and c-floor).
+figure_of() { sed -n "s/^VM-TEST FIGURE $1 \([0-9][0-9]*\)$/\1/p" "$work/console-boot2.log" 2>/dev/null | tail -n 1; }
+footprint_row() {
+  local agent c
+  agent=$(figure_of "agent-$2") c=$(figure_of "c-floor-$2")
+  awk -v name="$1" -v a="${agent:-}" -v c="${c:-}" -v unit="$3" '
+    function shown(value) { return value == "" ? "-" : (unit == "" ? value : value " " unit) }
+    BEGIN { printf "| %s | %s | %s | %s |\n", name, shown(a), shown(c),
+      (a == "" || c == "" || c + 0 == 0) ? "-" : sprintf("%.2f×", a / c) }'
+}
+step "footprint on this device ($arch, $release; the agent after boot 2's orders, the C floor after its 2 orders)"
+echo "| figure | agent | C floor | agent / C |"
+echo "|---|---|---|---|"
+footprint_row RSS rss-kb kB
+footprint_row "anonymous RSS" rss-anon-kb kB
+footprint_row "file-backed RSS" rss-file-kb kB
+footprint_row "binary, stripped" binary-bytes bytes
+footprint_row threads threads ""
 step "done"
 echo "$tag: $passed passed, $failed failed (checks: ${checks[*]})"
 [ "$failed" -eq 0 ]

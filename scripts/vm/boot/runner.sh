@@ -6,7 +6,7 @@
 # Boot 1 (no /var/lib/vm-test/phase): boot-ready, status-line, pairing, press, then the first half of
 # power-cut: an order held by the emulator (delay fault), the press durable in the agent's outbox, and the
 # power cut with sysrq `o` (no sync, no shutdown). Boot 2: power-cut (the order placed exactly once, the
-# pairing kept), upgrade, watchdog, stop, remove, purge; then a clean power-off.
+# pairing kept), upgrade, idle, c-floor, watchdog, stop, remove, purge; then a clean power-off.
 #
 # Every wait is a bounded poll; TCG is slow and uneven.
 set -u
@@ -295,6 +295,68 @@ idle() {
   fi
 }
 
+# c_press LINE: a 300 ms press on the C floor's FIFO line: '1', then '0', each a 9-byte record whose time is 0
+# (the C floor reads it as the time it arrives; bench/c-agent.c).
+c_press() {
+  printf '1\000\000\000\000\000\000\000\000' >"$1"
+  sleep 0.3
+  printf '0\000\000\000\000\000\000\000\000' >"$1"
+}
+c_orders_are() { grep -q "\"orders\":$2," "$1/status.json" 2>/dev/null; }
+
+# c-floor: the C floor of scripts/bench.sh (bench/c-agent.c: the agent's job for a button, the same libcurl and
+# libgpiod, no threads), built for this device's CPU, run in the same boot as the agent after idle: with the
+# agent's access token, on the emulator's slot-2, with a FIFO as its line and the bench's 5 ms debounce. Two
+# presses, each a placed order (the order delivered in between), then its RSS, anonymous and file-backed, and
+# its binary's size, as the agent's figures above; vm-boot-test.sh prints the two side by side.
+c_floor() {
+  local dir=/run/vm-test/c-floor pid seq n placed_c
+  if [ ! -x "$lib/c-agent" ]; then
+    fail c-floor "no $lib/c-agent in the image"
+    return 1
+  fi
+  rm -rf "$dir" && mkdir -p "$dir" && chmod 0700 "$dir"
+  # The token goes from file to file (0600), never to the console.
+  if ! (umask 077 && jq -er .accessToken /var/lib/replenish-agent/tokens.json >"$dir/token" 2>/dev/null); then
+    fail c-floor "no access token in /var/lib/replenish-agent/tokens.json"
+    return 1
+  fi
+  mkfifo "$dir/line"
+  seq=$(last_seq)
+  "$lib/c-agent" "$dir/line" "$dir/state" "$emulator/replenish/slot-2" "$dir/token" 5 2>"$dir/log" &
+  pid=$!
+  # It makes its state folder once its line, libcurl and libgpiod are set up (just before READY=1).
+  if ! wait_until 30 test -d "$dir/state"; then
+    fail c-floor "the C floor did not start within 30 s: $(tr '\n' ' ' <"$dir/log")"
+    kill "$pid" 2>/dev/null
+    return 1
+  fi
+  for n in 1 2; do
+    c_press "$dir/line"
+    if ! wait_until 60 c_orders_are "$dir/state" "$n"; then
+      fail c-floor "press $n of the C floor was not answered within 60 s: $(tr '\n' ' ' <"$dir/log")"
+      kill "$pid" 2>/dev/null
+      return 1
+    fi
+    curl -fsS -X POST "$emulator/admin/deliver/slot-2" >/dev/null
+  done
+  figure c-floor-rss-kb "$(awk '/^VmRSS/ {print $2}' "/proc/$pid/status")"
+  figure c-floor-rss-anon-kb "$(awk '/^RssAnon/ {print $2}' "/proc/$pid/status")"
+  figure c-floor-rss-file-kb "$(awk '/^RssFile/ {print $2}' "/proc/$pid/status")"
+  figure c-floor-binary-bytes "$(stat -c %s "$lib/c-agent")"
+  figure c-floor-threads "$(awk '/^Threads/ {print $2}' "/proc/$pid/status")"
+  kill "$pid"
+  wait "$pid" 2>/dev/null
+  placed_c=$(curl -fsS "$emulator/admin/events?since=$seq" |
+    jq '[.replenish[] | select(.slot == "slot-2" and .outcome == "placed")] | length')
+  rm -rf "$dir"
+  if [ "$placed_c" = 2 ]; then
+    pass c-floor
+  else
+    fail c-floor "the emulator placed $placed_c orders on slot-2 for the C floor's 2 presses"
+  fi
+}
+
 watchdog() {
   local watchdog_usec
   watchdog_usec=$(prop WatchdogUSec)
@@ -392,6 +454,7 @@ power-cut*)
   echo done >"$phase_file"
   upgrade
   idle
+  c_floor
   watchdog
   stop
   remove
