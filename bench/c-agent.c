@@ -8,8 +8,9 @@
 //   CLOCK_MONOTONIC time in nanoseconds (int64, host order), as gpiod reports an edge with the kernel's
 //   timestamp (the simulated board's control socket carries the same edges to the agent); debounced exactly
 //   like ButtonDebouncer, by the edges' times (a level counts once it has held for the debounce period; a
-//   press is a settled active level followed by a settled release); a record whose time is 0 takes the time it
-//   is read at (the VM boot test's shell, scripts/vm/boot/runner.sh, writes its presses so);
+//   press is a settled active level followed by a settled release; a change whose debounce period ended before
+//   the next edge settles at that edge's time first, as InputPipeline.receive does, so edges read in one batch
+//   are not merged);
 // - a short press is written durably before anything is sent (the outbox: temp file, fsync, rename, fsync of
 //   the folder, as POSIX.writeFileAtomically), marked as sending (written again), then sent as DRS's
 //   replenish call: POST {url} with `Authorization: Bearer <token>`, the two version headers of DRSClient
@@ -144,14 +145,34 @@ static void order(CURL *curl, const char *url, struct curl_slist *headers, unsig
     write_atomically("status.json", text);
 }
 
+// The debouncer: the raw level, the settled one, the last change's time (ms), the settled press's start.
+static int raw = 0, settled = 0;
+static long long last_edge = -1, press_started = 0, debounce = 30;
+static unsigned long orders = 0;
+static CURL *curl;
+static const char *url;
+static struct curl_slist *headers;
+
+// Settles a change whose debounce period has passed at `at` (ms); a settled release ends a press, and a short
+// press (not a long one) is ordered.
+static void settle(long long at) {
+    if (raw == settled || last_edge < 0 || at < last_edge + debounce) return;
+    settled = raw;
+    if (settled) {
+        press_started = last_edge;
+    } else if (last_edge - press_started < 5000) {
+        order(curl, url, headers, ++orders);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc < 5) {
         fprintf(stderr, "usage: c-agent FIFO STATE_DIR URL TOKEN_FILE [DEBOUNCE_MS]\n");
         return 2;
     }
     state_dir = argv[2];
-    const char *url = argv[3];
-    long long debounce = argc > 5 ? atoll(argv[5]) : 30;
+    url = argv[3];
+    if (argc > 5) debounce = atoll(argv[5]);
     // The line: O_RDWR so that the FIFO never reports end of file between writers.
     int line = open(argv[1], O_RDWR | O_NONBLOCK | O_CLOEXEC);
     if (line < 0) die("open the line");
@@ -167,20 +188,17 @@ int main(int argc, char **argv) {
     fclose(file);
     token[strcspn(token, "\r\n")] = 0;
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) return 1;
-    CURL *curl = curl_easy_init();
+    curl = curl_easy_init();
     if (!curl) return 1;
     char authorization[4200];
     snprintf(authorization, sizeof authorization, "Authorization: Bearer %s", token);
-    struct curl_slist *headers = curl_slist_append(NULL, authorization);
+    headers = curl_slist_append(NULL, authorization);
     headers = curl_slist_append(headers, "x-amzn-type-version: com.amazon.dash.replenishment.DrsReplenishInput@1.0");
     headers = curl_slist_append(headers, "x-amzn-accept-type: com.amazon.dash.replenishment.DrsReplenishResult@1.0");
     headers = curl_slist_append(headers, "Expect:");
     mkdir(state_dir, 0700);
     notify_ready();
 
-    int raw = 0, settled = 0;
-    long long last_edge = -1, press_started = 0;
-    unsigned long orders = 0;
     for (;;) {
         int timeout = -1;
         if (raw != settled && last_edge >= 0) {
@@ -197,18 +215,13 @@ int main(int argc, char **argv) {
                 if (bytes[i] != '0' && bytes[i] != '1') continue;
                 long long nanoseconds;
                 memcpy(&nanoseconds, bytes + i + 1, sizeof nanoseconds);
+                long long at = nanoseconds / 1000000;
+                settle(at);
                 int active = bytes[i] == '1';
-                if (active != raw || last_edge < 0) last_edge = nanoseconds ? nanoseconds / 1000000 : now_ms();
+                if (active != raw || last_edge < 0) last_edge = at;
                 raw = active;
             }
         }
-        if (raw != settled && last_edge >= 0 && now_ms() >= last_edge + debounce) {
-            settled = raw;
-            if (settled) {
-                press_started = last_edge;
-            } else if (last_edge - press_started < 5000) {  // a release settled: a short press (not a long one)
-                order(curl, url, headers, ++orders);
-            }
-        }
+        settle(now_ms());
     }
 }

@@ -10,8 +10,10 @@
 #                                      `make deb ARCH=arm64` and the emulator built for arm64 (scripts/arm64.sh)
 #
 # Two boots of the same disk: the first pairs, presses, then cuts the power (sysrq `o`, no sync, no shutdown)
-# while an order is on its way; the second checks that order, upgrades the package, and tests the watchdog,
-# `systemctl stop`, `apt remove` and `apt purge`. README "Boot test" has the checks table.
+# while an order is on its way; the second checks that order, upgrades the package, measures the agent idle,
+# runs the bench's C floor beside it (bench/c-agent.c, built for the image: both footprints end the output as
+# one table), and tests the watchdog, `systemctl stop`, `apt remove` and `apt purge`. README "Boot test" has
+# the checks table.
 #
 # Cached under .build/vm/: the root file system (rootfs-<key>, keyed by the package list, the kernel ABI and
 # this script's image recipe; a change makes a new one and the old one is deleted), the gpio-sim module
@@ -139,11 +141,6 @@ if [ "$arch" = amd64 ]; then
   swift build -c release --static-swift-stdlib --scratch-path .build-deb "${flags[@]}" >"$build_log" 2>&1 ||
     { tail -n 40 "$build_log"; die "swift build failed"; }
   emulator=$root/.build-deb/release/replenish-emulator
-  # The bench's C floor (bench/c-agent.c), which runs beside the agent in boot 2 (runner.sh's c-floor): built
-  # here against this machine's libcurl and libgpiod 1.6, the image's (both Debian bookworm).
-  c_agent=$work/c-agent
-  cc -O2 -Wall -s -o "$c_agent" bench/c-agent.c -lcurl -lgpiod >>"$build_log" 2>&1 ||
-    { tail -n 20 "$build_log"; die "building bench/c-agent.c failed"; }
 else
   # The emulator of the arm64 unit tests' build (debug; it serves one device), with the Swift runtime's
   # libraries beside it in the image (that build links them dynamically; the agent's package does not).
@@ -151,11 +148,21 @@ else
   bash scripts/arm64.sh build-tests >"$build_log" 2>&1 || { tail -n 40 "$build_log"; die "scripts/arm64.sh failed"; }
   emulator=$root/.build-arm64/aarch64-unknown-linux-gnu/debug/replenish-emulator
   emulator_libraries=$(bash scripts/arm64.sh runtime-libraries)
-  step "building the C floor for arm64 (scripts/arm64.sh c-floor)"
-  bash scripts/arm64.sh c-floor >>"$build_log" 2>&1 || { tail -n 20 "$build_log"; die "scripts/arm64.sh c-floor failed"; }
-  c_agent=$root/.build-arm64/c-agent
 fi
 tail -n 1 "$build_log"
+# The bench's C floor (bench/c-agent.c), which runs beside the agent in boot 2 (runner.sh's c-floor), built
+# against the image's libcurl and libgpiod: on amd64 with this machine's, as the amd64 package is (the image is
+# Debian bookworm, as the machine the package is built on must be); on arm64 against the trixie sysroot.
+c_floor_log=$work/c-floor-build.log
+if [ "$arch" = amd64 ]; then
+  c_agent=$work/c-agent
+  cc -O2 -Wall -s -o "$c_agent" bench/c-agent.c -lcurl -lgpiod >"$c_floor_log" 2>&1 ||
+    { tail -n 20 "$c_floor_log"; die "building bench/c-agent.c failed"; }
+else
+  step "building the C floor for arm64 (scripts/arm64.sh c-floor)"
+  bash scripts/arm64.sh c-floor >"$c_floor_log" 2>&1 || { tail -n 20 "$c_floor_log"; die "scripts/arm64.sh c-floor failed"; }
+  c_agent=$root/.build-arm64/c-agent
+fi
 rm -rf "$work/debs" && mkdir -p "$work/debs"
 if [ -n "${VM_BOOT_DEB:-}" ]; then
   deb=$VM_BOOT_DEB
@@ -261,8 +268,9 @@ for name in "${checks[@]}"; do
     grep -q "^VM-TEST FAIL $name:" "$work"/console-boot*.log || echo "VM-TEST FAIL $name: no result"
   fi
 done
-# The footprint on this device (issue #21's figures for its CPU): the agent after boot 2's orders and idle
-# minute, the C floor after its two orders in the same boot (runner.sh's idle and c-floor).
+# The footprint on this device (issue #21's figures for its CPU): the agent that the upgrade restarted, after
+# its order and its idle minute, and the C floor after its two orders in the same boot (runner.sh's idle and
+# c-floor).
 figure_of() { sed -n "s/^VM-TEST FIGURE $1 \([0-9][0-9]*\)$/\1/p" "$work/console-boot2.log" 2>/dev/null | tail -n 1; }
 footprint_row() {
   local agent c
@@ -272,7 +280,7 @@ footprint_row() {
     BEGIN { printf "| %s | %s | %s | %s |\n", name, shown(a), shown(c),
       (a == "" || c == "" || c + 0 == 0) ? "-" : sprintf("%.2f×", a / c) }'
 }
-step "footprint on this device ($arch, $release; the agent after boot 2's orders, the C floor after its 2 orders)"
+step "footprint on this device ($arch, $release; the agent after the upgrade's order and its idle minute, the C floor after its 2 orders)"
 echo "| figure | agent | C floor | agent / C |"
 echo "|---|---|---|---|"
 footprint_row RSS rss-kb kB

@@ -295,12 +295,22 @@ idle() {
   fi
 }
 
-# c_press LINE: a 300 ms press on the C floor's FIFO line: '1', then '0', each a 9-byte record whose time is 0
-# (the C floor reads it as the time it arrives; bench/c-agent.c).
+# c_edge FD LEVEL: one record on the C floor's line (bench/c-agent.c): LEVEL ('1' pressed, '0' released) and the
+# edge's time in nanoseconds as an int64 in host order (little-endian on amd64 and arm64), from /proc/uptime:
+# CLOCK_BOOTTIME, which is the C floor's CLOCK_MONOTONIC on a machine that never suspended, to 10 ms. One write
+# of 9 bytes, atomic on a FIFO.
+c_edge() {
+  local uptime ns i record=$2
+  read -r uptime _ </proc/uptime
+  ns=$((${uptime%.*} * 1000000000 + 10#${uptime#*.} * 10000000))
+  for i in 0 1 2 3 4 5 6 7; do record+=$(printf '\\%03o' $(((ns >> (8 * i)) & 255))); done
+  printf "$record" >&"$1"
+}
+# c_press FD: a 300 ms press on the C floor's line.
 c_press() {
-  printf '1\000\000\000\000\000\000\000\000' >"$1"
+  c_edge "$1" 1
   sleep 0.3
-  printf '0\000\000\000\000\000\000\000\000' >"$1"
+  c_edge "$1" 0
 }
 c_orders_are() { grep -q "\"orders\":$2," "$1/status.json" 2>/dev/null; }
 
@@ -309,8 +319,26 @@ c_orders_are() { grep -q "\"orders\":$2," "$1/status.json" 2>/dev/null; }
 # agent's access token, on the emulator's slot-2, with a FIFO as its line and the bench's 5 ms debounce. Two
 # presses, each a placed order (the order delivered in between), then its RSS, anonymous and file-backed, and
 # its binary's size, as the agent's figures above; vm-boot-test.sh prints the two side by side.
+c_floor_dir=/run/vm-test/c-floor
+c_floor_pid=""
+# c_floor_end: the C floor stopped, its folder (the token's copy among it) removed, the line closed.
+c_floor_end() {
+  if [ -n "$c_floor_pid" ]; then
+    kill "$c_floor_pid" 2>/dev/null
+    wait "$c_floor_pid" 2>/dev/null
+  fi
+  c_floor_pid=""
+  [ -n "${c_line:-}" ] && exec {c_line}>&-
+  c_line=""
+  rm -rf "$c_floor_dir"
+}
+c_floor_fail() {
+  fail c-floor "$1: $(tr '\n' ' ' <"$c_floor_dir/log" 2>/dev/null)"
+  c_floor_end
+  return 1
+}
 c_floor() {
-  local dir=/run/vm-test/c-floor pid seq n placed_c
+  local dir=$c_floor_dir seq n placed_c
   if [ ! -x "$lib/c-agent" ]; then
     fail c-floor "no $lib/c-agent in the image"
     return 1
@@ -318,42 +346,44 @@ c_floor() {
   rm -rf "$dir" && mkdir -p "$dir" && chmod 0700 "$dir"
   # The token goes from file to file (0600), never to the console.
   if ! (umask 077 && jq -er .accessToken /var/lib/replenish-agent/tokens.json >"$dir/token" 2>/dev/null); then
-    fail c-floor "no access token in /var/lib/replenish-agent/tokens.json"
+    c_floor_fail "no access token in /var/lib/replenish-agent/tokens.json"
     return 1
   fi
   mkfifo "$dir/line"
+  # Open for reading and writing: never blocks, and a write cannot hang if the C floor is gone.
+  exec {c_line}<>"$dir/line"
   seq=$(last_seq)
   "$lib/c-agent" "$dir/line" "$dir/state" "$emulator/replenish/slot-2" "$dir/token" 5 2>"$dir/log" &
-  pid=$!
-  # It makes its state folder once its line, libcurl and libgpiod are set up (just before READY=1).
-  if ! wait_until 30 test -d "$dir/state"; then
-    fail c-floor "the C floor did not start within 30 s: $(tr '\n' ' ' <"$dir/log")"
-    kill "$pid" 2>/dev/null
+  c_floor_pid=$!
+  # It makes its state folder once it has read the token and set up its line, libcurl and libgpiod.
+  if ! wait_until 90 test -d "$dir/state"; then
+    c_floor_fail "the C floor did not start within 90 s"
     return 1
   fi
+  rm -f "$dir/token"
   for n in 1 2; do
-    c_press "$dir/line"
+    c_press "$c_line"
     if ! wait_until 60 c_orders_are "$dir/state" "$n"; then
-      fail c-floor "press $n of the C floor was not answered within 60 s: $(tr '\n' ' ' <"$dir/log")"
-      kill "$pid" 2>/dev/null
+      c_floor_fail "press $n of the C floor was not answered within 60 s"
       return 1
     fi
-    curl -fsS -X POST "$emulator/admin/deliver/slot-2" >/dev/null
+    if ! curl -fsS -X POST "$emulator/admin/deliver/slot-2" >/dev/null 2>&1; then
+      c_floor_fail "delivering the C floor's order $n (POST /admin/deliver/slot-2) failed"
+      return 1
+    fi
   done
-  figure c-floor-rss-kb "$(awk '/^VmRSS/ {print $2}' "/proc/$pid/status")"
-  figure c-floor-rss-anon-kb "$(awk '/^RssAnon/ {print $2}' "/proc/$pid/status")"
-  figure c-floor-rss-file-kb "$(awk '/^RssFile/ {print $2}' "/proc/$pid/status")"
+  figure c-floor-rss-kb "$(awk '/^VmRSS/ {print $2}' "/proc/$c_floor_pid/status")"
+  figure c-floor-rss-anon-kb "$(awk '/^RssAnon/ {print $2}' "/proc/$c_floor_pid/status")"
+  figure c-floor-rss-file-kb "$(awk '/^RssFile/ {print $2}' "/proc/$c_floor_pid/status")"
   figure c-floor-binary-bytes "$(stat -c %s "$lib/c-agent")"
-  figure c-floor-threads "$(awk '/^Threads/ {print $2}' "/proc/$pid/status")"
-  kill "$pid"
-  wait "$pid" 2>/dev/null
+  figure c-floor-threads "$(awk '/^Threads/ {print $2}' "/proc/$c_floor_pid/status")"
+  c_floor_end
   placed_c=$(curl -fsS "$emulator/admin/events?since=$seq" |
     jq '[.replenish[] | select(.slot == "slot-2" and .outcome == "placed")] | length')
-  rm -rf "$dir"
   if [ "$placed_c" = 2 ]; then
     pass c-floor
   else
-    fail c-floor "the emulator placed $placed_c orders on slot-2 for the C floor's 2 presses"
+    fail c-floor "the emulator placed ${placed_c:-no answer} orders on slot-2 for the C floor's 2 presses"
   fi
 }
 
