@@ -168,9 +168,7 @@ import Testing
         try harness.kill9(agent)
         _ = try harness.startAgent(config: config)
         #expect(try harness.statusJSON(config: config)["linking"] == nil)
-        try harness.waitUntil("the control socket") {
-            FileManager.default.fileExists(atPath: harness.directory + "/state/control.sock")
-        }
+        try harness.waitForControlSocket()
         let press = try harness.run("replenish-agent", ["press", "button", "--config", config])
         #expect(press.status == 0, "\(press.error)")
         try harness.waitUntil("the order") {

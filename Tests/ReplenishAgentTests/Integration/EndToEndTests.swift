@@ -15,9 +15,7 @@ import Testing
         let agent = try harness.startAgent(config: config)
 
         // Not paired yet: a press is refused with the reason, and status says so.
-        try harness.waitUntil("the control socket") {
-            FileManager.default.fileExists(atPath: harness.directory + "/state/control.sock")
-        }
+        try harness.waitForControlSocket()
         let early = try harness.run("replenish-agent", ["press", "button", "--config", config])
         #expect(early.status != 0)
         #expect(early.error.contains("not paired"))

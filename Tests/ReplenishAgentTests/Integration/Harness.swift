@@ -117,6 +117,17 @@ final class Harness: @unchecked Sendable {
         throw AgentError(.server, "timed out after \(timeout) s waiting for \(what)")
     }
 
+    /// Waits until the agent's control socket answers. Its file appears at bind(), a moment before listen(): a
+    /// client that connects in between is refused (seen as a flaky `connection refused` on a loaded machine), so
+    /// the file alone is not enough. Any HTTP answer (a 404 for `/`) will do.
+    func waitForControlSocket() throws {
+        let path = directory + "/state/control.sock"
+        try waitUntil("the control socket to answer") {
+            (try? CurlEasy(options: .init(unixSocketPath: path)).perform(
+                HTTPRequest(method: .get, url: "http://localhost/"))) != nil
+        }
+    }
+
     /// Starts the emulator (on `port`, or a free one) and returns its base URL.
     func startEmulator(_ extra: [String] = [], scheme: String = "http", caFile: String? = nil, port: Int = 0) throws
         -> String

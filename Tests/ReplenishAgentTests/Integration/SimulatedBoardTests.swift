@@ -35,9 +35,7 @@ import Testing
             emulator: emulator, pairingPort: pairingPort, cooldownSeconds: 600,
             tankSlot: "slot-9", board: try fastBoard(harness))
         _ = try harness.startAgent(config: config)
-        try harness.waitUntil("the control socket") {
-            FileManager.default.fileExists(atPath: harness.directory + "/state/control.sock")
-        }
+        try harness.waitForControlSocket()
         #expect(try led(harness, config) == "pairingMode")
         try harness.pair(emulator: emulator, pairingPort: pairingPort)
         try harness.waitUntil("LED off when paired and idle") { try led(harness, config) == "off" }
