@@ -148,21 +148,14 @@ static void order(CURL *curl, const char *url, struct curl_slist *headers, unsig
 // The debouncer: the raw level, the settled one, the last change's time (ms), the settled press's start.
 static int raw = 0, settled = 0;
 static long long last_edge = -1, press_started = 0, debounce = 30;
-static unsigned long orders = 0;
-static CURL *curl;
-static const char *url;
-static struct curl_slist *headers;
 
-// Settles a change whose debounce period has passed at `at` (ms); a settled release ends a press, and a short
-// press (not a long one) is ordered.
-static void settle(long long at) {
-    if (raw == settled || last_edge < 0 || at < last_edge + debounce) return;
+// Settles a change whose debounce period has passed at `at` (ms). 1 when it is a release that ends a short press
+// (not a long one): a press to order.
+static int settle(long long at) {
+    if (raw == settled || last_edge < 0 || at < last_edge + debounce) return 0;
     settled = raw;
-    if (settled) {
-        press_started = last_edge;
-    } else if (last_edge - press_started < 5000) {
-        order(curl, url, headers, ++orders);
-    }
+    if (settled) press_started = last_edge;
+    return !settled && last_edge - press_started < 5000;
 }
 
 int main(int argc, char **argv) {
@@ -171,7 +164,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     state_dir = argv[2];
-    url = argv[3];
+    const char *url = argv[3];
     if (argc > 5) debounce = atoll(argv[5]);
     // The line: O_RDWR so that the FIFO never reports end of file between writers.
     int line = open(argv[1], O_RDWR | O_NONBLOCK | O_CLOEXEC);
@@ -188,17 +181,20 @@ int main(int argc, char **argv) {
     fclose(file);
     token[strcspn(token, "\r\n")] = 0;
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) return 1;
-    curl = curl_easy_init();
+    CURL *curl = curl_easy_init();
     if (!curl) return 1;
     char authorization[4200];
     snprintf(authorization, sizeof authorization, "Authorization: Bearer %s", token);
-    headers = curl_slist_append(NULL, authorization);
+    struct curl_slist *headers = curl_slist_append(NULL, authorization);
     headers = curl_slist_append(headers, "x-amzn-type-version: com.amazon.dash.replenishment.DrsReplenishInput@1.0");
     headers = curl_slist_append(headers, "x-amzn-accept-type: com.amazon.dash.replenishment.DrsReplenishResult@1.0");
     headers = curl_slist_append(headers, "Expect:");
     mkdir(state_dir, 0700);
     notify_ready();
 
+    unsigned long orders = 0;
+    char bytes[9 * 28];  // the line's bytes not yet used: whole records, then a piece of the next one
+    size_t held = 0;
     for (;;) {
         int timeout = -1;
         if (raw != settled && last_edge >= 0) {
@@ -209,19 +205,24 @@ int main(int argc, char **argv) {
         int ready = poll(&descriptor, 1, timeout);
         if (ready < 0 && errno != EINTR) die("poll");
         if (ready > 0) {
-            char bytes[9 * 28];  // whole records: a FIFO write of 9 bytes is atomic
-            ssize_t count = read(line, bytes, sizeof bytes);
-            for (ssize_t i = 0; i + 9 <= count; i += 9) {
+            // A FIFO is a byte stream: a record may arrive in pieces (a writer that flushes mid-record, as bash's
+            // line-buffered printf does at a 0x0a byte), so the tail of a read waits for the rest.
+            ssize_t count = read(line, bytes + held, sizeof bytes - held);
+            if (count > 0) held += (size_t)count;
+            size_t i = 0;
+            for (; i + 9 <= held; i += 9) {
                 if (bytes[i] != '0' && bytes[i] != '1') continue;
                 long long nanoseconds;
                 memcpy(&nanoseconds, bytes + i + 1, sizeof nanoseconds);
                 long long at = nanoseconds / 1000000;
-                settle(at);
+                if (settle(at)) order(curl, url, headers, ++orders);
                 int active = bytes[i] == '1';
                 if (active != raw || last_edge < 0) last_edge = at;
                 raw = active;
             }
+            memmove(bytes, bytes + i, held - i);
+            held -= i;
         }
-        settle(now_ms());
+        if (settle(now_ms())) order(curl, url, headers, ++orders);
     }
 }

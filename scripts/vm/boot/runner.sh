@@ -44,8 +44,11 @@ agent_status() { setpriv --reuid=replenish --regid=replenish --init-groups reple
 paired() { [ "$(agent_status | jq -r .paired)" = true ]; }
 pending() { agent_status | jq -r .pendingOrders; }
 no_pending() { [ "$(pending)" = 0 ]; }
-# Replenish events of the emulator: placed orders (all, or after sequence number $1).
-placed() { curl -fsS "$emulator/admin/events?since=${1:-0}" | jq '[.replenish[] | select(.outcome == "placed")] | length'; }
+# Replenish events of the emulator: placed orders (all, or after sequence number $1; of every slot, or of slot $2).
+placed() {
+  curl -fsS "$emulator/admin/events?since=${1:-0}" |
+    jq --arg slot "${2:-}" '[.replenish[] | select(.outcome == "placed" and ($slot == "" or .slot == $slot))] | length'
+}
 placed_is() { [ "$(placed "$2")" = "$1" ]; }
 last_seq() { curl -fsS "$emulator/admin/events" | jq .lastSeq; }
 emulator_up() { curl -fsS "$emulator/admin/stats" >/dev/null; }
@@ -236,6 +239,15 @@ upgrade() {
   check_press upgrade "$(last_seq)"
 }
 
+# footprint_figures NAME PID BINARY: the figures vm-boot-test.sh puts side by side (issue #21): resident memory,
+# its anonymous and file-backed parts, and the binary's size.
+footprint_figures() {
+  figure "$1-rss-kb" "$(awk '/^VmRSS:/ {print $2}' "/proc/$2/status")"
+  figure "$1-rss-anon-kb" "$(awk '/^RssAnon:/ {print $2}' "/proc/$2/status")"
+  figure "$1-rss-file-kb" "$(awk '/^RssFile:/ {print $2}' "/proc/$2/status")"
+  figure "$1-binary-bytes" "$(stat -c %s "$3")"
+}
+
 # Context switches (voluntary + nonvoluntary) of each thread of a process: "TID COUNT NAME/WCHAN" lines.
 context_switches() {
   local task
@@ -282,10 +294,7 @@ idle() {
   figure agent-threads "$(wc -l </tmp/ctx.end)"
   # The footprint on this board (issue #21's figures for the device's own CPU), after the presses and orders of
   # the checks before: resident memory, its anonymous and file-backed parts, and the installed binary's size.
-  figure agent-rss-kb "$(awk '/^VmRSS/ {print $2}' "/proc/$pid/status")"
-  figure agent-rss-anon-kb "$(awk '/^RssAnon/ {print $2}' "/proc/$pid/status")"
-  figure agent-rss-file-kb "$(awk '/^RssFile/ {print $2}' "/proc/$pid/status")"
-  figure agent-binary-bytes "$(stat -c %s /usr/bin/replenish-agent)"
+  footprint_figures agent "$pid" /usr/bin/replenish-agent
   note "idle context switches by thread: $(awk 'NR == FNR { start[$1] = $2; next }
     ($1 in start) { printf "%s%s(%s)=%d", sep, $3, $1, $2 - start[$1]; sep = " " }' /tmp/ctx.start /tmp/ctx.end)"
   if [ "$switches" -le $((2 * firings)) ]; then
@@ -297,8 +306,8 @@ idle() {
 
 # c_edge FD LEVEL: one record on the C floor's line (bench/c-agent.c): LEVEL ('1' pressed, '0' released) and the
 # edge's time in nanoseconds as an int64 in host order (little-endian on amd64 and arm64), from /proc/uptime:
-# CLOCK_BOOTTIME, which is the C floor's CLOCK_MONOTONIC on a machine that never suspended, to 10 ms. One write
-# of 9 bytes, atomic on a FIFO.
+# CLOCK_BOOTTIME, which is the C floor's CLOCK_MONOTONIC on a machine that never suspended, to 10 ms. (bash's
+# printf flushes at a 0x0a byte, so a record may go out in two writes; the C floor puts the pieces together.)
 c_edge() {
   local uptime ns i record=$2
   read -r uptime _ </proc/uptime
@@ -372,14 +381,10 @@ c_floor() {
       return 1
     fi
   done
-  figure c-floor-rss-kb "$(awk '/^VmRSS/ {print $2}' "/proc/$c_floor_pid/status")"
-  figure c-floor-rss-anon-kb "$(awk '/^RssAnon/ {print $2}' "/proc/$c_floor_pid/status")"
-  figure c-floor-rss-file-kb "$(awk '/^RssFile/ {print $2}' "/proc/$c_floor_pid/status")"
-  figure c-floor-binary-bytes "$(stat -c %s "$lib/c-agent")"
-  figure c-floor-threads "$(awk '/^Threads/ {print $2}' "/proc/$c_floor_pid/status")"
+  footprint_figures c-floor "$c_floor_pid" "$lib/c-agent"
+  figure c-floor-threads "$(awk '/^Threads:/ {print $2}' "/proc/$c_floor_pid/status")"
   c_floor_end
-  placed_c=$(curl -fsS "$emulator/admin/events?since=$seq" |
-    jq '[.replenish[] | select(.slot == "slot-2" and .outcome == "placed")] | length')
+  placed_c=$(placed "$seq" slot-2)
   if [ "$placed_c" = 2 ]; then
     pass c-floor
   else
