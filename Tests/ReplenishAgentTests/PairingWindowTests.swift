@@ -110,6 +110,32 @@ import Testing
         #expect(seen.map(\.open) == [false, true, false, true, false, true, false], "\(seen)")
     }
 
+    /// A reset loses the pairing (the window opens, and the status recorder may write that at once) and then
+    /// wipes `status.json`: the window's state goes back into the file, so `status` does not say "closed"
+    /// while the pairing port is open.
+    @Test func aResetsWipeOfTheStatusFileKeepsTheOpenWindowInIt() async throws {
+        let service = PairingWindowService(
+            length: .seconds(600), clock: clock, wallTime: clock.wallTime(from: 1_800_000_000),
+            logger: .init(label: "test"))
+        let status = try StatusBook(stateDirectory: temporaryDirectory()) { _ in }
+        await service.handle(.pairingLost)
+        let open = await service.state
+        #expect(open == .init(open: true, closesAt: 1_800_000_600))
+        // The recorder's write landed before the reset's wipe.
+        try await status.update { $0.pairingWindowClosesAt = open.closesAt }
+        let changes = service.changes.subscribe()
+        try await status.wipe()
+        await PairingEntry.window(service, minutes: 10).afterWipe()
+        service.changes.finish()
+        let (tokens, noTokens) = AsyncStream.makeStream(of: TokenEvent.self)
+        let (linking, noLinking) = AsyncStream.makeStream(of: LinkingCode?.self)
+        noTokens.finish()
+        noLinking.finish()
+        // The recorder, as the daemon runs it, over what was published after the wipe (it ends with the streams).
+        await StatusRecorder.follow(status: status, tokens: tokens, window: changes, linking: linking)
+        #expect(await status.record.pairingWindowClosesAt == 1_800_000_600)
+    }
+
     // MARK: the port's timing (PairingPort, on instants)
 
     typealias Port = PairingPort<ManualClock.Instant>

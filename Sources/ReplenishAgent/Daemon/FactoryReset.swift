@@ -15,8 +15,8 @@ struct FactoryReset<C: Clock>: Sendable where C.Duration == Duration {
     let logger: Logger
     /// How the device pairs again, for the answer (the pairing window, or code-based linking).
     var pairingAgain = "pairing window open"
-    /// Runs after every reset that wiped something (code mode: the code being shown goes back into the
-    /// wiped `status.json`).
+    /// Runs after every reset that wiped something: the pairing window's state or the code being shown goes
+    /// back into the wiped `status.json`.
     var afterWipe: @Sendable () async -> Void = {}
 
     /// What goes: everything (a factory reset, an owner change), or only the pairing and what belongs to the

@@ -24,9 +24,14 @@ enum PairingEntry<C: Clock>: Sendable where C.Duration == Duration {
         }
     }
 
-    /// After a reset wiped `status.json`: the code being shown goes back into it (code mode).
+    /// After a reset wiped `status.json` (or forgot the account in it): what the status file shows of the way
+    /// in goes back into it, the window's closing time or the code being shown. The window's opening (a reset
+    /// loses the pairing) may have been recorded before the wipe.
     func afterWipe() async {
-        if case .code(let linking) = self { await linking.republish() }
+        switch self {
+        case .window(let window, _): await window.republish()
+        case .code(let linking): await linking.republish()
+        }
     }
 
     /// The start: a device that is not paired opens its window, or starts asking for a code.

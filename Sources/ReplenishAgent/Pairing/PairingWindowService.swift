@@ -63,6 +63,13 @@ actor PairingWindowService<C: Clock> where C.Duration == Duration {
         return window.closesAt
     }
 
+    /// Publishes the state again, changed or not: a reset wiped the status file, and the window's opening may
+    /// have been written to it before the wipe.
+    func republish() {
+        published = nil
+        publish()
+    }
+
     private func publish() {
         let current = state
         guard current != published else { return }

@@ -102,7 +102,7 @@ import Testing
         // Nothing listens yet where the config points.
         let port = try Harness.freePort()
         let config = try harness.writeConfig(emulator: "http://127.0.0.1:\(port)", codeLinking: true)
-        _ = try harness.startAgent(config: config)
+        let agent = try harness.startAgent(config: config)
         try harness.waitUntil("two failed code pair requests") {
             harness.agentLogs.components(separatedBy: "code-based linking: no code pair").count - 1 >= 2
         }
@@ -110,10 +110,17 @@ import Testing
         #expect(offline["linking"] == nil && offline["paired"] as? Bool == false)
         #expect((offline["pairingState"] as? String)?.contains("no code to enter yet") == true)
 
-        // LWA comes up answering 503 to the next code pair request.
-        let emulator = try harness.startEmulator(["--code-pair-interval", "1", "--slots", "slot-1"], port: port)
-        try harness.injectFault(
-            emulator, path: "/auth/O2/create/codepair", count: 1, #"{"kind":"status","status":503}"#)
+        // LWA comes up answering 503 to the next code pair request. The agent is stopped (SIGSTOP) meanwhile, so
+        // its next retry cannot reach the emulator before the fault is queued; nothing of it is in flight, as
+        // every try so far was refused.
+        kill(agent.processIdentifier, SIGSTOP)
+        let emulator: String
+        do {
+            defer { kill(agent.processIdentifier, SIGCONT) }
+            emulator = try harness.startEmulator(["--code-pair-interval", "1", "--slots", "slot-1"], port: port)
+            try harness.injectFault(
+                emulator, path: "/auth/O2/create/codepair", count: 1, #"{"kind":"status","status":503}"#)
+        }
         let code = try waitForCode(harness, config: config)
         #expect((try harness.stats(emulator)["faultsInjected"] as? [String: Int])?["status"] == 1)
         // A poll without an answer (dropped) and one answered 503: the same code, polled again later.
@@ -153,20 +160,23 @@ import Testing
         #expect(try linking(harness, config: config)?["userCode"] == code2)
 
         // The next start gets a new pair and shows its code; entering it links the device.
-        _ = try harness.startAgent(config: config)
+        let third = try harness.startAgent(config: config)
         let code3 = try waitForCode(harness, config: config, otherThan: code2)
         _ = try enter(harness, emulator, code3)
         try waitUntilPaired(harness, config: config)
         #expect(try harness.stats(emulator)["codePairsIssued"] as? Int == 3)
+        third.terminate()
+        try harness.waitUntil("the agent to stop", timeout: 15) { !third.isRunning }
 
-        // Durable: paired across a SIGKILL, and a press orders.
+        // Durable: paired across a restart and a SIGKILL, and a press orders.
         let agent = try harness.startAgent(config: config)
-        try harness.waitUntil("subscriptions") {
-            try harness.slotStatus(config: config, "slot-1")["subscribed"] as? Bool == true
+        try harness.waitUntil("subscriptions, with this agent running") {
+            try harness.statusJSON(config: config)["pid"] as? Int == Int(agent.processIdentifier)
+                && harness.slotStatus(config: config, "slot-1")["subscribed"] as? Bool == true
         }
         #expect(try harness.statusJSON(config: config)["paired"] as? Bool == true)
         try harness.kill9(agent)
-        _ = try harness.startAgent(config: config)
+        let last = try harness.startAgent(config: config)
         #expect(try harness.statusJSON(config: config)["linking"] == nil)
         try harness.waitForControlSocket()
         let press = try harness.run("replenish-agent", ["press", "button", "--config", config])
@@ -175,6 +185,9 @@ import Testing
             (try harness.slotStatus(config: config, "slot-1")["lastResult"] as? String) == "TEST_ORDER_PLACED"
         }
         #expect((try harness.stats(emulator)["codePairsIssued"] as? Int) == 3, "no linking once paired")
+        #expect(
+            try harness.statusJSON(config: config)["pid"] as? Int == Int(last.processIdentifier) && last.isRunning,
+            "the order came from the agent started after the SIGKILL")
         harness.expectNoSecretsInAgentOutput()
     }
 
