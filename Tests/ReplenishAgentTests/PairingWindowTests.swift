@@ -111,9 +111,10 @@ import Testing
     }
 
     /// A reset loses the pairing (the window opens, and the status recorder may write that at once) and then
-    /// wipes `status.json`: the window's state goes back into the file, so `status` does not say "closed"
-    /// while the pairing port is open.
-    @Test func aResetsWipeOfTheStatusFileKeepsTheOpenWindowInIt() async throws {
+    /// wipes `status.json` (a factory reset) or forgets the account in it (`deregister`): the window's state
+    /// goes back into the file, so `status` does not say "closed" while the pairing port is open.
+    @Test(arguments: [FactoryReset<ManualClock>.Scope.everything, .pairing])
+    func aResetsWipeOfTheStatusFileKeepsTheOpenWindowInIt(scope: FactoryReset<ManualClock>.Scope) async throws {
         let service = PairingWindowService(
             length: .seconds(600), clock: clock, wallTime: clock.wallTime(from: 1_800_000_000),
             logger: .init(label: "test"))
@@ -124,7 +125,10 @@ import Testing
         // The recorder's write landed before the reset's wipe.
         try await status.update { $0.pairingWindowClosesAt = open.closesAt }
         let changes = service.changes.subscribe()
-        try await status.wipe()
+        switch scope {
+        case .everything: try await status.wipe()
+        case .pairing: try await status.update { $0.forgetAccount() }
+        }
         await PairingEntry.window(service, minutes: 10).afterWipe()
         service.changes.finish()
         let (tokens, noTokens) = AsyncStream.makeStream(of: TokenEvent.self)

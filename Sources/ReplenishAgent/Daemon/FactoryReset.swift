@@ -15,8 +15,9 @@ struct FactoryReset<C: Clock>: Sendable where C.Duration == Duration {
     let logger: Logger
     /// How the device pairs again, for the answer (the pairing window, or code-based linking).
     var pairingAgain = "pairing window open"
-    /// Runs after every reset that wiped something: the pairing window's state or the code being shown goes
-    /// back into the wiped `status.json`.
+    /// Runs once the reset's local part is over, done or failed (not when the directory refused a write up
+    /// front): the pairing window's state or the code being shown goes back into `status.json`, which the reset
+    /// wiped or forgot the account in.
     var afterWipe: @Sendable () async -> Void = {}
 
     /// What goes: everything (a factory reset, an owner change), or only the pairing and what belongs to the

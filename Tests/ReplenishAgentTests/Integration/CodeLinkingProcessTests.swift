@@ -113,10 +113,10 @@ import Testing
         // LWA comes up answering 503 to the next code pair request. The agent is stopped (SIGSTOP) meanwhile, so
         // its next retry cannot reach the emulator before the fault is queued; nothing of it is in flight, as
         // every try so far was refused.
-        kill(agent.processIdentifier, SIGSTOP)
+        #expect(agent.suspend())
         let emulator: String
         do {
-            defer { kill(agent.processIdentifier, SIGCONT) }
+            defer { #expect(agent.resume()) }
             emulator = try harness.startEmulator(["--code-pair-interval", "1", "--slots", "slot-1"], port: port)
             try harness.injectFault(
                 emulator, path: "/auth/O2/create/codepair", count: 1, #"{"kind":"status","status":503}"#)

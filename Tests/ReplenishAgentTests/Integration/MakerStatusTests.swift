@@ -39,11 +39,12 @@ import Testing
         #expect(!text.output.contains("pairing window closed"), "\(text.output)")
 
         let agent = try harness.startAgent(config: config)
-        // The agent takes the lock and then writes its pid into the file: wait for both.
+        // The agent takes the lock and then writes its pid into the lock file: wait for both.
         try harness.waitUntil("status to see the agent running, with its pid") {
             status = try harness.statusJSON(config: config)
             return status["running"] as? Bool == true && status["pid"] as? Int == Int(agent.processIdentifier)
         }
+        #expect(status["pid"] as? Int == Int(agent.processIdentifier), "\(status)")
         text = try harness.run("replenish-agent", ["status", "--config", config])
         #expect(text.output.contains("agent: running (pid \(agent.processIdentifier))"), "\(text.output)")
 

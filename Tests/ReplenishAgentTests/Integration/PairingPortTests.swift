@@ -123,7 +123,8 @@ import Testing
         let reset = try harness.run("replenish-agent", ["reset", "--config", config])
         #expect(reset.status == 0, "\(reset.output)\(reset.error)")
         try harness.waitUntil("the pairing endpoints again") { Harness.pairingPortAnswers(port) }
-        #expect(try window()["open"] as? Bool == true)
+        // The status file is written in its own task: it may follow the port by an fsync.
+        try harness.waitUntil("status to show the window open again") { try window()["open"] as? Bool == true }
         try harness.waitUntil("the LED") { try led(harness) == "pairingMode" }
         harness.expectNoSecretsInAgentOutput()
     }

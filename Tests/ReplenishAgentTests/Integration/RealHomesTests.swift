@@ -137,7 +137,7 @@ import Testing
         try harness.waitUntil("DRS to deregister the device", timeout: 60) {
             try harness.stats(emulator)["deregistrations"] as? Int == 1
         }
-        // The emulator counts the call when it answers; the agent removes the file once the answer has come.
+        // The emulator counts the call before its answer reaches the agent, which removes the file only then.
         try harness.waitUntil("the queued deregistration to be removed", timeout: 15) {
             !FileManager.default.fileExists(atPath: harness.directory + "/state/deregistration.json")
         }
@@ -165,7 +165,7 @@ import Testing
         try harness.waitUntil("DRS to deregister the device", timeout: 60) {
             try harness.stats(emulator)["deregistrations"] as? Int == 1
         }
-        // The emulator counts the call when it answers; the agent removes the file once the answer has come.
+        // The emulator counts the call before its answer reaches the agent, which removes the file only then.
         try harness.waitUntil("the queued deregistration to be removed", timeout: 15) {
             !FileManager.default.fileExists(atPath: harness.directory + "/state/deregistration.json")
         }
