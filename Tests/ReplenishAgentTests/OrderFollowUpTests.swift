@@ -156,6 +156,18 @@ extension OrderFollowUpTests {
 
 /// The order history in the status record: what each answer, follow-up, press and cancellation changes.
 @Suite(.tags(.unit)) struct OrderHistoryTests {
+    /// The press count comes from `status.json`: a hand-edited Int.max must not trap the next press.
+    @Test func aPressCountAtIntMaxInTheStatusFileStaysThere() throws {
+        let json = #"""
+            {"version":1,"slots":{"a":{"orderOpen":true,"lastEventInstanceId":"o1"}},
+             "orders":[{"slot":"a","detailCode":"STANDARD_ORDER_PLACED","eventInstanceId":"o1","answeredAt":1,
+                        "open":true,"pressesWhileOpen":9223372036854775807}]}
+            """#
+        var record = try JSONDecoder().decode(StatusRecord.self, from: Data(json.utf8))
+        record.recordPressWhileOpen(slot: "a", at: 2)
+        #expect(record.orders?.last?.pressesWhileOpen == Int.max && record.orders?.last?.lastPressWhileOpenAt == 2)
+    }
+
     @Test func answersFollowUpsPressesAndCancellationsAreRecorded() {
         var record = StatusRecord()
         record.recordAnswer(slot: "a", detailCode: "TEST_ORDER_PLACED", eventInstanceId: "o1", at: 100)

@@ -111,6 +111,31 @@ import Testing
         #expect(reports.count == 1 && reports[0].contains("moved to"))
     }
 
+    /// Two entries for one slot (a hand edit; the agent writes one): before they were merged, a park acted on
+    /// the first and left the second pending, which was sent again at once after every answer.
+    @Test func twoEntriesForOneSlotInAnOutboxBecomeOneLosingNoPress() throws {
+        let path = temporaryDirectory() + "/outbox.json"
+        try #"""
+        {"version":1,"entries":[
+          {"slot":"a","pressedAt":[3],"attempts":2,"parkedReason":"INVALID_SLOT_ID"},
+          {"slot":"b","pressedAt":[5]},
+          {"slot":"a","pressedAt":[1,4],"attempts":1,"unansweredSince":2,"unansweredBoot":"boot-1"},
+          {"slot":"a","pressedAt":[6],"unansweredSince":7}
+        ]}
+        """#.write(toFile: path, atomically: false, encoding: .utf8)
+        var outbox = try #require(try StateFile.load(Outbox.self, from: path) { _ in })
+        #expect(outbox.entries.map(\.slot) == ["a", "b"])
+        let merged = try #require(outbox.entry(for: "a"))
+        // The press after the refusal is still to send; every press time is kept; the earliest unknown call too.
+        #expect(!merged.isParked && merged.pressedAt == [1, 3, 4, 6] && merged.attempts == 2)
+        #expect(merged.unansweredSince == 2 && merged.unansweredBoot == "boot-1")
+        outbox.park(slot: "a", reason: "not subscribed")
+        #expect(outbox.pending.map(\.slot) == ["b"], "a parked slot has nothing left to send")
+        // Written back with one entry per slot.
+        try StateFile.save(outbox, to: path)
+        #expect(try StateFile.load(Outbox.self, from: path) { _ in } == outbox)
+    }
+
     @Test func outOfRangeNumbersInStateFilesKeepThePressAndThePairing() throws {
         let directory = temporaryDirectory()
         // Valid JSON that a damaged or hand-edited file could hold: an attempt count at Int.max must not

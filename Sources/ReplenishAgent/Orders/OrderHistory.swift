@@ -69,7 +69,9 @@ extension StatusRecord {
         guard let id = slots[slot]?.lastEventInstanceId, var history = orders,
             let index = history.lastIndex(where: { $0.eventInstanceId == id })
         else { return }
-        history[index].pressesWhileOpen = (history[index].pressesWhileOpen ?? 0) + 1
+        // Saturated: the count comes from the status file, which a hand edit could set to Int.max.
+        let presses = max(history[index].pressesWhileOpen ?? 0, 0)
+        history[index].pressesWhileOpen = presses < Int.max ? presses + 1 : presses
         history[index].lastPressWhileOpenAt = time
         orders = history
     }

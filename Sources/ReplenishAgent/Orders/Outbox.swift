@@ -172,3 +172,44 @@ struct Outbox: Codable, Sendable, Equatable {
         return parked
     }
 }
+
+extension Outbox {
+    enum CodingKeys: String, CodingKey {
+        case version, entries
+    }
+
+    /// A file edited by hand or damaged in a way JSON still parses could hold two entries for one slot, which
+    /// the agent never writes. Every change acts on a slot's first entry, so a second one left pending would be
+    /// sent again at once after each answer, forever. They are merged into one, losing no press.
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        version = try container.decode(Int.self, forKey: .version)
+        entries = Self.oneEntryPerSlot(try container.decode([Entry].self, forKey: .entries))
+    }
+
+    /// The entries with those of one slot merged, in the order of each slot's first entry: the press still to
+    /// send wins over a parked one (it came after the refusal), the press times are joined (the newest
+    /// `maximumPressTimes`), the attempt count is the higher, and the earliest call whose answer is unknown is
+    /// kept (it may have placed the order, and the resend window counts from it).
+    static func oneEntryPerSlot(_ entries: [Entry]) -> [Entry] {
+        var merged: [Entry] = []
+        for entry in entries {
+            guard let index = merged.firstIndex(where: { $0.slot == entry.slot }) else {
+                merged.append(entry)
+                continue
+            }
+            let first = merged[index]
+            let laterWins = first.isParked && !entry.isParked
+            var kept = laterWins ? entry : first
+            let other = laterWins ? first : entry
+            kept.pressedAt = Array((first.pressedAt + entry.pressedAt).sorted().suffix(maximumPressTimes))
+            kept.attempts = max(first.attempts, entry.attempts)
+            if let since = other.unansweredSince, since < kept.unansweredSince ?? .infinity {
+                kept.unansweredSince = since
+                kept.unansweredBoot = other.unansweredBoot
+            }
+            merged[index] = kept
+        }
+        return merged
+    }
+}
