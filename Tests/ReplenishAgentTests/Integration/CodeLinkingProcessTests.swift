@@ -194,12 +194,13 @@ import Testing
     @Test func aCodeThatExpiresBeforeItIsEnteredIsReplaced() throws {
         let harness = Harness()
         let emulator = try harness.startEmulator([
-            "--code-pair-lifetime", "4", "--code-pair-interval", "1", "--slots", "slot-1",
+            "--code-pair-lifetime", "10", "--code-pair-interval", "1", "--slots", "slot-1",
         ])
         let config = try harness.writeConfig(emulator: emulator, codeLinking: true)
         _ = try harness.startAgent(config: config)
         let first = try waitForCode(harness, config: config)
-        let second = try waitForCode(harness, config: config, otherThan: first, timeout: 15)
+        // The second code must be entered within its 10 s: enough for a loaded machine's status commands.
+        let second = try waitForCode(harness, config: config, otherThan: first, timeout: 25)
         #expect(second != first)
         // The expired code can no longer be entered; the new one links the device.
         let late = try enter(harness, emulator, first)

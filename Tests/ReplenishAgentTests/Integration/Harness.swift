@@ -23,6 +23,11 @@ final class Harness: @unchecked Sendable {
             ?? candidates[0]
     }()
 
+    /// Held while a test makes a child's pipes and starts it. Foundation's `Process` closes in the child the
+    /// descriptors it found open before the spawn, and `Pipe()` is not close-on-exec: a pipe that another test
+    /// made in between would be inherited by that child, and the other test's read would wait for its exit.
+    static let spawning = NSLock()
+
     deinit {
         for process in processes where process.isRunning { kill(process.processIdentifier, SIGKILL) }
     }
@@ -50,7 +55,7 @@ final class Harness: @unchecked Sendable {
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: directory + "/" + log))
         process.standardOutput = handle
         process.standardError = handle
-        try process.run()
+        try Self.spawning.withLock { try process.run() }
         processes.append(process)
         if binary == "replenish-emulator" { emulatorProcesses.append(process) }
         return process
@@ -73,11 +78,14 @@ final class Harness: @unchecked Sendable {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: binary.hasPrefix("/") ? binary : Self.binDirectory + "/" + binary)
         process.arguments = arguments
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
+        let (out, err) = try Self.spawning.withLock {
+            let out = Pipe()
+            let err = Pipe()
+            process.standardOutput = out
+            process.standardError = err
+            try process.run()
+            return (out, err)
+        }
         processes.append(process)
         let collected = Mutex([Data(), Data()])
         let group = DispatchGroup()

@@ -101,12 +101,14 @@ import Testing
         let started = Date()
         try harness.startAgent(config: config)
         try harness.waitUntil("the pairing endpoints") { Harness.pairingPortAnswers(port) }
+        let up = Date()
         let window = { try harness.statusJSON(config: config)["pairingWindow"] as? [String: Any] ?? [:] }
         #expect(try window()["open"] as? Bool == true)
-        // Closes a minute after the start (the configured length), as an ISO 8601 time.
+        // Closes a minute after it opened (the configured length), as an ISO 8601 time in whole seconds: it opened
+        // between the spawn and the port's first answer, however long a loaded machine took to start the agent.
         let closesAt = try #require(try window()["closesAt"] as? String)
         let closes = try #require(ISO8601DateFormatter().date(from: closesAt))
-        #expect(closes.timeIntervalSince(started) > 50 && closes.timeIntervalSince(started) <= 62, "\(closesAt)")
+        #expect(closes.timeIntervalSince(started) > 55 && closes.timeIntervalSince(up) <= 61, "\(closesAt)")
         try harness.waitUntil("the LED") { try led(harness) == "pairingMode" }
 
         // Paired: the port is closed (refused, not answered) and the status says so.
@@ -129,7 +131,8 @@ import Testing
         harness.expectNoSecretsInAgentOutput()
     }
 
-    /// Three requests in one write are answered in order at once (not after the 10 s request deadline); a
+    /// Three requests in one write are answered in order at once (not after the 10 s request deadline; the
+    /// bounds below are 6 s, which tells the two apart with room for a loaded machine); a
     /// request that asks to close is answered and the connection ends at once; a client that half-closes (`shutdown(SHUT_WR)`) after its request still gets the answer, the companion's
     /// 204 included, and one that half-closes without a request is closed at once.
     @Test func pipelinedRequestsAreAnsweredInOrderAndAHalfClosedClientGetsItsAnswer() throws {
@@ -143,7 +146,7 @@ import Testing
         let answered = pipelined.receiveAnswers(3, within: 8)
         let elapsed = Date().timeIntervalSince(started)
         #expect(
-            answered.answers.map(\.status) == [404, 405, 404] && elapsed < 3,
+            answered.answers.map(\.status) == [404, 405, 404] && elapsed < 6,
             "pipelined: \(answered.answers.map(\.status)) in \(elapsed) s, closed \(answered.closed)")
 
         // A request that asks to close (`Connection: close`, or HTTP/1.0 without keep-alive) is answered with
@@ -152,11 +155,11 @@ import Testing
         let closingStarted = Date()
         closing.send(
             "GET /a HTTP/1.1\r\n\(Self.host)\r\nConnection: close\r\n\r\n" + "GET /b HTTP/1.1\r\n\(Self.host)\r\n\r\n")
-        let closed = closing.receiveAnswers(2, within: 5)
+        let closed = closing.receiveAnswers(2, within: 8)
         #expect(
             closed.answers.map(\.status) == [404] && closed.closed
                 && closed.answers[0].head.lowercased().contains("connection: close")
-                && Date().timeIntervalSince(closingStarted) < 3,
+                && Date().timeIntervalSince(closingStarted) < 6,
             "Connection: close: \(closed.answers.map(\.status)), closed \(closed.closed)")
         let http10 = try RawConnection(port: port)
         http10.send("GET /a HTTP/1.0\r\n\(Self.host)\r\n\r\n")
@@ -180,7 +183,7 @@ import Testing
         silent.shutdownWrite()
         let silentStarted = Date()
         let silentEnd = silent.receive(within: 8)
-        #expect(silentEnd?.closed == true && silentEnd?.text == "" && Date().timeIntervalSince(silentStarted) < 3)
+        #expect(silentEnd?.closed == true && silentEnd?.text == "" && Date().timeIntervalSince(silentStarted) < 6)
 
         // The companion half-closes after sending companionInfo: it gets its 204, and the device is paired.
         let info = try deviceInfo(port)
@@ -289,9 +292,12 @@ import Testing
             "--companion", Harness.binDirectory + "/replenish-emulator", "--agent-pid", "\(agent.processIdentifier)",
             "--clients", "200", "--seconds", "10",
         ]
-        let output = Pipe()
-        script.standardOutput = output
-        try script.run()
+        let output = try Harness.spawning.withLock {
+            let output = Pipe()
+            script.standardOutput = output
+            try script.run()
+            return output
+        }
         let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         script.waitUntilExit()
         let resultLine = try #require(text.split(separator: "\n").first { $0.hasPrefix("RESULT ") })

@@ -24,7 +24,7 @@ import Testing
         let log = harness.directory + "/agent-notify.log"
         _ = FileManager.default.createFile(atPath: log, contents: nil)
         agent.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
-        try agent.run()
+        try Harness.spawning.withLock { try agent.run() }
         defer { if agent.isRunning { kill(agent.processIdentifier, SIGKILL) } }
 
         var messages: [String] = []
