@@ -14,6 +14,10 @@ int cprocess_limit_malloc_arenas(int count) {
 #include <sys/prctl.h>
 int cprocess_set_dumpable(int dumpable) { return prctl(PR_SET_DUMPABLE, (unsigned long)dumpable, 0UL, 0UL, 0UL); }
 int cprocess_get_dumpable(void) { return prctl(PR_GET_DUMPABLE, 0UL, 0UL, 0UL, 0UL); }
+int cprocess_set_thp_disable(int disable) {
+    return prctl(PR_SET_THP_DISABLE, (unsigned long)disable, 0UL, 0UL, 0UL);
+}
+int cprocess_get_thp_disable(void) { return prctl(PR_GET_THP_DISABLE, 0UL, 0UL, 0UL, 0UL); }
 #else
 #include <errno.h>
 int cprocess_set_dumpable(int dumpable) {
@@ -22,6 +26,15 @@ int cprocess_set_dumpable(int dumpable) {
     return -1;
 }
 int cprocess_get_dumpable(void) {
+    errno = ENOSYS;
+    return -1;
+}
+int cprocess_set_thp_disable(int disable) {
+    (void)disable;
+    errno = ENOSYS;
+    return -1;
+}
+int cprocess_get_thp_disable(void) {
     errno = ENOSYS;
     return -1;
 }

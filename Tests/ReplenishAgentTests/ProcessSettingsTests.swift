@@ -16,4 +16,15 @@ import Testing
         #expect(!after)
         #expect(POSIX.isDumpable == before)
     }
+
+    /// The entry point turns transparent huge pages off: a 2 MB page for a few kB of heap is memory a small
+    /// device does not have. Set back afterwards.
+    @Test func transparentHugePagesCanBeTurnedOffAndOn() {
+        let before = POSIX.transparentHugePagesDisabled
+        #expect(POSIX.setTransparentHugePages(enabled: false))
+        let off = POSIX.transparentHugePagesDisabled
+        #expect(POSIX.setTransparentHugePages(enabled: !before))
+        #expect(off)
+        #expect(POSIX.transparentHugePagesDisabled == before)
+    }
 }

@@ -3,7 +3,7 @@
 // Process-wide settings that the C library's and the Swift runtime's Swift faces do not offer, called from
 // Sources/ReplenishAgent/System only:
 // - glibc's malloc tuning (mallopt; <malloc.h> is not in the C library's Swift module);
-// - the process's dumpable flag (prctl is variadic, which Swift cannot call);
+// - the process's dumpable and transparent-huge-page flags (prctl is variadic, which Swift cannot call);
 // - the addresses of the Swift runtime's global-executor hooks (swift_task_enqueueGlobal_hook and the two for
 //   delayed jobs). SwiftNIO finds the first with dlsym, which fails in a binary with the Swift runtime linked
 //   statically (its symbols are not exported); naming them here lets the linker resolve them in both builds.
@@ -15,6 +15,10 @@ int cprocess_limit_malloc_arenas(int count);
 int cprocess_set_dumpable(int dumpable);
 /// prctl(PR_GET_DUMPABLE): 1 when dumpable, 0 when not (2: dumpable by root only), -1 with errno set.
 int cprocess_get_dumpable(void);
+/// prctl(PR_SET_THP_DISABLE, disable): 0 on success, -1 with errno set (or where there is no prctl).
+int cprocess_set_thp_disable(int disable);
+/// prctl(PR_GET_THP_DISABLE): 1 when transparent huge pages are off for the process, 0 when not, -1 on error.
+int cprocess_get_thp_disable(void);
 
 /// The address of `swift_task_enqueueGlobal_hook` (a function pointer, NULL until set).
 void **cprocess_enqueue_global_hook(void);

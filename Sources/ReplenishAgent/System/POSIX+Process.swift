@@ -42,6 +42,17 @@ extension POSIX {
     /// 8 per core), each holding freed memory of its own; the agent's few threads allocate little and rarely.
     static func limitMallocArenas(_ count: Int32) { _ = cprocess_limit_malloc_arenas(count) }
 
+    /// Turns transparent huge pages off for the process (`prctl(PR_SET_THP_DISABLE)`). On a kernel whose THP
+    /// mode is `always` (Debian's), an anonymous region that spans an aligned 2 MB range (the heap, the relocated
+    /// data) may be backed by one 2 MB page however little of it is used: measured in the booted bookworm VM,
+    /// the agent's anonymous RSS went from 3.2 to 5.2 MB when a change of 8 kB in the binary moved its layout.
+    /// The agent has no use for huge pages. Returns false when prctl failed (an old kernel): nothing else changes.
+    @discardableResult
+    static func setTransparentHugePages(enabled: Bool) -> Bool { cprocess_set_thp_disable(enabled ? 0 : 1) == 0 }
+
+    /// Whether transparent huge pages are off for the process (`prctl(PR_GET_THP_DISABLE)` is 1).
+    static var transparentHugePagesDisabled: Bool { cprocess_get_thp_disable() == 1 }
+
     /// Sets RLIMIT_CORE to 0 (soft and hard), so no core file of this process can ever be written.
     static func disableCoreDumps() {
         var none = rlimit(rlim_cur: 0, rlim_max: 0)

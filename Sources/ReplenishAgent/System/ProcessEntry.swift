@@ -12,12 +12,14 @@ extension AgentCommand {
     ///   command runs as a task;
     /// - Swift Concurrency's jobs and timers go to the one event-loop thread (`LoopExecutor`), so libdispatch
     ///   never starts its thread pool (and its once-a-second wakeup);
-    /// - malloc keeps one arena for every thread (`POSIX.limitMallocArenas`).
+    /// - malloc keeps one arena for every thread (`POSIX.limitMallocArenas`);
+    /// - no transparent huge pages (`POSIX.setTransparentHugePages`), before the heap grows.
     @MainActor static func main() async {
         let command = CommandLine.arguments.dropFirst().first
         let longRunning = command == "run" || command == "gpio-watch"
         if longRunning { TerminationSignals.block() }
         POSIX.limitMallocArenas(1)
+        POSIX.setTransparentHugePages(enabled: false)
         LoopExecutor.install()
         guard longRunning else {
             await main(nil)

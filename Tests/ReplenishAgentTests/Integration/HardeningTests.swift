@@ -241,5 +241,9 @@ import Testing
         var info = stat()
         #expect(stat("/proc/\(agent.processIdentifier)/environ", &info) == 0)
         #expect(info.st_uid == 0, "/proc/<agent>/environ is owned by uid \(info.st_uid) (the agent runs as \(uid))")
+        // And no transparent huge pages (the entry point's prctl): the kernel shows it as `THP_enabled: 0`.
+        let status = try String(contentsOfFile: "/proc/\(agent.processIdentifier)/status", encoding: .utf8)
+        let thp = status.split(separator: "\n").first { $0.hasPrefix("THP_enabled:") }
+        #expect(thp?.split(separator: "\t").last == "0", "\(thp ?? "no THP_enabled line")")
     }
 }
