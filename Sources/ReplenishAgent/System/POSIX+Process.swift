@@ -53,6 +53,10 @@ extension POSIX {
     /// Whether transparent huge pages are off for the process (`prctl(PR_GET_THP_DISABLE)` is 1).
     static var transparentHugePagesDisabled: Bool { cprocess_get_thp_disable() == 1 }
 
+    /// Whether the process can read its THP flag: not under qemu-user, which refuses both THP prctls (EINVAL),
+    /// nor on a kernel older than 3.15.
+    static var transparentHugePagesFlagReadable: Bool { cprocess_get_thp_disable() >= 0 }
+
     /// Sets RLIMIT_CORE to 0 (soft and hard), so no core file of this process can ever be written.
     static func disableCoreDumps() {
         var none = rlimit(rlim_cur: 0, rlim_max: 0)
