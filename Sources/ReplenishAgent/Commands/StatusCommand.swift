@@ -93,7 +93,7 @@ struct StatusCommand: AsyncParsableCommand {
             (try? readState(StatusRecord.self, StatusBook.path(stateDirectory: config.stateDirectory), &problems))
             ?? StatusRecord()
         var slots: [String: Report.Slot] = [:]
-        let boot = WallClock.bootId()
+        let boot = BootIdentity.current(runtimeDirectory: config.runtimeDirectory, create: false)
         let synchronized = WallClock.isSynchronized()
         for slot in config.slots {
             let known = record.slots[slot]

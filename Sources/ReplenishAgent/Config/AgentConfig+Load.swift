@@ -130,6 +130,12 @@ extension AgentConfig {
         if let stateDirectory, !stateDirectory.hasPrefix("/") {
             problems.add("stateDirectory", "must be an absolute path")
         }
+        // The unit's RuntimeDirectory= (a tmpfs emptied at every boot); the agent keeps its boot marker there.
+        let runtimeDirectory =
+            top.string("runtimeDirectory", required: false, problems: &problems) ?? Self.defaultRuntimeDirectory
+        if !runtimeDirectory.hasPrefix("/") {
+            problems.add("runtimeDirectory", "must be an absolute path")
+        }
 
         // board
         var board: BoardFile?
@@ -239,7 +245,7 @@ extension AgentConfig {
         return AgentConfig(
             device: device, lwa: lwa, drsBaseURL: drsBaseURL, caFile: caFile, stateDirectory: stateDirectory,
             boardPath: boardPath, board: board, buttons: buttons, pairingMode: mode, pairingListen: listen,
-            pairingWindowMinutes: windowMinutes, path: path)
+            pairingWindowMinutes: windowMinutes, runtimeDirectory: runtimeDirectory, path: path)
     }
 
     /// `; board files in /usr/share/replenish-agent/board: raspberry-pi-4b.json, simulated.json`: what a wrong

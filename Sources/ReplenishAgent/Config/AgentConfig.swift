@@ -63,8 +63,13 @@ struct AgentConfig: Sendable {
     var pairingListen: Listen?
     /// How long the pairing window stays open (`pairing.windowMinutes`, 1 to 1440, default 10).
     var pairingWindowMinutes: Int = 10
+    /// A folder emptied at every boot (`runtimeDirectory`, default `/run/replenish-agent`: the unit's
+    /// `RuntimeDirectory=`), where the agent marks which boot it runs in (`BootIdentity`).
+    var runtimeDirectory: String = AgentConfig.defaultRuntimeDirectory
     /// Where the config came from (for messages).
     var path: String
+
+    static let defaultRuntimeDirectory = "/run/replenish-agent"
 
     /// The slot a named input orders for, if it is mapped.
     func slot(forInput input: String) -> String? { buttons.first { $0.input == input }?.slot }

@@ -45,9 +45,19 @@ struct Agent {
         // Every DRS call of the pairing goes through this one session (token, one refresh on a rejection).
         let session = DRSSession(client: drs, tokens: tokens)
         let status = try StatusBook(stateDirectory: config.stateDirectory) { logger.error("\($0)") }
+        // This boot, known under the unit's sandbox too (its /proc hides the kernel's boot id).
+        let boot = BootIdentity.current(runtimeDirectory: config.runtimeDirectory, create: true)
+        if boot == nil {
+            logger.warning(
+                """
+                this boot cannot be told apart from earlier ones (no runtime directory, no kernel boot id): a call \
+                whose answer is unknown waits for a synchronised clock before it is resent
+                """,
+                metadata: ["runtime.directory": "\(config.runtimeDirectory)"])
+        }
         let orders = try OrderService(
             stateDirectory: config.stateDirectory, slots: config.slots, drs: session, tokens: tokens, status: status,
-            clock: clock, wallTime: wallTime, logger: logger)
+            clock: clock, wallTime: wallTime, boot: boot, logger: logger)
         let duties = Duties(
             drs: session, tokens: tokens, status: status, slots: config.slots, clock: clock,
             wallTime: wallTime, clockTrusted: { WallClock.isTrusted() }, logger: logger)

@@ -29,6 +29,8 @@ actor OrderService<C: Clock> where C.Duration == Duration {
     private let boot: String?
     /// Whether the wall clock is known synchronised now (`WallClock.isSynchronized`).
     private let clockSynchronized: @Sendable () -> Bool
+    /// Seconds since this boot began (CLOCK_BOOTTIME): a call of an earlier boot is at least this old.
+    private let sinceBoot: @Sendable () -> Double
 
     /// What happened to an order, for the LED and the logs.
     enum Event: Sendable, Equatable {
@@ -51,12 +53,14 @@ actor OrderService<C: Clock> where C.Duration == Duration {
     init(
         stateDirectory: String, slots: [String], drs: DRSSession, tokens: TokenManager<C>, status: StatusBook, clock: C,
         wallTime: @escaping @Sendable () -> Double, random: RandomSource = .system,
-        boot: String? = WallClock.bootId(),
+        boot: String?,
         clockSynchronized: @escaping @Sendable () -> Bool = { WallClock.isSynchronized() },
+        sinceBoot: @escaping @Sendable () -> Double = { WallClock.sinceBoot() },
         logger: Logger
     ) throws(AgentError) {
         self.boot = boot
         self.clockSynchronized = clockSynchronized
+        self.sinceBoot = sinceBoot
         path = Self.path(stateDirectory: stateDirectory)
         self.drs = drs
         self.tokens = tokens
@@ -85,11 +89,21 @@ actor OrderService<C: Clock> where C.Duration == Duration {
             throw AgentError(.accessDenied, "slot \(slot) is not subscribed")
         }
         var next = outbox
-        let acceptance = next.accept(slot: slot, at: wallTime(), pairingId: await tokens.pairingId)
+        // A press of this boot does not wait behind an earlier boot's call whose age cannot be told yet.
+        let replacesWaiting = outbox.entry(for: slot).map {
+            Outbox.waitsForClock($0, boot: boot, clockSynchronized: clockSynchronized())
+        } ?? false
+        let acceptance = next.accept(
+            slot: slot, at: wallTime(), pairingId: await tokens.pairingId, replacesWaiting: replacesWaiting)
         try StateFile.save(next, to: path)
         outbox = next
         saveFailures = 0
         timeline.accepted(slot: slot, queued: acceptance == .queued)
+        if replacesWaiting {
+            logger.notice(
+                "this press replaces an order of an earlier boot that waited for the wall clock",
+                metadata: ["order.slot": "\(slot)"])
+        }
         logger.info("press accepted", metadata: ["order.slot": "\(slot)", "order.acceptance": "\(acceptance)"])
         waker.ring()
         publish(.queued(slot: slot))
@@ -137,6 +151,11 @@ actor OrderService<C: Clock> where C.Duration == Duration {
                     slot: entry.slot,
                     waitsForClock: Outbox.waitsForClock(entry, boot: boot, clockSynchronized: synchronized))
             }
+            // An entry waiting for the clock is judged again at every look (its wait is bounded: `parkStale`).
+            if pending.contains(where: \.waitsForClock), await parkStale() {
+                worked = true
+                continue
+            }
             switch timeline.next(pending: pending, paired: await tokens.isPaired, at: clock.now) {
             case .retryWrite:
                 saveOrRetryLater(outbox)
@@ -163,7 +182,7 @@ actor OrderService<C: Clock> where C.Duration == Duration {
         let pairingId: String?? = await tokens.isPaired ? .some(await tokens.pairingId) : .none
         let parked = next.parkStale(
             now: wallTime(), configuredSlots: configuredSlots, pairingId: pairingId, boot: boot,
-            clockSynchronized: clockSynchronized())
+            clockSynchronized: clockSynchronized(), sinceBoot: sinceBoot())
         guard !parked.isEmpty else { return false }
         saveOrRetryLater(next)
         for (slot, reason) in parked {

@@ -67,11 +67,22 @@ struct Outbox: Codable, Sendable, Equatable {
 
     func entry(for slot: String) -> Entry? { entries.first { $0.slot == slot } }
 
-    mutating func accept(slot: String, at time: Double, pairingId: String? = nil) -> Acceptance {
+    /// `replacesWaiting`: the slot's entry waits for the clock (`waitsForClock`: a call of an earlier boot whose
+    /// answer is unknown): this press, made in this boot, gets an entry of its own that is sent now instead
+    /// of being merged into one that may wait a day. Its call covers both presses: DRS answers
+    /// `ORDER_INPROGRESS` while the earlier call's order is still on its way, and places a new one otherwise,
+    /// as for any press made after an order arrived.
+    mutating func accept(
+        slot: String, at time: Double, pairingId: String? = nil, replacesWaiting: Bool = false
+    ) -> Acceptance {
         if let index = entries.firstIndex(where: { $0.slot == slot }) {
-            // A parked entry, or one pressed under another pairing, gives way to this press.
-            if entries[index].isParked || entries[index].pairingId != pairingId {
+            // A parked entry, one pressed under another pairing, or one waiting for the clock gives way to this
+            // press (the times of the one waiting are kept for the record).
+            if entries[index].isParked || entries[index].pairingId != pairingId || replacesWaiting {
                 var entry = Entry(slot: slot, pressedAt: [time])
+                if replacesWaiting, !entries[index].isParked, entries[index].pairingId == pairingId {
+                    entry.pressedAt = Array((entries[index].pressedAt + [time]).suffix(Self.maximumPressTimes))
+                }
                 entry.pairingId = pairingId
                 entries[index] = entry
                 return .queued
@@ -120,10 +131,13 @@ struct Outbox: Codable, Sendable, Equatable {
     }
 
     /// Whether `entry`'s unanswered call was made during another boot while the wall clock is not known to be
-    /// synchronised now: its age cannot be judged, so it is neither resent nor parked until the clock is.
+    /// synchronised now: its age cannot be judged, so it is not resent until the clock is (or until it is
+    /// shown over a day old and parked, `parkStale`). A boot that could not be known (nil, on either side) is
+    /// taken for another boot: a sandbox that hides the boot id must not make every boot look like the same.
     static func waitsForClock(_ entry: Entry, boot: String?, clockSynchronized: Bool) -> Bool {
         guard entry.unansweredSince != nil, !entry.isParked, !clockSynchronized else { return false }
-        return entry.unansweredBoot != boot
+        guard let boot, let marked = entry.unansweredBoot else { return true }
+        return marked != boot
     }
 
     static let waitingForClockReason =
@@ -141,13 +155,21 @@ struct Outbox: Codable, Sendable, Equatable {
     /// the first order is still out for delivery, so after a day a resend could order twice.
     static let longestUnansweredResend = 86_400.0
 
-    /// Parks every pending entry whose unanswered call is older than a day at `now`, and every pending entry
-    /// for a slot that is no longer configured. Returns the slots parked, with the reason.
+    static let sentOverADayAgoReason =
+        "sent over a day ago with no answer (DRS may have placed it); press again to order"
+
+    /// Parks every pending entry whose unanswered call is shown older than a day, and every pending entry for a
+    /// slot that is no longer configured. Returns the slots parked, with the reason.
     /// With `pairingId` (the device is paired), entries pressed under another pairing are parked too.
-    /// An entry waiting for the clock (`waitsForClock`, with `boot` and `clockSynchronized`) is not judged by age.
+    ///
+    /// The age of a call is shown by the wall clock (`now`, even one not known synchronised: a clock restored
+    /// from the last shutdown is only ever behind the true time, so more than a day on it is more than a day),
+    /// or, for a call of an earlier boot (`waitsForClock`, with `boot` and `clockSynchronized`), by
+    /// `sinceBoot`, the time since this boot began (CLOCK_BOOTTIME): such a call is at least that old. So an
+    /// entry waits for the clock at most a day of this boot, on a board where nothing ever synchronises it.
     mutating func parkStale(
         now: Double, configuredSlots: Set<String>, pairingId: String?? = .none, boot: String? = nil,
-        clockSynchronized: Bool = true
+        clockSynchronized: Bool = true, sinceBoot: Double = 0
     )
         -> [(slot: String, reason: String)]
     {
@@ -159,10 +181,12 @@ struct Outbox: Codable, Sendable, Equatable {
                 reason = "slot no longer configured"
             } else if case .some(let current) = pairingId, entries[index].pairingId != current {
                 reason = Self.earlierPairingReason
-            } else if !waits, let since = entries[index].unansweredSince, WallClock.isPlausible(since),
+            } else if let since = entries[index].unansweredSince, WallClock.isPlausible(since),
                 WallClock.isPlausible(now), now - since > Self.longestUnansweredResend
             {
-                reason = "sent over a day ago with no answer (DRS may have placed it); press again to order"
+                reason = Self.sentOverADayAgoReason
+            } else if waits, sinceBoot > Self.longestUnansweredResend {
+                reason = Self.sentOverADayAgoReason
             } else {
                 continue
             }

@@ -15,11 +15,10 @@ enum WallClock {
     /// shutdown's time, which looks right and is not.
     static func isSynchronized() -> Bool { POSIX.exists(timesyncMarker) }
 
-    /// This boot's id (`/proc/sys/kernel/random/boot_id`), or nil where the kernel does not give one.
-    static func bootId() -> String? {
-        guard let bytes = try? POSIX.readFile("/proc/sys/kernel/random/boot_id", limit: 64) else { return nil }
-        let text = String(decoding: bytes, as: UTF8.self).filter { !$0.isWhitespace }
-        return text.isEmpty ? nil : text
+    /// Seconds since this boot began (CLOCK_BOOTTIME: suspended time included, never set by anyone).
+    static func sinceBoot() -> Double {
+        let components = POSIX.bootTimeNow().components
+        return Double(components.seconds) + Double(components.attoseconds) / 1e18
     }
 
     /// True when `time` could have come from a set clock.

@@ -106,7 +106,9 @@ enum POSIX {
 
     /// Writes `bytes` to `path` so that a reader (or a power cut) sees either the old file or the new one,
     /// never a mix: a new temp file with mode 0600, write, fsync, rename over `path`, fsync the directory.
-    static func writeFileAtomically(_ path: String, _ bytes: [UInt8]) throws(AgentError) {
+    /// `durable: false` leaves out both fsyncs: for a file on a tmpfs (the runtime directory), which no power
+    /// cut can leave half written because none survives one.
+    static func writeFileAtomically(_ path: String, _ bytes: [UInt8], durable: Bool = true) throws(AgentError) {
         let directory = parentDirectory(of: path)
         let temp = "\(path).tmp-\(getpid())"
         let fd = retryingEINTR { open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600) }
@@ -119,7 +121,7 @@ enum POSIX {
             throw storageError("write", temp, error)
         }
         // O_CREAT's mode is filtered by the umask; make sure of 0600 whatever the umask was.
-        if fchmod(fd, 0o600) != 0 || retryingEINTR({ fsync(fd) }) != 0 {
+        if fchmod(fd, 0o600) != 0 || (durable && retryingEINTR({ fsync(fd) }) != 0) {
             let error = errno
             close(fd)
             unlink(temp)
@@ -132,7 +134,7 @@ enum POSIX {
             unlink(temp)
             throw storageError("rename", path, error)
         }
-        try syncDirectory(directory)
+        if durable { try syncDirectory(directory) }
     }
 
     /// Writes all of `bytes` to the descriptor (retrying short writes and EINTR); false on an error, with errno

@@ -1,0 +1,61 @@
+/// Which boot of the device the agent runs in, as its unit's sandbox lets it know.
+///
+/// The kernel's boot id (`/proc/sys/kernel/random/boot_id`) is hidden by the unit's `ProcSubset=pid`, so the
+/// agent keeps its own mark in the runtime directory (the unit's `RuntimeDirectory=`, a tmpfs that every boot
+/// starts empty and that `RuntimeDirectoryPreserve=yes` keeps across the agent's restarts): the first start of
+/// a boot writes an id there (the kernel's when it can read it, else a random one) and every later start and
+/// every command of that boot reads it. Without a usable runtime directory the kernel's id is used as it is,
+/// and where neither can be had the boot is unknown (nil): an unknown boot is never taken for the boot of an
+/// earlier mark (`Outbox.waitsForClock`).
+enum BootIdentity {
+    static let kernelBootIdPath = "/proc/sys/kernel/random/boot_id"
+    static let markerName = "boot-id"
+
+    /// This boot's id. `create`: the daemon's start makes the runtime directory (0700) and the mark when they
+    /// are missing; commands only read them (`status` run by hand must not make a mark the daemon then
+    /// believes). `kernelPath` is the kernel's file (tests point it elsewhere).
+    static func current(
+        runtimeDirectory: String, create: Bool, kernelPath: String = kernelBootIdPath,
+        random: () -> UInt64 = {
+            var generator = SystemRandomNumberGenerator()
+            return generator.next()
+        }
+    ) -> String? {
+        let marker = POSIX.join(runtimeDirectory, markerName)
+        if let marked = read(marker) { return marked }
+        let kernel = read(kernelPath)
+        guard create else { return kernel }
+        let id = kernel ?? randomId(random)
+        do {
+            try POSIX.makeDirectory(runtimeDirectory, 0o700)
+            // A tmpfs: nothing to make durable, and a half-written mark cannot outlive the boot.
+            try POSIX.writeFileAtomically(marker, Array((id + "\n").utf8), durable: false)
+        } catch {
+            // No runtime directory to be had: the kernel's id (which a later start reads the same) or none.
+            return kernel
+        }
+        return id
+    }
+
+    /// The id in `path` (whitespace removed), or nil when it cannot be read or is empty or not an id.
+    static func read(_ path: String) -> String? {
+        guard let bytes = try? POSIX.readFile(path, limit: 64) else { return nil }
+        let text = String(decoding: bytes, as: UTF8.self).filter { !$0.isWhitespace }
+        let isId = !text.isEmpty && text.allSatisfy { $0.isHexDigit || $0 == "-" }
+        return isId ? text : nil
+    }
+
+    /// 128 random bits in the kernel's boot-id form (8-4-4-4-12 hex digits).
+    static func randomId(_ random: () -> UInt64) -> String {
+        let digits = (0..<2).map { _ in random() }.map { word in
+            let hex = String(word, radix: 16)
+            return String(repeating: "0", count: 16 - hex.count) + hex
+        }.joined()
+        var id = ""
+        for (index, digit) in digits.enumerated() {
+            if [8, 12, 16, 20].contains(index) { id.append("-") }
+            id.append(digit)
+        }
+        return id
+    }
+}

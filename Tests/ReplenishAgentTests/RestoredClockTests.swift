@@ -1,0 +1,173 @@
+import Foundation
+import Synchronization
+import Testing
+
+@testable import ReplenishAgent
+
+/// Issue #29.1 and #29.2: the boot is known under the unit's sandbox (its /proc hides the kernel's boot id), an
+/// unknown boot is another boot, and an earlier boot's unanswered call waits for the clock at most a day of
+/// this boot, while a press of this boot orders at once.
+@Suite(.tags(.unit)) struct RestoredClockTests {
+    let clock = ManualClock()
+    let epoch = 1_800_000_000.0
+    var wallTime: @Sendable () -> Double { clock.wallTime(from: epoch) }
+
+    // MARK: - The boot (#29.1)
+
+    @Test func theFirstStartOfABootMarksItAndEveryLaterStartAndCommandReadsTheMark() throws {
+        let runtime = temporaryDirectory() + "/run"
+        let hidden = temporaryDirectory() + "/no-such-boot-id"
+        var words: [UInt64] = [0x0123_4567_89ab_cdef, 0xfedc_ba98_7654_3210]
+        let first = BootIdentity.current(runtimeDirectory: runtime, create: true, kernelPath: hidden) {
+            words.removeFirst()
+        }
+        #expect(first == "01234567-89ab-cdef-fedc-ba9876543210")
+        // The directory is made 0700: the unit's RuntimeDirectoryMode= is 0700 too.
+        #expect(try POSIX.status(runtime)?.permissions == 0o700)
+        let again = BootIdentity.current(runtimeDirectory: runtime, create: true, kernelPath: hidden) { 0 }
+        #expect(again == first, "a restart in the same boot")
+        #expect(BootIdentity.current(runtimeDirectory: runtime, create: false, kernelPath: hidden) == first)
+        // A boot empties the runtime directory (a tmpfs): a new mark, another boot.
+        try POSIX.unlinkEntry(runtime + "/" + BootIdentity.markerName)
+        let next = BootIdentity.current(runtimeDirectory: runtime, create: true, kernelPath: hidden) { 7 }
+        #expect(next != nil && next != first)
+    }
+
+    @Test func theKernelsBootIdIsMarkedWhenItCanBeRead() throws {
+        let directory = temporaryDirectory()
+        let kernel = directory + "/boot_id"
+        try "c41db968-083f-44ea-88a5-d7cb61c08763\n".write(toFile: kernel, atomically: true, encoding: .utf8)
+        let runtime = directory + "/run"
+        #expect(
+            BootIdentity.current(runtimeDirectory: runtime, create: false, kernelPath: kernel)
+                == "c41db968-083f-44ea-88a5-d7cb61c08763")
+        #expect(!POSIX.exists(runtime), "a command makes no mark")
+        let id = BootIdentity.current(runtimeDirectory: runtime, create: true, kernelPath: kernel) { 1 }
+        #expect(id == "c41db968-083f-44ea-88a5-d7cb61c08763")
+        // Under the sandbox later in the same boot, the mark says the same.
+        #expect(BootIdentity.current(runtimeDirectory: runtime, create: true, kernelPath: directory + "/x") == id)
+    }
+
+    @Test func withoutARuntimeDirectoryTheKernelsIdOrNoneIsUsed() throws {
+        let directory = temporaryDirectory()
+        try "file".write(toFile: directory + "/file", atomically: true, encoding: .utf8)
+        let unusable = directory + "/file/run"
+        #expect(BootIdentity.current(runtimeDirectory: unusable, create: true, kernelPath: directory + "/x") == nil)
+        let kernel = directory + "/boot_id"
+        try "abc-123\n".write(toFile: kernel, atomically: true, encoding: .utf8)
+        #expect(BootIdentity.current(runtimeDirectory: unusable, create: true, kernelPath: kernel) == "abc-123")
+    }
+
+    @Test func aMarkThatIsNotAnIdIsNotBelieved() throws {
+        let runtime = temporaryDirectory()
+        try "not an id; rm -rf\n".write(
+            toFile: runtime + "/" + BootIdentity.markerName, atomically: true, encoding: .utf8)
+        #expect(BootIdentity.current(runtimeDirectory: runtime, create: false, kernelPath: runtime + "/x") == nil)
+        let made = BootIdentity.current(runtimeDirectory: runtime, create: true, kernelPath: runtime + "/x") { 5 }
+        #expect(made == "00000000-0000-0005-0000-000000000005")
+    }
+
+    /// The sandbox hid the boot id in both boots (`nil` then and now): that is no proof of the same boot.
+    @Test func anUnknownBootIsAnotherBoot() {
+        var outbox = Outbox()
+        _ = outbox.accept(slot: "s", at: epoch)
+        outbox.markSending(slot: "s", at: epoch, boot: nil)
+        let entry = outbox.entry(for: "s")!
+        #expect(Outbox.waitsForClock(entry, boot: nil, clockSynchronized: false))
+        #expect(Outbox.waitsForClock(entry, boot: "b", clockSynchronized: false))
+        #expect(!Outbox.waitsForClock(entry, boot: nil, clockSynchronized: true))
+        outbox.markSending(slot: "s", at: epoch, boot: "b")
+        #expect(!Outbox.waitsForClock(outbox.entry(for: "s")!, boot: "b", clockSynchronized: false))
+        #expect(Outbox.waitsForClock(outbox.entry(for: "s")!, boot: nil, clockSynchronized: false))
+    }
+
+    // MARK: - A board where nothing synchronises the clock (#29.2)
+
+    func tokenManager() throws -> TokenManager<ManualClock> {
+        try TokenManager(
+            store: MemoryTokenStore(
+                TokenSet(
+                    clientId: "client", refreshToken: Secret("Atzr|r"), accessToken: Secret("Atza|a"),
+                    accessTokenExpiresAt: epoch + 86400 * 3, accessTokenLifetime: 3600)),
+            lwa: LWAClient(
+                http: ScriptedHTTPClient { _ in json(503, "") },
+                tokenURL: try EndpointURL("http://127.0.0.1:1/auth/o2/token"), clientSecret: nil),
+            clock: clock, wallTime: wallTime, random: .seeded(state: 5), logger: .init(label: "test"))
+    }
+
+    func orders(
+        _ directory: String, drs: ScriptedHTTPClient, wallTime: (@Sendable () -> Double)? = nil,
+        sinceBoot: @escaping @Sendable () -> Double
+    ) throws -> OrderService<ManualClock> {
+        let tokens = try tokenManager()
+        return try OrderService(
+            stateDirectory: directory, slots: ["slot-1"],
+            drs: DRSSession(
+                client: DRSClient(http: drs, baseURL: try EndpointURL("http://127.0.0.1:1")), tokens: tokens),
+            tokens: tokens, status: try StatusBook(stateDirectory: directory) { _ in }, clock: clock,
+            wallTime: wallTime ?? self.wallTime, random: .seeded(state: 3), boot: "boot-now",
+            clockSynchronized: { false },
+            sinceBoot: sinceBoot, logger: .init(label: "test"))
+    }
+
+    /// An outbox whose slot-1 call was sent `age` seconds before the epoch, in an earlier boot.
+    func earlierBootsCall(_ directory: String, age: Double) throws {
+        var outbox = Outbox()
+        _ = outbox.accept(slot: "slot-1", at: epoch - age - 1)
+        outbox.markSending(slot: "slot-1", at: epoch - age, boot: "boot-before")
+        try StateFile.save(outbox, to: OrderService<ManualClock>.path(stateDirectory: directory))
+    }
+
+    func onDisk(_ directory: String) throws -> Outbox.Entry? {
+        try StateFile.load(Outbox.self, from: OrderService<ManualClock>.path(stateDirectory: directory)) { _ in }?
+            .entry(for: "slot-1")
+    }
+
+    @Test func anUnsynchronisedClockThatShowsMoreThanADayParksAtOnce() async throws {
+        let directory = temporaryDirectory()
+        try earlierBootsCall(directory, age: 86400 + 60)
+        let drs = ScriptedHTTPClient { _ in json(200, #"{"detailCode":"TEST_ORDER_PLACED","eventInstanceId":"e-1"}"#) }
+        let service = try orders(directory, drs: drs) { 30 }
+        await ServiceDriver(clock: clock, service.step).pass(.seconds(1))
+        #expect(try onDisk(directory)?.parkedReason == Outbox.sentOverADayAgoReason)
+        #expect(drs.requests.isEmpty)
+    }
+
+    /// No NTP client at all and no clock kept over the power cut (it starts in 1970, so it shows no age): the
+    /// call is at least as old as this boot, so after a day of it the wait ends, parked, without the clock ever
+    /// being synchronised.
+    @Test func theWaitForTheClockIsBoundedByTheTimeSinceBoot() async throws {
+        let directory = temporaryDirectory()
+        try earlierBootsCall(directory, age: 600)
+        let drs = ScriptedHTTPClient { _ in json(200, #"{"detailCode":"TEST_ORDER_PLACED","eventInstanceId":"e-1"}"#) }
+        let bootStart = clock.now
+        let service = try orders(directory, drs: drs, wallTime: { 1000 }) { [clock] in
+            30 + Double(bootStart.duration(to: clock.now).components.seconds)
+        }
+        let driver = ServiceDriver(clock: clock, service.step)
+        await driver.pass(.seconds(86400 - 60))
+        #expect(try onDisk(directory)?.parkedReason == nil, "it waits while the boot is younger than a day")
+        await driver.pass(.seconds(60))
+        #expect(try onDisk(directory)?.parkedReason == Outbox.sentOverADayAgoReason)
+        #expect(drs.requests.isEmpty, "never resent")
+    }
+
+    /// A press made in this boot is not merged into the entry that waits (and then parked with it): it gets an
+    /// entry of its own, sent now, and acknowledged.
+    @Test func aPressOfThisBootOrdersAtOnceWhileAnEarlierBootsCallWaits() async throws {
+        let directory = temporaryDirectory()
+        try earlierBootsCall(directory, age: 600)
+        let drs = ScriptedHTTPClient { _ in json(200, #"{"detailCode":"TEST_ORDER_PLACED","eventInstanceId":"e-1"}"#) }
+        let service = try orders(directory, drs: drs) { 30 }
+        let driver = ServiceDriver(clock: clock, service.step)
+        await driver.pass(.seconds(60))
+        #expect(drs.requests.isEmpty, "the earlier boot's call waits")
+        #expect(try await service.accept(slot: "slot-1") == .queued)
+        let queued = try #require(try onDisk(directory))
+        #expect(queued.unansweredSince == nil && queued.pressedAt.count == 2, "a new entry, the times kept")
+        await driver.pass(.seconds(1))
+        #expect(drs.requests.map(\.url) == ["http://127.0.0.1:1/replenish/slot-1"])
+        #expect(try onDisk(directory) == nil, "acknowledged")
+        #expect(await service.snapshot.entries.isEmpty)
+    }
+}
