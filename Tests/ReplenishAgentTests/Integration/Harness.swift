@@ -193,7 +193,7 @@ final class Harness: @unchecked Sendable {
             {"device":{"serial":"TEST0001","model":"model-1","phase":"\(phase)"},
              "lwa":{"clientId":"amzn1.application-oa2-client.emulator","tokenURL":"\(emulator)/auth/o2/token"\(codePair)},
              "drs":{"baseURL":"\(emulator)"},\(tls)
-             "stateDirectory":"\(directory)/state","board":"\(board ?? packageRoot() + "/board/simulated.json")",
+             "stateDirectory":"\(directory)/state","runtimeDirectory":"\(directory)/run","board":"\(board ?? packageRoot() + "/board/simulated.json")",
              "buttons":[\(buttons.joined(separator: ","))],"pairing":\(pairing)}
             """
         let path = directory + "/agent.json"
@@ -290,6 +290,30 @@ final class Harness: @unchecked Sendable {
     static func pairingPortAnswers(_ port: Int) -> Bool {
         (try? CurlEasy(options: .init()).perform(HTTPRequest(method: .get, url: "http://127.0.0.1:\(port)/")))?
             .status == 404
+    }
+
+    /// A launcher (`startAgent(launcher:)`) that runs its program with the shipped unit's view of /proc
+    /// (`ProcSubset=pid`, `ProtectProc=invisible`): a private mount namespace with /proc mounted
+    /// `subset=pid,hidepid=invisible`, where /proc/sys, and the kernel's boot id in it, does not exist. Mounting
+    /// needs root, as the tests have here and in CI; the launcher is checked before it is handed out.
+    func unitsProcLauncher() throws -> String {
+        let path = directory + "/units-proc"
+        let script = """
+            #!/bin/sh
+            exec /usr/bin/unshare --mount --propagation private /bin/sh -c \
+              'mount -t proc -o subset=pid,hidepid=invisible proc /proc && exec "$@"' sh "$@"
+
+            """
+        try script.write(toFile: path, atomically: true, encoding: .utf8)
+        chmod(path, 0o755)
+        let hidden = try run(path, ["/bin/cat", "/proc/sys/kernel/random/boot_id"])
+        let own = try run(path, ["/bin/cat", "/proc/self/status"])
+        guard hidden.status != 0, own.status == 0, own.output.contains("Pid:") else {
+            throw AgentError(
+                .configuration,
+                "cannot give a process the unit's view of /proc (root and unshare are needed): \(hidden.error)")
+        }
+        return path
     }
 
     /// Kills with SIGKILL and waits until the process is gone.

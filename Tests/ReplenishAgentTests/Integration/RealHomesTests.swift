@@ -117,6 +117,40 @@ import Testing
         harness.expectNoSecretsInAgentOutput()
     }
 
+    /// #29.1 and #29.2, as shipped: the same power cut inside a replenish call with the agent under the unit's
+    /// view of /proc (`ProcSubset=pid` hides the kernel's boot id), the reboot being the runtime directory
+    /// emptied (a tmpfs) and the clock restored, on a machine where nothing says the clock is synchronised.
+    /// The restarted agent does not resend (1 order, not 2); a press made after the reboot orders at once.
+    @Test func underTheUnitsProcARebootWithARestoredClockOrdersOnceAndANewPressOrders() throws {
+        let harness = Harness()
+        let launcher = try harness.unitsProcLauncher()
+        let (emulator, config, agent, _) = try harness.startPairedAgent(agentLauncher: launcher)
+        try harness.injectFault(emulator, path: "/replenish/slot-1", count: 1, #"{"kind":"dropAfterWork"}"#)
+        try harness.injectFault(emulator, path: "/replenish/slot-1", count: 1000, #"{"kind":"drop"}"#)
+        #expect(try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0)
+        try harness.waitUntil("the order placed, its answer lost") { try placed(harness, emulator) == 1 }
+        try harness.kill9(agent)
+        _ = try harness.emulator(emulator, .delete, "/admin/faults")
+        _ = try harness.emulator(emulator, .post, "/admin/deliver/slot-1")
+        // The power cut was a reboot: the runtime directory is a tmpfs, empty again.
+        try FileManager.default.removeItem(atPath: harness.directory + "/run")
+        _ = try harness.startAgent(config: config, launcher: launcher)
+        try harness.waitUntil("status to say what the order waits for", timeout: 30) {
+            let slot = try harness.slotStatus(config: config, "slot-1")
+            return (slot["waitingFor"] as? String)?.contains("clock") == true
+        }
+        #expect(try placed(harness, emulator) == 1)
+        #expect(!harness.read("agent-2.log").contains("sending replenish"))
+        // A press of this boot is not held behind the call of the earlier one: it orders now, once.
+        #expect(try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0)
+        try harness.waitUntil("the new press ordered", timeout: 30) {
+            try harness.statusJSON(config: config)["pendingOrders"] as? Int == 0
+        }
+        #expect(try placed(harness, emulator) == 2)
+        #expect(harness.loggedReplenishAttempts(slot: "slot-1") >= 2)
+        harness.expectNoSecretsInAgentOutput()
+    }
+
     /// The `DELETE /registration` calls the emulator received, with their arrival times.
     func deregistrationArrivals(_ harness: Harness, _ emulator: String) throws -> [Double] {
         let arrivals = try harness.stats(emulator)["arrivals"] as? [[String: Any]] ?? []
@@ -222,6 +256,26 @@ import Testing
             !FileManager.default.fileExists(atPath: harness.directory + "/state/deregistration.json")
         }
         #expect(try harness.stats(emulator)["deregistrations"] as? Int ?? 0 >= 1)
+        harness.expectNoSecretsInAgentOutput()
+    }
+
+    /// #29.3: a refresh that LWA does not answer (a rejected access token makes the agent refresh at once) held
+    /// the stop for curl's whole 30 s timeout: it is aborted like any other call, and the pairing is kept.
+    @Test func aStopDuringATokenRefreshThatLWADoesNotAnswerIsBounded() throws {
+        let harness = Harness()
+        let (emulator, config, agent, _) = try harness.startPairedAgent()
+        try harness.injectFault(emulator, path: "/replenish/slot-1", count: 1, #"{"kind":"status","status":401}"#)
+        try harness.injectFault(emulator, path: "/auth/o2/token", count: 1, #"{"kind":"delay","seconds":40}"#)
+        #expect(try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0)
+        // The pairing's code grant was the first call to the token endpoint; the refresh is the second.
+        try harness.waitUntil("the refresh to reach LWA") {
+            (try harness.stats(emulator)["arrivals"] as? [[String: Any]] ?? []).filter {
+                $0["path"] as? String == "/auth/o2/token"
+            }.count >= 2
+        }
+        try stopWithinTheGracefulLimit(harness, agent, "a token refresh LWA does not answer")
+        let status = try harness.statusJSON(config: config)
+        #expect(status["paired"] as? Bool == true && status["pendingOrders"] as? Int == 1)
         harness.expectNoSecretsInAgentOutput()
     }
 
