@@ -10,7 +10,9 @@
 #                                      `make deb ARCH=arm64` and the emulator built for arm64 (scripts/arm64.sh)
 #
 # Two boots of the same disk: the first pairs, presses, then cuts the power (sysrq `o`, no sync, no shutdown)
-# while an order is on its way; the second checks that order, upgrades the package, measures the agent idle,
+# while an order's answer is unknown; the second, its wall clock restored to the first's last time and with
+# systemd-timesyncd masked (nothing synchronises the clock), checks that the order is not sent twice and that
+# a new press orders, upgrades the package, measures the agent idle,
 # runs the bench's C floor beside it (bench/c-agent.c, built for the image: both footprints end the output as
 # one table), and tests the watchdog, `systemctl stop`, `apt remove` and `apt purge`. README "Boot test" has
 # the checks table.
@@ -185,7 +187,7 @@ unit_text=$(dpkg-deb --fsys-tarfile "$work/debs/new.deb" | tar -xO --wildcards '
 echo "$tag: package ${deb#"$root"/} (version $version), older build 0~older"
 
 # The checks every run must pass; status-line and watchdog only once the unit has Type=notify and WatchdogSec.
-checks=(boot-ready pairing press power-cut upgrade idle c-floor stop remove purge)
+checks=(boot-ready pairing press power-cut no-timesyncd upgrade idle c-floor stop remove purge)
 grep -q '^Type=notify' <<<"$unit_text" && checks+=(status-line)
 grep -q '^WatchdogSec=' <<<"$unit_text" && checks+=(watchdog)
 
@@ -221,7 +223,7 @@ install -m 0755 "$c_agent" "$tree/usr/local/lib/vm-test/c-agent"
 install -m 0755 "$boot/gpio-sim-chip.sh" "$boot/runner.sh" "$tree/usr/local/lib/vm-test/"
 install -m 0644 "$work/debs/new.deb" "$tree/usr/local/lib/vm-test/replenish-agent.deb"
 install -D -m 0644 "$boot/board.json" "$tree/usr/local/share/vm-test/board.json"
-for service in gpio-sim-chip replenish-emulator vm-test-runner; do
+for service in gpio-sim-chip replenish-emulator vm-test-runner vm-test-restored-clock; do
   # (the runner writes to the serial console: ttyS0 on a PC, ttyAMA0 on an arm64 virt machine)
   sed "s|/dev/ttyS0|/dev/$serial|" "$boot/$service.service" >"$work/$service.service"
   install -D -m 0644 "$work/$service.service" "$tree/etc/systemd/system/$service.service"
