@@ -41,7 +41,7 @@ struct Agent {
         // State and the services that own it.
         let tokens = try TokenManager.open(
             stateDirectory: config.stateDirectory, lwa: lwa, clock: clock, wallTime: wallTime,
-            clockTrusted: WallClock.isTrusted(), logger: logger)
+            clockTrusted: WallClock.isTrusted(), identity: DeviceIdentity(config.device), logger: logger)
         // Every DRS call of the pairing goes through this one session (token, one refresh on a rejection).
         let session = DRSSession(client: drs, tokens: tokens)
         let status = try StatusBook(stateDirectory: config.stateDirectory) { logger.error("\($0)") }
@@ -80,6 +80,20 @@ struct Agent {
             testOrders: TestOrderCancellation(
                 phase: config.device.phase, slots: config.slots, tokens: tokens, drs: session, status: status,
                 wallTime: wallTime))
+
+        // A pairing made for another serial, model or phase (a serial file changed, a unit moved from the test
+        // phase to production, an image cloned from a bench unit) must not order on: its deregistration is
+        // queued and the device is pairable again, with the reason in the log and `status`.
+        if let change = await tokens.identityChange {
+            let reason = "the device's identity changed (\(change)); pair it again"
+            logger.warning("the pairing was made for another identity: deregistering it", metadata: ["reset.reason": "\(reason)"])
+            if case .failure(let error) = await owner.reset.perform(reason: reason, scope: .pairing, tellDRSNow: false) {
+                logger.error("could not forget the pairing of the old identity", metadata: ["error": "\(error.message)"])
+                throw error
+            }
+            // Before the status recorder follows the token events: the state it would have heard.
+            try? await status.recordTokenState(await tokens.state)
+        }
 
         // The pairing part of the configured mode (a config without what it needs stops here, before the board).
         let group = MultiThreadedEventLoopGroup.singleton

@@ -31,7 +31,10 @@ struct FactoryReset<C: Clock>: Sendable where C.Duration == Duration {
     /// first (the state directory takes a write, moved-aside copies go), before DRS hears anything; then the
     /// DRS call is queued durably with the newest refresh token, the pairing and files are wiped, and only then
     /// is DRS asked (once now, then retried by the queue until it answers).
-    func perform(reason: String, scope: Scope = .everything) async -> Result<String, AgentError> {
+    /// `tellDRSNow: false` leaves the DRS call to the queue's own loop (at start, before the services run).
+    func perform(reason: String, scope: Scope = .everything, tellDRSNow: Bool = true) async
+        -> Result<String, AgentError>
+    {
         do {
             try POSIX.checkWritable(stateDirectory)
             // Moved-aside copies of a damaged token file may hold a token: they go either way.
@@ -61,7 +64,9 @@ struct FactoryReset<C: Clock>: Sendable where C.Duration == Duration {
         }
         await afterWipe()
         var deregistered = "the device was not paired"
-        if let old {
+        if old != nil, !tellDRSNow {
+            deregistered = "deregistration queued"
+        } else if let old {
             let stillGood = old.accessTokenExpiresAt > POSIX.wallTime() + 60
             if let error = await deregistration.tryNow(accessToken: stillGood ? old.accessToken : nil) {
                 deregistered = "deregistration queued (\(error.message))"

@@ -66,6 +66,14 @@ actor StatusBook {
 
     /// After the daemon stopped: nobody polls for a linking code any more, so `status` must not offer it (the
     /// next start gets a new one). Writes nothing when there is none (companion mode).
+    /// The token state `status` shows (never a token): its kind and why.
+    func recordTokenState(_ state: TokenState) throws(AgentError) {
+        try update { record in
+            record.tokenState = state.kind
+            record.tokenStateReason = state.reason
+        }
+    }
+
     func forgetLinkingCode() {
         try? update { $0.linking = nil }
     }

@@ -8,12 +8,7 @@ enum StatusRecorder {
     ) async where C.Duration == Duration {
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
-                for await case .changed(let state) in tokens {
-                    try? await status.update { record in
-                        record.tokenState = state.kind
-                        record.tokenStateReason = state.reason
-                    }
-                }
+                for await case .changed(let state) in tokens { try? await status.recordTokenState(state) }
             }
             group.addTask {
                 for await state in window {

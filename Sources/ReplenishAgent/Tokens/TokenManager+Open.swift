@@ -5,17 +5,19 @@ extension TokenManager {
     /// the agent starts unpaired rather than not at all.
     static func open(
         stateDirectory: String, lwa: LWAClient, clock: C, wallTime: @escaping @Sendable () -> Double,
-        clockTrusted: Bool, logger: Logger
+        clockTrusted: Bool, identity: DeviceIdentity? = nil, logger: Logger
     ) throws(AgentError) -> TokenManager<C> {
         let store = FileTokenStore(stateDirectory: stateDirectory)
         do {
             return try TokenManager(
-                store: store, lwa: lwa, clock: clock, wallTime: wallTime, clockTrusted: clockTrusted, logger: logger)
+                store: store, lwa: lwa, clock: clock, wallTime: wallTime, clockTrusted: clockTrusted,
+                identity: identity, logger: logger)
         } catch {
             guard error.code == .storage, try store.load() == nil else { throw error }
             logger.error("\(error.message)")
             return try TokenManager(
-                store: store, lwa: lwa, clock: clock, wallTime: wallTime, clockTrusted: clockTrusted, logger: logger)
+                store: store, lwa: lwa, clock: clock, wallTime: wallTime, clockTrusted: clockTrusted,
+                identity: identity, logger: logger)
         }
     }
 }

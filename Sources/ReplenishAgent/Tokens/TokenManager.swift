@@ -33,11 +33,16 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     private var jitter: Double
     /// What the token manager tells the services that follow it; published, never awaited.
     nonisolated let events = Broadcast<TokenEvent>()
+    /// The device's identity now (from the config): recorded with every pairing made, and with the next write of
+    /// a token file that has none yet.
+    private let identity: DeviceIdentity?
 
     init(
         store: any TokenStore, lwa: LWAClient, clock: C, wallTime: @escaping @Sendable () -> Double,
-        clockTrusted: Bool = true, random: RandomSource = .system, logger: Logger
+        clockTrusted: Bool = true, random: RandomSource = .system, identity: DeviceIdentity? = nil,
+        logger: Logger
     ) throws(AgentError) {
+        self.identity = identity
         self.store = store
         self.lwa = lwa
         self.clock = clock
@@ -68,6 +73,14 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     /// The current tokens (for a factory reset's deregistration; never printed).
     var currentTokens: TokenSet? { tokens }
 
+    /// The pairing was made for another identity than the device's now (`identity`): what changed, or nil
+    /// when it was not (or the token file predates the record, or nothing is paired). Only an identity that was
+    /// read and differs is a change: a serial that cannot be read stops the start before this is asked.
+    var identityChange: String? {
+        guard let identity, let recorded = tokens?.identity, recorded != identity else { return nil }
+        return identity.changes(from: recorded)
+    }
+
     /// The tag of the current pairing (nil when unpaired, or paired before tags existed).
     var pairingId: String? { tokens?.pairingId }
 
@@ -81,7 +94,7 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
         let fresh = TokenSet(
             clientId: clientId, refreshToken: refreshToken, accessToken: grant.accessToken,
             accessTokenExpiresAt: now + grant.expiresIn, accessTokenLifetime: grant.expiresIn,
-            pairingId: tag.joined(separator: "-"))
+            pairingId: tag.joined(separator: "-"), identity: identity)
         try store.save(fresh)
         logger.info("paired", metadata: ["token.expiresIn": "\(Int(grant.expiresIn))"])
         pairingChanged(to: fresh, lostReason: nil)
@@ -193,7 +206,8 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
             let next = TokenSet(
                 clientId: current.clientId, refreshToken: grant.refreshToken ?? current.refreshToken,
                 accessToken: grant.accessToken, accessTokenExpiresAt: sentAt + grant.expiresIn,
-                accessTokenLifetime: grant.expiresIn, pairingId: current.pairingId)
+                accessTokenLifetime: grant.expiresIn, pairingId: current.pairingId,
+                identity: current.identity ?? identity)
             // The new refresh token is written before anything uses the new access token. If the write fails,
             // LWA may already have invalidated the old token: the new set is kept in memory (the only copy of
             // the pairing now), the old one is never sent again, and the write is retried on a timer.

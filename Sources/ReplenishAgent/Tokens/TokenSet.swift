@@ -17,6 +17,9 @@ struct TokenSet: Sendable, Codable, Equatable, StateFormat {
     /// tags existed). Outbox entries carry the tag they were pressed under, so a press made under an earlier
     /// pairing (another owner, after a reset or a revocation) is never ordered on this one's account.
     var pairingId: String? = nil
+    /// The device the pairing was made for (serial, model, phase; absent in token files written before it was
+    /// recorded). DRS knows the device by these: a pairing is good only for the identity it was made with.
+    var identity: DeviceIdentity? = nil
 
     /// The same tokens with an expiry the agent can compute with. A file whose expiry or lifetime is out of
     /// any sensible range (not finite, before 1970, past the year 5000, a lifetime under a second or over a
@@ -29,6 +32,34 @@ struct TokenSet: Sendable, Codable, Equatable, StateFormat {
             sane.accessTokenLifetime = 3600
         }
         return sane
+    }
+}
+
+/// What DRS knows a device by: a pairing made for one identity orders for it, and only for it.
+struct DeviceIdentity: Sendable, Codable, Equatable {
+    var serial: String
+    var model: String
+    /// `test`, `certification` or `production` (`AgentConfig.Phase`).
+    var phase: String
+
+    init(serial: String, model: String, phase: String) {
+        self.serial = serial
+        self.model = model
+        self.phase = phase
+    }
+
+    init(_ device: AgentConfig.Device) {
+        self.init(serial: device.serial, model: device.model, phase: device.phase.rawValue)
+    }
+
+    /// What changed from `old` to this one, for the log and `status` (`serial SN1 → SN2, phase test →
+    /// production`). Serials and models are not secrets.
+    func changes(from old: DeviceIdentity) -> String {
+        var parts: [String] = []
+        if old.serial != serial { parts.append("serial \(old.serial) → \(serial)") }
+        if old.model != model { parts.append("model \(old.model) → \(model)") }
+        if old.phase != phase { parts.append("phase \(old.phase) → \(phase)") }
+        return parts.joined(separator: ", ")
     }
 }
 

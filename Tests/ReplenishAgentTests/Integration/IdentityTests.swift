@@ -1,0 +1,70 @@
+import Foundation
+import Testing
+
+@testable import ReplenishAgent
+
+/// Issue #29.4: a pairing is good only for the identity it was made with (serial, model, phase). A unit whose
+/// serial file changed, one moved from the test phase to production, or an image cloned from a bench unit must
+/// not order on the old pairing: at start its deregistration is queued and the device is pairable again.
+@Suite(.serialized, .onOwnThread, .tags(.process)) struct IdentityTests {
+    /// The config at `path` with `old` replaced by `new` (the serial or the phase).
+    func edit(_ path: String, _ old: String, _ new: String) throws {
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        #expect(text.contains(old))
+        try text.replacingOccurrences(of: old, with: new).write(toFile: path, atomically: true, encoding: .utf8)
+    }
+
+    @Test(arguments: [
+        (#""serial":"TEST0001""#, #""serial":"TEST0002""#, "serial TEST0001 → TEST0002"),
+        (#""phase":"test""#, #""phase":"production""#, "phase test → production"),
+    ])
+    func aChangedIdentityDeregistersTheOldPairingAndPairsAgain(old: String, new: String, change: String) throws {
+        let harness = Harness()
+        let (emulator, config, agent, pairingPort) = try harness.startPairedAgent()
+        agent.terminate()
+        try harness.waitUntil("the agent to stop", timeout: 15) { !agent.isRunning }
+        // A press queued under the old identity is not ordered under the new one.
+        let outboxBefore = try harness.statusJSON(config: config)["pendingOrders"] as? Int
+        #expect(outboxBefore == 0)
+        try edit(config, old, new)
+        _ = try harness.startAgent(config: config)
+        try harness.waitUntil("DRS to hear the old pairing's deregistration", timeout: 60) {
+            try harness.stats(emulator)["deregistrations"] as? Int == 1
+        }
+        let status = try harness.statusJSON(config: config)
+        #expect(status["paired"] as? Bool == false)
+        let reason = status["tokenStateReason"] as? String ?? ""
+        #expect(reason.contains("identity changed") && reason.contains(change), "status: \(status)")
+        #expect(harness.agentLogs.contains("the pairing was made for another identity"))
+        // Pairable again, and the new pairing keeps its identity across a restart.
+        try harness.pair(emulator: emulator, pairingPort: pairingPort)
+        try harness.waitUntil("paired again") { try harness.statusJSON(config: config)["paired"] as? Bool == true }
+        #expect(try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0)
+        try harness.waitUntil("the order") { try harness.statusJSON(config: config)["pendingOrders"] as? Int == 0 }
+        #expect(try harness.stats(emulator)["deregistrations"] as? Int == 1)
+        harness.expectNoSecretsInAgentOutput()
+    }
+
+    /// Only an identity that was read and differs is a change: a token file from before the identity was
+    /// recorded keeps its pairing, and records the identity with its next write.
+    @Test func aTokenFileWithoutAnIdentityKeepsItsPairing() throws {
+        let harness = Harness()
+        let (emulator, config, agent, _) = try harness.startPairedAgent()
+        agent.terminate()
+        try harness.waitUntil("the agent to stop", timeout: 15) { !agent.isRunning }
+        let path = harness.directory + "/state/tokens.json"
+        var tokens =
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as! [String: Any]
+        #expect(tokens["identity"] != nil, "a pairing records its identity")
+        tokens["identity"] = nil
+        try JSONSerialization.data(withJSONObject: tokens).write(to: URL(fileURLWithPath: path))
+        _ = try harness.startAgent(config: config)
+        // (Until its control socket is up, `press` says the agent is not running and presses nothing.)
+        try harness.waitUntil("a press accepted") {
+            try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0
+        }
+        try harness.waitUntil("the order") { try harness.statusJSON(config: config)["pendingOrders"] as? Int == 0 }
+        #expect(try harness.statusJSON(config: config)["paired"] as? Bool == true)
+        #expect(try harness.stats(emulator)["deregistrations"] as? Int ?? 0 == 0)
+    }
+}
