@@ -83,6 +83,33 @@ import Testing
 
     // MARK: - A board where nothing synchronises the clock (#29.2)
 
+    /// `check-config` says which signal the agent waits for and whether anything here gives it.
+    @Test func checkConfigSaysWhetherAnythingCreatesTheTimeSyncMarker() throws {
+        let root = temporaryDirectory()
+        func make(_ path: String) throws {
+            try FileManager.default.createDirectory(
+                atPath: POSIX.parentDirectory(of: root + path), withIntermediateDirectories: true)
+            _ = FileManager.default.createFile(atPath: root + path, contents: Data())
+        }
+        let bare = TimeSyncSignal.inspect(root: root)
+        #expect(!bare.isProvided && bare.otherClients.isEmpty && !bare.markerPresent)
+        #expect(bare.description.contains("nothing here creates it (systemd-timesyncd is not installed)"))
+        try make("/usr/sbin/chronyd")
+        let chrony = TimeSyncSignal.inspect(root: root)
+        #expect(chrony.otherClients == ["chronyd"] && chrony.description.contains("chronyd found"))
+        try make("/usr/lib/systemd/systemd-timesyncd")
+        #expect(TimeSyncSignal.inspect(root: root).description.contains("systemd-timesyncd creates it; now absent"))
+        try FileManager.default.createDirectory(
+            atPath: root + "/etc/systemd/system", withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(
+            atPath: root + "/etc/systemd/system/systemd-timesyncd.service", withDestinationPath: "/dev/null")
+        let masked = TimeSyncSignal.inspect(root: root)
+        #expect(masked.timesyncdMasked && !masked.isProvided)
+        #expect(masked.description.contains("systemd-timesyncd is masked"))
+        try make(WallClock.timesyncMarker)
+        #expect(TimeSyncSignal.inspect(root: root).description.hasSuffix("now present"))
+    }
+
     func tokenManager() throws -> TokenManager<ManualClock> {
         try TokenManager(
             store: MemoryTokenStore(
@@ -141,9 +168,10 @@ import Testing
         try earlierBootsCall(directory, age: 600)
         let drs = ScriptedHTTPClient { _ in json(200, #"{"detailCode":"TEST_ORDER_PLACED","eventInstanceId":"e-1"}"#) }
         let bootStart = clock.now
-        let service = try orders(directory, drs: drs, wallTime: { 1000 }) { [clock] in
+        let sinceBoot: @Sendable () -> Double = { [clock] in
             30 + Double(bootStart.duration(to: clock.now).components.seconds)
         }
+        let service = try orders(directory, drs: drs, wallTime: { 1000 }, sinceBoot: sinceBoot)
         let driver = ServiceDriver(clock: clock, service.step)
         await driver.pass(.seconds(86400 - 60))
         #expect(try onDisk(directory)?.parkedReason == nil, "it waits while the boot is younger than a day")

@@ -34,6 +34,20 @@ struct CheckConfigCommand: AsyncParsableCommand {
         guard lines.isEmpty else { throw ExitCode(1) }
         Output.line("config OK: \(options.config)")
         if let device = config?.device { Output.line("serial \(device.serial) from \(device.serialSource.describe)") }
+        Output.line(TimeSyncSignal.inspect().description)
+        if let config, let change = Self.identityChange(config) {
+            Output.line(
+                "pairing: made for another identity (\(change)); run deregisters it and opens pairing at its start")
+        }
+    }
+
+    /// What changed since the stored pairing was made (its serial, model or phase), or nil.
+    static func identityChange(_ config: AgentConfig) -> String? {
+        guard let recorded = (try? FileTokenStore.peek(stateDirectory: config.stateDirectory))??.identity else {
+            return nil
+        }
+        let now = DeviceIdentity(config.device)
+        return recorded == now ? nil : now.changes(from: recorded)
     }
 
     /// The problems of the files around a valid config: `blocking`, the state directory itself (mode and owner,

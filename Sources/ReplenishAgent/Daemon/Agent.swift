@@ -86,9 +86,12 @@ struct Agent {
         // queued and the device is pairable again, with the reason in the log and `status`.
         if let change = await tokens.identityChange {
             let reason = "the device's identity changed (\(change)); pair it again"
-            logger.warning("the pairing was made for another identity: deregistering it", metadata: ["reset.reason": "\(reason)"])
-            if case .failure(let error) = await owner.reset.perform(reason: reason, scope: .pairing, tellDRSNow: false) {
-                logger.error("could not forget the pairing of the old identity", metadata: ["error": "\(error.message)"])
+            logger.warning(
+                "the pairing was made for another identity: deregistering it", metadata: ["reset.reason": "\(reason)"])
+            let forgotten = await owner.reset.perform(reason: reason, scope: .pairing, tellDRSNow: false)
+            if case .failure(let error) = forgotten {
+                logger.error(
+                    "could not forget the pairing of the old identity", metadata: ["error": "\(error.message)"])
                 throw error
             }
             // Before the status recorder follows the token events: the state it would have heard.

@@ -90,9 +90,10 @@ actor OrderService<C: Clock> where C.Duration == Duration {
         }
         var next = outbox
         // A press of this boot does not wait behind an earlier boot's call whose age cannot be told yet.
-        let replacesWaiting = outbox.entry(for: slot).map {
-            Outbox.waitsForClock($0, boot: boot, clockSynchronized: clockSynchronized())
-        } ?? false
+        let replacesWaiting =
+            outbox.entry(for: slot).map {
+                Outbox.waitsForClock($0, boot: boot, clockSynchronized: clockSynchronized())
+            } ?? false
         let acceptance = next.accept(
             slot: slot, at: wallTime(), pairingId: await tokens.pairingId, replacesWaiting: replacesWaiting)
         try StateFile.save(next, to: path)

@@ -184,7 +184,11 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     /// only if LWA ended the old one.
     private static func value(of task: Task<TokenSet, any Error>) async throws(AgentError) -> TokenSet {
         do {
-            return try await withTaskCancellationHandler { try await task.value } onCancel: { task.cancel() }
+            return try await withTaskCancellationHandler {
+                try await task.value
+            } onCancel: {
+                task.cancel()
+            }
         } catch let error as AgentError { throw error } catch {
             throw AgentError(.network, "refresh interrupted")
         }

@@ -27,6 +27,8 @@ import Testing
         let outboxBefore = try harness.statusJSON(config: config)["pendingOrders"] as? Int
         #expect(outboxBefore == 0)
         try edit(config, old, new)
+        let check = try harness.run("replenish-agent", ["check-config", "--before-run", "--config", config])
+        #expect(check.status == 0 && check.output.contains("made for another identity (\(change))"), "\(check)")
         _ = try harness.startAgent(config: config)
         try harness.waitUntil("DRS to hear the old pairing's deregistration", timeout: 60) {
             try harness.stats(emulator)["deregistrations"] as? Int == 1

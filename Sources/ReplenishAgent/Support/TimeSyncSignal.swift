@@ -1,0 +1,51 @@
+/// The time-sync signal the agent waits for, and whether anything on this system gives it: what `check-config`
+/// says, so that a board without systemd-timesyncd (chrony, ntpd, busybox's ntpd, a battery clock alone) is
+/// found before its first power cut, not after. Files only; nothing is run.
+struct TimeSyncSignal: Sendable, Equatable {
+    /// systemd-timesyncd's program is installed.
+    var timesyncdInstalled: Bool
+    /// Its unit is masked (a link to /dev/null): it never runs.
+    var timesyncdMasked: Bool
+    /// The other NTP clients found, by program name (they do not create the marker themselves).
+    var otherClients: [String]
+    /// The marker exists now.
+    var markerPresent: Bool
+
+    static let otherClientPrograms = [
+        "chronyd": ["/usr/sbin/chronyd"], "ntpd": ["/usr/sbin/ntpd"], "openntpd": ["/usr/sbin/openntpd"],
+    ]
+
+    /// What the files under `root` (`""`: this system) say.
+    static func inspect(root: String = "") -> TimeSyncSignal {
+        let installed = ["/usr/lib/systemd/systemd-timesyncd", "/lib/systemd/systemd-timesyncd"].contains {
+            POSIX.exists(root + $0)
+        }
+        let unit = (try? POSIX.status(root + "/etc/systemd/system/systemd-timesyncd.service")) ?? nil
+        let others = otherClientPrograms.keys.sorted().filter { name in
+            otherClientPrograms[name, default: []].contains { POSIX.exists(root + $0) }
+        }
+        return TimeSyncSignal(
+            timesyncdInstalled: installed, timesyncdMasked: unit?.kind == .characterDevice, otherClients: others,
+            markerPresent: POSIX.exists(root + WallClock.timesyncMarker))
+    }
+
+    /// Something on this system creates the marker (as far as files tell: timesyncd installed and not masked).
+    var isProvided: Bool { timesyncdInstalled && !timesyncdMasked }
+
+    /// One line for `check-config`.
+    var description: String {
+        var line =
+            "time sync: an order whose answer was lost in an earlier boot is resent only once \(WallClock.timesyncMarker) "
+            + "exists, and parked once it is shown over a day old; "
+        if isProvided {
+            line += "systemd-timesyncd creates it"
+        } else {
+            line += "nothing here creates it (systemd-timesyncd is \(timesyncdInstalled ? "masked" : "not installed"))"
+            if !otherClients.isEmpty {
+                line += "; \(otherClients.joined(separator: ", ")) found: have it create the file once it has "
+                line += "synchronised the clock (docs/time-sync.md)"
+            }
+        }
+        return line + "; now \(markerPresent ? "present" : "absent")"
+    }
+}
