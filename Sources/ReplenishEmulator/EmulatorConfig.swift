@@ -28,4 +28,7 @@ struct EmulatorConfig: Sendable {
     /// Drop (close unanswered, work not done) every non-admin request that is not the first on its connection:
     /// the server closed the idle kept-alive connection just as the client reused it.
     var dropReusedConnections = false
+    /// The app's client secret: a refresh grant that sends `client_secret` must send this one (LWA answers
+    /// `invalid_client` otherwise). Nil: any secret, or none, is accepted.
+    var clientSecret: String? = nil
 }

@@ -195,6 +195,9 @@ extension EmulatorState {
         guard params["client_id"] == record.clientId else {
             return .oauthError(401, "invalid_client", "Client authentication failed")
         }
+        if let expected = config.clientSecret, let sent = params["client_secret"], sent != expected {
+            return .oauthError(401, "invalid_client", "Client authentication failed")
+        }
         if !record.used {
             refreshTokens[presented]?.used = true
             // Until-used rotation: the first use of a successor ends its predecessor and any unused siblings.

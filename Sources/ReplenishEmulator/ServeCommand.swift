@@ -59,6 +59,9 @@ struct ServeCommand: ParsableCommand {
     @Flag(help: "Drop, unanswered and undone, every request that is not the first on its connection.")
     var dropReusedConnections = false
 
+    @Option(help: "The app's client secret: a refresh grant that sends another one is refused with invalid_client.")
+    var clientSecret: String?
+
     var slotList: [String] {
         slots.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
     }
@@ -94,6 +97,7 @@ struct ServeCommand: ParsableCommand {
         config.expiresInAsString = expiresInAsString
         config.closeAfterAnswer = closeAfterAnswer
         config.dropReusedConnections = dropReusedConnections
+        config.clientSecret = clientSecret
 
         var tls: NIOSSLContext?
         if let tlsCert, let tlsKey {

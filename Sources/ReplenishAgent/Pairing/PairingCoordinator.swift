@@ -159,9 +159,10 @@ actor PairingCoordinator<C: Clock> where C.Duration == Duration {
         redeeming = true
         defer { redeeming = false }
         do {
-            let grant = try await lwa.redeem(
+            let redeemed = try await lwa.redeem(
                 code: info.authCode, redirectURI: info.redirectUri, clientId: info.clientId,
                 verifier: current.value.verifier)
+            let grant = try await lwa.checkedAtPairing(redeemed, clientId: info.clientId)
             try await tokens.install(grant, clientId: info.clientId)
         } catch {
             logger.warning("pairing failed", metadata: ["error.code": "\(error.code)", "error": "\(error.message)"])

@@ -25,6 +25,24 @@ struct LWAClient: Sendable {
         return try await post(fields)
     }
 
+    /// With a client secret configured, one refresh right after a code is redeemed: LWA reads the secret only on
+    /// a refresh, so a secret that does not belong to the client id would otherwise let the pairing succeed and
+    /// stop the ordering an hour later, at the first scheduled refresh (`invalid_client`). A refused secret
+    /// fails the pairing instead. Returns the grant to keep: the refresh's access token, and its refresh token
+    /// when LWA rotated the one the code gave.
+    func checkedAtPairing(_ grant: TokenGrant, clientId: String) async throws(AgentError) -> TokenGrant {
+        guard clientSecret != nil, let redeemed = grant.refreshToken else { return grant }
+        let refreshed: TokenGrant
+        do { refreshed = try await refresh(refreshToken: redeemed, clientId: clientId) } catch {
+            guard error.code == .unauthorizedClient else { throw error }
+            throw AgentError(
+                .unauthorizedClient, "lwa.clientSecret is not this client id's secret (\(error.message))", cause: error)
+        }
+        return TokenGrant(
+            accessToken: refreshed.accessToken, refreshToken: refreshed.refreshToken ?? redeemed,
+            expiresIn: refreshed.expiresIn)
+    }
+
     private func post(_ fields: [(String, String)]) async throws(AgentError) -> TokenGrant {
         let body = fields.map { "\($0.0)=\(CurlEasy.formEscape($0.1))" }.joined(separator: "&")
         let request = HTTPRequest(

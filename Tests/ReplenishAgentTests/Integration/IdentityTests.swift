@@ -70,3 +70,43 @@ import Testing
         #expect(try harness.stats(emulator)["deregistrations"] as? Int ?? 0 == 0)
     }
 }
+
+/// Issue #29.5: LWA reads the client secret only on a refresh, so a wrong `lwa.clientSecret` was found at the
+/// first scheduled refresh, 55 minutes after pairing. Pairing now refreshes once when a secret is configured:
+/// a wrong one fails the pairing (`LWA_ERROR`, naming `invalid_client`) and the device stays pairable.
+@Suite(.serialized, .onOwnThread, .tags(.process)) struct ClientSecretTests {
+    /// The harness's config with `lwa.clientSecret` set (and the file 0600, as a config holding it must be).
+    func withSecret(_ harness: Harness, emulator: String, pairingPort: Int, secret: String) throws -> String {
+        let path = try harness.writeConfig(emulator: emulator, pairingPort: pairingPort)
+        let text = try String(contentsOfFile: path, encoding: .utf8).replacingOccurrences(
+            of: #""clientId":"amzn1.application-oa2-client.emulator""#,
+            with: #""clientId":"amzn1.application-oa2-client.emulator","clientSecret":"\#(secret)""#)
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        chmod(path, 0o600)
+        return path
+    }
+
+    @Test func aWrongClientSecretFailsThePairingAndTheRightOnePairs() throws {
+        let harness = Harness()
+        let emulator = try harness.startEmulator(["--slots", "slot-1", "--client-secret", "the-right-secret"])
+        let pairingPort = try Harness.freePort()
+        var config = try withSecret(harness, emulator: emulator, pairingPort: pairingPort, secret: "a-wrong-secret")
+        let agent = try harness.startAgent(config: config)
+        try harness.waitUntil("the pairing endpoints") { Harness.pairingPortAnswers(pairingPort) }
+        let refused = try harness.run(
+            "replenish-emulator",
+            ["companion", "--device", "http://127.0.0.1:\(pairingPort)", "--lwa", emulator])
+        #expect(refused.status != 0)
+        #expect(refused.error.contains("LWA_ERROR") && refused.error.contains("invalid_client"), "\(refused.error)")
+        #expect(try harness.statusJSON(config: config)["paired"] as? Bool == false)
+        #expect(Harness.pairingPortAnswers(pairingPort), "still pairable")
+        // The right secret: the same flow pairs, and the refresh made at pairing is the one LWA saw.
+        try harness.kill9(agent)
+        config = try withSecret(harness, emulator: emulator, pairingPort: pairingPort, secret: "the-right-secret")
+        _ = try harness.startAgent(config: config)
+        try harness.pair(emulator: emulator, pairingPort: pairingPort)
+        try harness.waitUntil("paired") { try harness.statusJSON(config: config)["paired"] as? Bool == true }
+        harness.expectNoSecretsInAgentOutput()
+        #expect(!harness.agentLogs.contains("the-right-secret") && !harness.agentLogs.contains("a-wrong-secret"))
+    }
+}
