@@ -68,6 +68,19 @@ import Testing
         #expect(timeline.next(queued: true, at: at(30)) == .attempt)
     }
 
+    /// The start's reset of a pairing made for another identity queues the call and leaves it to the queue
+    /// (#29.4): no grace to wait out; a backoff after a failure still holds.
+    @Test func aCallerThatGivesItsTryUpLetsTheQueueTryAtOnce() {
+        var timeline = DeregistrationTimeline<Instant>()
+        timeline.enqueued(at: start)
+        timeline.callerWillNotTry()
+        #expect(timeline.next(queued: true, at: start) == .attempt)
+        timeline.started()
+        timeline.failed(at: at(1), backoff: .seconds(5))
+        timeline.callerWillNotTry()
+        #expect(timeline.next(queued: true, at: at(2)) == .wait(until: at(6)))
+    }
+
     @Test func aDeregistrationIsNeverTriedTwiceAtOnceNorInsideItsBackoff() {
         var timeline = DeregistrationTimeline<Instant>()
         timeline.enqueued(at: start)

@@ -66,6 +66,13 @@ actor DeregistrationQueue<C: Clock> where C.Duration == Duration {
         waker.ring()
     }
 
+    /// The caller's local part is done and it will not try itself (the start's reset of a pairing made for
+    /// another identity, before the services run): the queue tries as soon as it runs, not after `callerGrace`.
+    func leaveToTheQueue() {
+        timeline.callerWillNotTry()
+        waker.ring()
+    }
+
     /// One try now; after a failure the queue retries on its backoff. Returns the failure, or nil when DRS
     /// answered (or the pairing was gone already). `accessToken`: the old pairing's access token, when it is
     /// still good, saves a refresh.

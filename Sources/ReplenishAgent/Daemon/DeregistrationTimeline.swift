@@ -50,6 +50,11 @@ struct DeregistrationTimeline<Instant: InstantProtocol>: Sendable where Instant.
         retryAt = now.advanced(by: Self.callerGrace)
     }
 
+    /// The caller gave its try up: the grace ends now (a backoff after a failure stays).
+    mutating func callerWillNotTry() {
+        if failures == 0 { retryAt = nil }
+    }
+
     mutating func started() { trying = true }
 
     /// DRS answered (or the pairing was gone already): nothing waits any more.

@@ -65,6 +65,7 @@ struct FactoryReset<C: Clock>: Sendable where C.Duration == Duration {
         await afterWipe()
         var deregistered = "the device was not paired"
         if old != nil, !tellDRSNow {
+            await deregistration.leaveToTheQueue()
             deregistered = "deregistration queued"
         } else if let old {
             let stillGood = old.accessTokenExpiresAt > POSIX.wallTime() + 60
