@@ -140,6 +140,8 @@ extension EmulatorState {
             }
         }
         for field in ["remainingQuantityInUnit", "originalQuantityInUnit", "totalQuantityOnHand"] {
+            // totalQuantityOnHand is optional (a device that cannot count what the household holds leaves it out).
+            if field == "totalQuantityOnHand" && body[field] == nil { continue }
             guard let number = body[field]?.numberValue, number >= 0 else {
                 return .message(400, "\(field) must be a number, at least 0")
             }

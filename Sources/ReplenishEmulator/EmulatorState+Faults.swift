@@ -21,7 +21,10 @@ extension EmulatorState {
     mutating func dispatch(_ request: EmulatorRequest, now: Date) -> EmulatorDisposition {
         noteArrival(request)
         if !request.path.lowercased().hasPrefix("/admin/") {
-            stats.arrivals.append(.init(method: request.method, path: request.path, at: now))
+            stats.arrivals.append(
+                .init(
+                    method: request.method, path: request.path, at: now,
+                    userAgent: request.headerValues("user-agent").first ?? ""))
             if stats.arrivals.count > EmulatorStats.arrivalLimit { stats.arrivals.removeFirst() }
         }
         if config.dropReusedConnections, request.requestOnConnection > 1,

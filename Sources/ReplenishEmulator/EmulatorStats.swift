@@ -61,6 +61,8 @@ struct EmulatorStats: Sendable {
         var method: String
         var path: String
         var at: Date
+        /// The request's `User-Agent` ("" without one): a service operator tells device builds apart by it.
+        var userAgent = ""
     }
     /// The newest arrivals kept (admin requests are not recorded).
     static let arrivalLimit = 2000
@@ -111,7 +113,7 @@ struct EmulatorStats: Sendable {
                 arrivals.map {
                     .obj([
                         "method": .string($0.method), "path": .string($0.path),
-                        "at": .number($0.at.timeIntervalSince1970),
+                        "at": .number($0.at.timeIntervalSince1970), "userAgent": .string($0.userAgent),
                     ])
                 }),
             "cancelTestOrdersCalls": .number(Double(cancelTestOrdersCalls)),

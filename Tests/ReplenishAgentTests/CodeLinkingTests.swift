@@ -353,9 +353,11 @@ import Testing
             return json(400, #"{"error":"authorization_pending"}"#)
         }
         let lwa = try client(http)
-        for (phase, test, nonLive) in [
-            (AgentConfig.Phase.test, true, true), (.certification, false, true), (.production, false, false),
-        ] {
+        // A released device passes no flags (#29.10): both keys left out, as Amazon's sample devices do.
+        let expected: [(AgentConfig.Phase, Bool?, Bool?)] = [
+            (.test, true, true), (.certification, false, true), (.production, nil, nil),
+        ]
+        for (phase, test, nonLive) in expected {
             let result = await lwa.requestCodePair(
                 clientId: "amzn1.application-oa2-client.x",
                 device: .init(serial: "SN0001", model: "model-1", phase: phase))
@@ -370,6 +372,8 @@ import Testing
             let drs = try #require(scopeData["dash:replenish"])
             #expect(drs["serial"] as? String == "SN0001" && drs["device_model"] as? String == "model-1")
             #expect(drs["is_test_device"] as? Bool == test && drs["should_include_non_live"] as? Bool == nonLive)
+            #expect(drs.keys.contains("is_test_device") == (test != nil))
+            #expect(drs.keys.contains("should_include_non_live") == (nonLive != nil))
         }
         #expect(await lwa.poll(deviceCode: Secret("DC1"), userCode: "U1") == .pending)
         let poll = try #require(Self.form(http.requests.last!))

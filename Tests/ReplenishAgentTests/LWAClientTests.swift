@@ -50,6 +50,22 @@ import Testing
         } catch { #expect(error.code == .server, "\(what)") }
     }
 
+    /// #29.10: a key given twice is read differently by different JSON readers (the first wins here): the
+    /// answer is refused, and neither token is named in the error.
+    @Test(arguments: ["access_token", "refresh_token", "expires_in"])
+    func anAnswerWithAKeyGivenTwiceIsRefused(key: String) async throws {
+        let value = key == "expires_in" ? "60" : #""Atza|second""#
+        let body = answer(access: "Atza|first", refresh: "Atzr|first").dropLast() + #","\#(key)":\#(value)}"#
+        let (lwa, _) = try lwa(answering: String(body))
+        do {
+            _ = try await lwa.refresh(refreshToken: Secret("Atzr|old"), clientId: "client")
+            Issue.record("\(key) twice: accepted")
+        } catch {
+            #expect(error.code == .server && error.message.contains("given twice (\(key))"), "\(error.message)")
+            #expect(!error.message.contains("first") && !error.message.contains("second"))
+        }
+    }
+
     @Test func tokensAtTheEdgesOfTheAlphabetAreKept() async throws {
         let longest = "Atza|" + String(repeating: "x", count: 2043)
         let (lwa, _) = try lwa(answering: answer(access: longest, refresh: #"Atzr|!~\"{}"#))

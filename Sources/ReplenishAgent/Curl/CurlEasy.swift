@@ -66,6 +66,13 @@ final class CurlEasy {
         }
     }
 
+    /// `replenish-agent/0.1.0+412.g1a2b3c4d` (the package version of this build, or the release version when the
+    /// build does not know it): on every request, so that LWA's and DRS's operators can tell device builds apart.
+    static let userAgent: String = {
+        let package = BuildInfo.packageVersion
+        return "replenish-agent/" + (package == "unknown" || package.isEmpty ? BuildInfo.version : package)
+    }()
+
     /// Whether a request may go out on a pooled connection and leave its own connection in the pool: only
     /// GETs, which are safe to repeat.
     static func mayReuseConnection(_ method: HTTPRequest.Method) -> Bool { method == .get }
@@ -125,6 +132,7 @@ final class CurlEasy {
             ("TIMEOUT_MS", ccurl_setopt_long(handle, CURLOPT_TIMEOUT_MS, request.timeoutSeconds * 1000)),
             ("TCP_KEEPALIVE", ccurl_setopt_long(handle, CURLOPT_TCP_KEEPALIVE, 1)),
             ("HTTPHEADER", ccurl_setopt_pointer(handle, CURLOPT_HTTPHEADER, headerList)),
+            ("USERAGENT", ccurl_setopt_string(handle, CURLOPT_USERAGENT, Self.userAgent)),
             // SAFETY: the buffer outlives the handle (see init/deinit).
             ("ERRORBUFFER", ccurl_setopt_pointer(handle, CURLOPT_ERRORBUFFER, errorBuffer)),
             // SAFETY: `context` stays retained until perform has returned (see above).

@@ -23,19 +23,20 @@ struct DRSClient: Sendable {
     }
 
     /// Reports a slot's contents after consumption (a press that ordered, or a level sensor found it low).
+    /// `totalQuantityOnHand` (what the household holds beyond the unit in the slot) is left out: the device
+    /// cannot know it, and sending the remaining quantity as that total would tell DRS something untrue.
     func slotStatus(slot: String, report: SlotStatusReport, token: Secret) async throws(AgentError) -> HTTPResponse {
         struct Body: Encodable {
             var expectedReplenishmentDate: String
             var remainingQuantityInUnit: Double
             var originalQuantityInUnit: Double
-            var totalQuantityOnHand: Double
             var lastUseDate: String
         }
         let body = try Self.encode(
             Body(
                 expectedReplenishmentDate: ISO8601.format(report.expectedReplenishment),
                 remainingQuantityInUnit: report.remaining, originalQuantityInUnit: report.original,
-                totalQuantityOnHand: report.remaining, lastUseDate: ISO8601.format(report.lastUse)))
+                lastUseDate: ISO8601.format(report.lastUse)))
         return try await call(
             .post, "/slotStatus/\(slot)", input: "DrsSlotStatusInput@1.0", accept: "DrsSlotStatusResult@1.0",
             token: token, json: body)

@@ -48,13 +48,14 @@ struct CodePairClient: Sendable {
 
     /// `{"dash:replenish":{"device_model":M,"serial":S,"is_test_device":B,"should_include_non_live":B}}`: the
     /// same scope data the companion app builds from the device's `deviceInfo` (PROTOCOL.md section 1), its
-    /// flags from the phase (`AgentConfig.Phase`), as `PairingCoordinator` reports them.
+    /// flags from the phase (`AgentConfig.Phase`), as `PairingCoordinator` reports them. A released device (the
+    /// `production` phase) passes no flags at all, as Amazon's sample devices do: both keys are left out.
     struct ScopeData: Encodable, Equatable {
         struct Replenish: Encodable, Equatable {
             var deviceModel: String
             var serial: String
-            var isTestDevice: Bool
-            var shouldIncludeNonLive: Bool
+            var isTestDevice: Bool?
+            var shouldIncludeNonLive: Bool?
 
             enum CodingKeys: String, CodingKey {
                 case deviceModel = "device_model"
@@ -69,9 +70,11 @@ struct CodePairClient: Sendable {
         enum CodingKeys: String, CodingKey { case replenish = "dash:replenish" }
 
         init(device: AgentConfig.Device) {
+            let released = device.phase == .production
             replenish = Replenish(
-                deviceModel: device.model, serial: device.serial, isTestDevice: device.phase.isTestDevice,
-                shouldIncludeNonLive: device.phase.shouldIncludeNonLive)
+                deviceModel: device.model, serial: device.serial,
+                isTestDevice: released ? nil : device.phase.isTestDevice,
+                shouldIncludeNonLive: released ? nil : device.phase.shouldIncludeNonLive)
         }
 
         var json: String {

@@ -86,6 +86,12 @@ struct LWAClient: Sendable {
     /// Turns an LWA answer into a grant or a typed error.
     static func interpret(_ response: HTTPResponse) throws(AgentError) -> TokenGrant {
         if response.status == 200 {
+            // A key given twice (two access tokens, two lifetimes) is read differently by different readers
+            // (FoundationEssentials keeps the first): refused, as the config and board files refuse it.
+            if case .valid(let duplicates) = JSONSyntax.inspect(response.body), !duplicates.isEmpty {
+                let names = duplicates.map(sanitize).joined(separator: ", ")
+                throw AgentError(.server, "LWA answered 200 with a key given twice (\(names))")
+            }
             guard let success = try? JSONDecoder().decode(Success.self, from: Data(response.body)) else {
                 throw AgentError(.server, "LWA answered 200 with a body the agent cannot read")
             }

@@ -57,7 +57,16 @@ extension DRSSurfaceTests {
         let report = try #require(reports["slot-1"], "\(reports)")
         #expect(report["originalQuantityInUnit"] as? Double == 12)
         #expect(report["remainingQuantityInUnit"] as? Double == 2)
-        #expect(report["totalQuantityOnHand"] as? Double == 2)
+        // What the household holds beyond the slot's unit is not the device's to know (#29.10): left out.
+        #expect(report["totalQuantityOnHand"] == nil)
+        // Every request names the build (#29.10), so a service operator can tell builds apart.
+        // (The companion app's own authorization request, `/ap/oa`, is not the device's.)
+        let arrivals = (try harness.stats(emulator)["arrivals"] as? [[String: Any]] ?? []).filter {
+            ($0["path"] as? String)?.hasPrefix("/ap/oa") == false
+        }
+        let agents = Set(arrivals.compactMap { $0["userAgent"] as? String })
+        #expect(!arrivals.isEmpty && agents == [CurlEasy.userAgent], "\(agents)")
+        #expect(CurlEasy.userAgent.hasPrefix("replenish-agent/0."))
         // One consumption seen: the rate is unknown, so the expected date is a month after it.
         let expected = try #require(report["expectedReplenishmentDate"] as? String)
         let lastUse = try #require(report["lastUseDate"] as? String)
