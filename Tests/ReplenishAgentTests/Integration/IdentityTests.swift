@@ -41,7 +41,9 @@ import Testing
         // Pairable again, and the new pairing keeps its identity across a restart.
         try harness.pair(emulator: emulator, pairingPort: pairingPort)
         try harness.waitUntil("paired again") { try harness.statusJSON(config: config)["paired"] as? Bool == true }
-        #expect(try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0)
+        try harness.waitUntil("a press accepted") {
+            try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0
+        }
         try harness.waitUntil("the order") { try harness.statusJSON(config: config)["pendingOrders"] as? Int == 0 }
         #expect(try harness.stats(emulator)["deregistrations"] as? Int == 1)
         harness.expectNoSecretsInAgentOutput()

@@ -142,8 +142,11 @@ import Testing
         }
         #expect(try placed(harness, emulator) == 1)
         #expect(!harness.read("agent-2.log").contains("sending replenish"))
-        // A press of this boot is not held behind the call of the earlier one: it orders now, once.
-        #expect(try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0)
+        // A press of this boot is not held behind the call of the earlier one: it orders now, once. (The status
+        // above reads the files: until the agent's control socket is up, `press` presses nothing and says so.)
+        try harness.waitUntil("a press accepted") {
+            try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0
+        }
         try harness.waitUntil("the new press ordered", timeout: 30) {
             try harness.statusJSON(config: config)["pendingOrders"] as? Int == 0
         }
