@@ -78,14 +78,12 @@ import Testing
         harness.expectNoSecretsInAgentOutput()
     }
 
-    /// #19.2: a call whose answer was lost, a power cut, the order delivered meanwhile, and a reboot that
-    /// restores the wall clock to the shutdown's time (fake-hwclock, timesyncd's clock file): the restarted
-    /// agent must not resend before the clock is known synchronised (DRS would place a second order).
-    @Test func aRebootWithARestoredClockDoesNotOrderTwice() throws {
-        let harness = Harness()
-        let (emulator, config, agent, _) = try harness.startPairedAgent()
-        // The first call places the order and its answer is lost; every later call is dropped unanswered and
-        // undone, so the agent keeps not knowing.
+    /// A press whose call places the order and loses its answer (every later call is dropped unanswered and
+    /// undone, so the agent keeps not knowing), the power cut (SIGKILL), and the order delivered meanwhile: a
+    /// resend now would place a second one.
+    func pressLoseTheAnswerAndCutThePower(
+        _ harness: Harness, _ emulator: String, _ config: String, _ agent: Process
+    ) throws {
         try harness.injectFault(emulator, path: "/replenish/slot-1", count: 1, #"{"kind":"dropAfterWork"}"#)
         try harness.injectFault(emulator, path: "/replenish/slot-1", count: 1000, #"{"kind":"drop"}"#)
         #expect(try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0)
@@ -93,6 +91,15 @@ import Testing
         try harness.kill9(agent)
         _ = try harness.emulator(emulator, .delete, "/admin/faults")
         _ = try harness.emulator(emulator, .post, "/admin/deliver/slot-1")
+    }
+
+    /// #19.2: a call whose answer was lost, a power cut, the order delivered meanwhile, and a reboot that
+    /// restores the wall clock to the shutdown's time (fake-hwclock, timesyncd's clock file): the restarted
+    /// agent must not resend before the clock is known synchronised (DRS would place a second order).
+    @Test func aRebootWithARestoredClockDoesNotOrderTwice() throws {
+        let harness = Harness()
+        let (emulator, config, agent, _) = try harness.startPairedAgent()
+        try pressLoseTheAnswerAndCutThePower(harness, emulator, config, agent)
         // The power cut was a reboot: the outbox's mark was written during another boot.
         let outboxPath = harness.directory + "/state/outbox.json"
         var outbox =
@@ -125,13 +132,7 @@ import Testing
         let harness = Harness()
         let launcher = try harness.unitsProcLauncher()
         let (emulator, config, agent, _) = try harness.startPairedAgent(agentLauncher: launcher)
-        try harness.injectFault(emulator, path: "/replenish/slot-1", count: 1, #"{"kind":"dropAfterWork"}"#)
-        try harness.injectFault(emulator, path: "/replenish/slot-1", count: 1000, #"{"kind":"drop"}"#)
-        #expect(try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0)
-        try harness.waitUntil("the order placed, its answer lost") { try placed(harness, emulator) == 1 }
-        try harness.kill9(agent)
-        _ = try harness.emulator(emulator, .delete, "/admin/faults")
-        _ = try harness.emulator(emulator, .post, "/admin/deliver/slot-1")
+        try pressLoseTheAnswerAndCutThePower(harness, emulator, config, agent)
         // The power cut was a reboot: the runtime directory is a tmpfs, empty again.
         try? FileManager.default.removeItem(atPath: harness.directory + "/run")
         #expect(!FileManager.default.fileExists(atPath: harness.directory + "/run"))
