@@ -20,9 +20,7 @@ struct FactoryReset<C: Clock>: Sendable where C.Duration == Duration {
     /// wiped or forgot the account in.
     var afterWipe: @Sendable () async -> Void = {}
 
-    /// What goes: everything (a factory reset, an owner change), or only the pairing and what belongs to the
-    /// account (`replenish-agent deregister`: tokens, queued presses, subscriptions and open orders; the order
-    /// history stays for the owner to read).
+    /// What goes (`ResetWipe.Scope`): everything, or only the pairing and what belongs to the account.
     typealias Scope = ResetWipe.Scope
 
     /// Carries the reset out in the running daemon: all of it or nothing. The local part is shown possible
