@@ -169,4 +169,62 @@ import Testing
         #expect(ISO8601.format(1e300) == "invalid time")
         #expect(ISO8601.format(1_450_692_000) == "2015-12-21T10:00:00Z")
     }
+
+    // MARK: a reset's removal of moved-aside copies and state files
+
+    @Test func aHardLinkedMovedAsideCopyIsUnlinkedWithoutZeroingItsOtherName() throws {
+        let directory = temporaryDirectory()
+        let outside = temporaryDirectory() + "/precious"
+        try "keep me".write(toFile: outside, atomically: false, encoding: .utf8)
+        try FileManager.default.linkItem(atPath: outside, toPath: directory + "/tokens.json.corrupt-1")
+        try FileManager.default.createSymbolicLink(
+            atPath: directory + "/outbox.json.corrupt-2", withDestinationPath: outside)
+
+        try FactoryReset<ManualClock>.shredMovedAside(stateDirectory: directory)
+
+        #expect(try POSIX.directoryEntries(directory) == [])
+        #expect(try String(contentsOfFile: outside, encoding: .utf8) == "keep me")
+    }
+
+    @Test func aHardLinkedStateFileIsUnlinkedWithoutZeroingItsOtherName() throws {
+        let directory = temporaryDirectory()
+        let outside = temporaryDirectory() + "/precious"
+        try FileTokenStore(stateDirectory: POSIX.parentDirectory(of: outside)).save(
+            TokenSet(
+                clientId: "client", refreshToken: Secret("Atzr|r"), accessToken: Secret("Atza|a"),
+                accessTokenExpiresAt: 1_800_000_000, accessTokenLifetime: 3600))
+        try FileManager.default.moveItem(atPath: POSIX.parentDirectory(of: outside) + "/tokens.json", toPath: outside)
+        let content = try String(contentsOfFile: outside, encoding: .utf8)
+        try FileManager.default.linkItem(atPath: outside, toPath: directory + "/tokens.json")
+
+        _ = try FactoryReset<ManualClock>.performOffline(stateDirectory: directory)
+
+        #expect(!FileManager.default.fileExists(atPath: directory + "/tokens.json"))
+        #expect(try String(contentsOfFile: outside, encoding: .utf8) == content)
+    }
+
+    /// A moved-aside directory nested deeper than `PATH_MAX` (4096 bytes) below the state directory: built by
+    /// moving its top under a new directory again and again, so no path the test uses is long.
+    @Test func aMovedAsideDirectoryNestedPastPathMaxIsRemovedAndTheResetGoesThrough() throws {
+        let directory = temporaryDirectory()
+        let work = temporaryDirectory()
+        let top = work + "/top"
+        let next = work + "/next"
+        let files = FileManager.default
+        try files.createDirectory(atPath: top, withIntermediateDirectories: false)
+        try "secret".write(toFile: top + "/tokens.json", atomically: false, encoding: .utf8)
+        let name = String(repeating: "d", count: 200)
+        for _ in 0..<30 {
+            try files.createDirectory(atPath: next, withIntermediateDirectories: false)
+            try files.moveItem(atPath: top, toPath: next + "/" + name)
+            try files.moveItem(atPath: next, toPath: top)
+        }
+        try files.moveItem(atPath: top, toPath: directory + "/tokens.json.corrupt-1")
+        try "{}".write(toFile: directory + "/status.json.corrupt-2", atomically: false, encoding: .utf8)
+
+        let answer = try FactoryReset<ManualClock>.performOffline(stateDirectory: directory)
+
+        #expect(answer.hasPrefix("reset:"))
+        #expect(try POSIX.directoryEntries(directory) == [])
+    }
 }

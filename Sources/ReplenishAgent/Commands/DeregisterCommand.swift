@@ -30,22 +30,19 @@ struct DeregisterCommand: AsyncParsableCommand {
         }
     }
 
-    /// No daemon runs (the caller holds the lock). The local part first: the call is queued durably in
-    /// `deregistration.json` (the newest refresh token), the pairing and queued presses go; then DRS is asked
-    /// once now. If it cannot be reached, the call waits in the file for the agent's next start.
+    /// No daemon runs (the caller holds the lock). The local part first, resumable as the daemon's is
+    /// (`ResetWipe`): the call is queued durably in `deregistration.json` (the newest refresh token), the pairing
+    /// and queued presses go; then DRS is asked once now. If it cannot be reached, the call waits in the file for the agent's next start.
     static func performOffline(config: AgentConfig) async throws(AgentError) -> String {
         let directory = config.stateDirectory
         let logger = DaemonClient.commandLogger("deregister")
         try POSIX.checkWritable(directory)
+        // A reset or deregistration cut short earlier is finished first (`ResetWipe`).
+        try ResetWipe.finishInterrupted(stateDirectory: directory) { logger.notice("\($0)") }
         try FactoryReset<ContinuousClock>.shredMovedAside(stateDirectory: directory)
-        let old = try FileTokenStore(stateDirectory: directory).load()
-        if let old {
-            try DeregistrationQueue<ContinuousClock>.write(
-                .init(refreshToken: old.refreshToken, clientId: old.clientId), stateDirectory: directory)
-        }
-        for name in ["tokens.json", "outbox.json"] { try POSIX.shred(POSIX.join(directory, name)) }
-        let status = try StatusBook(stateDirectory: directory) { logger.error("\($0)") }
-        try await status.update { $0.forgetAccount() }
+        try ResetWipe.begin(.pairing, stateDirectory: directory)
+        let old = try ResetWipe.wipeFiles(.pairing, stateDirectory: directory) { logger.error("\($0)") }
+        try ResetWipe.end(stateDirectory: directory)
         var deregistered = "the device was not paired"
         if let old {
             var pending = PendingDeregistration(refreshToken: old.refreshToken, clientId: old.clientId)

@@ -20,17 +20,15 @@ struct FactoryReset<C: Clock>: Sendable where C.Duration == Duration {
     /// wiped or forgot the account in.
     var afterWipe: @Sendable () async -> Void = {}
 
-    /// What goes: everything (a factory reset, an owner change), or only the pairing and what belongs to the
-    /// account (`replenish-agent deregister`: tokens, queued presses, subscriptions and open orders; the order
-    /// history stays for the owner to read).
-    enum Scope: Sendable {
-        case everything, pairing
-    }
+    /// What goes (`ResetWipe.Scope`): everything, or only the pairing and what belongs to the account.
+    typealias Scope = ResetWipe.Scope
 
     /// Carries the reset out in the running daemon: all of it or nothing. The local part is shown possible
-    /// first (the state directory takes a write, moved-aside copies go), before DRS hears anything; then the
-    /// DRS call is queued durably with the newest refresh token, the pairing and files are wiped, and only then
-    /// is DRS asked (once now, then retried by the queue until it answers).
+    /// first (the state directory takes a write, moved-aside copies go) and the wipe's mark is written
+    /// (`ResetWipe`), before DRS hears anything; then the DRS call is queued durably with the newest refresh
+    /// token, the pairing and files are wiped, the mark removed, and only then is DRS asked (once now, then
+    /// retried by the queue until it answers). A wipe cut short (a SIGKILL, a power cut, a write that fails)
+    /// keeps its mark, and the next start finishes it before it reads any state.
     /// `tellDRSNow: false` leaves the DRS call to the queue's own loop (at start, before the services run).
     func perform(reason: String, scope: Scope = .everything, tellDRSNow: Bool = true) async
         -> Result<String, AgentError>
@@ -39,6 +37,7 @@ struct FactoryReset<C: Clock>: Sendable where C.Duration == Duration {
             try POSIX.checkWritable(stateDirectory)
             // Moved-aside copies of a damaged token file may hold a token: they go either way.
             try Self.shredMovedAside(stateDirectory: stateDirectory)
+            try ResetWipe.begin(scope, pairingId: await tokens.pairingId, stateDirectory: stateDirectory)
         } catch {
             return .failure(
                 AgentError(error.code, "nothing was reset, DRS was not told: \(error.message)", cause: error))
@@ -58,8 +57,11 @@ struct FactoryReset<C: Clock>: Sendable where C.Duration == Duration {
             case .everything: try await status.wipe()
             case .pairing: try await status.update { $0.forgetAccount() }
             }
+            try ResetWipe.end(stateDirectory: stateDirectory)
         } catch {
             await afterWipe()
+            logger.error(
+                "the reset's wipe stopped; the next start finishes it", metadata: ["error": "\(error.message)"])
             return .failure(error)
         }
         await afterWipe()
@@ -87,20 +89,16 @@ struct FactoryReset<C: Clock>: Sendable where C.Duration == Duration {
     }
 
     /// The reset while no daemon runs (the caller holds the state directory's lock): the deregistration is
-    /// queued for the next start, and the files go. Nothing is changed unless the directory takes writes.
+    /// queued for the next start, and the files go. Nothing is changed unless the directory takes writes. A wipe
+    /// an earlier reset left unfinished is finished first.
     static func performOffline(stateDirectory: String) throws(AgentError) -> String {
         try POSIX.checkWritable(stateDirectory)
+        try ResetWipe.finishInterrupted(stateDirectory: stateDirectory) { _ in }
         try shredMovedAside(stateDirectory: stateDirectory)
-        var queued = false
-        if let old = try FileTokenStore(stateDirectory: stateDirectory).load() {
-            try DeregistrationQueue<ContinuousClock>.write(
-                .init(refreshToken: old.refreshToken, clientId: old.clientId), stateDirectory: stateDirectory)
-            queued = true
-        }
-        for name in ["tokens.json", "outbox.json", "status.json"] {
-            try POSIX.shred(POSIX.join(stateDirectory, name))
-        }
-        return queued
+        try ResetWipe.begin(.everything, stateDirectory: stateDirectory)
+        let old = try ResetWipe.wipeFiles(.everything, stateDirectory: stateDirectory) { _ in }
+        try ResetWipe.end(stateDirectory: stateDirectory)
+        return old != nil
             ? "reset: tokens, queued presses and status wiped; the agent deregisters from DRS when it next runs"
             : "reset: tokens, queued presses and status wiped (the device was not paired)"
     }
@@ -110,5 +108,106 @@ struct FactoryReset<C: Clock>: Sendable where C.Duration == Duration {
         for name in try POSIX.directoryEntries(stateDirectory) where StateDirectory.isMovedAside(name) {
             try POSIX.shredEntry(POSIX.join(stateDirectory, name))
         }
+    }
+}
+
+/// A reset's wipe, resumable: before the first file goes, the reset writes `wipe.json` (atomically, with the
+/// scope), and it removes it last. A reset cut short between its steps (a SIGKILL at the unlink of
+/// `tokens.json`, a power cut, a write that fails) leaves the mark, and the next start (`StateDirectory.open`,
+/// before any state is read), or the next offline `reset` or `deregister`, finishes the wipe. Every step can be
+/// done again: the deregistration is queued from `tokens.json` while it still holds the pairing (the newest
+/// refresh token: a rotation is saved there first), and a file already gone is not an error. So whatever prefix
+/// of the reset was done, the device ends up wiped with DRS's deregistration queued, never half way.
+enum ResetWipe {
+    /// What goes: everything (a factory reset, an owner change), or only the pairing and what belongs to the
+    /// account (`replenish-agent deregister`: tokens, queued presses, subscriptions and open orders; the order
+    /// history stays for the owner to read).
+    enum Scope: String, Sendable, Codable {
+        case everything, pairing
+    }
+
+    /// What `wipe.json` holds.
+    struct Mark: StateFormat {
+        static let formatVersion = 1
+        var version = formatVersion
+        var scope: Scope
+        /// The tag of the pairing being wiped (nil: unpaired, untagged, or not known to the writer). A token file
+        /// with another tag at the next start is a pairing made after the wipe stopped: it is kept.
+        var pairingId: String? = nil
+    }
+
+    static func markPath(stateDirectory: String) -> String { POSIX.join(stateDirectory, "wipe.json") }
+
+    /// Writes the mark, durably: from here on the wipe is finished, at the latest at the next start.
+    static func begin(_ scope: Scope, pairingId: String? = nil, stateDirectory: String) throws(AgentError) {
+        try StateFile.save(Mark(scope: scope, pairingId: pairingId), to: markPath(stateDirectory: stateDirectory))
+    }
+
+    /// Removes the mark, durably: the wipe is done.
+    static func end(stateDirectory: String) throws(AgentError) {
+        try POSIX.shredEntry(markPath(stateDirectory: stateDirectory))
+    }
+
+    /// Finishes the wipe of a reset that was cut short (the caller holds the state directory's lock, and no
+    /// state is loaded yet); `report` is told what was done. Nothing happens without the mark.
+    static func finishInterrupted(stateDirectory: String, report: (String) -> Void) throws(AgentError) {
+        let scope: Scope
+        switch try StateFile.read(Mark.self, from: markPath(stateDirectory: stateDirectory)) {
+        case .missing: return
+        case .read(let mark):
+            scope = mark.scope
+            // The daemon's wipe failed (an I/O error) and the customer paired again before this start: the new
+            // pairing is not the one the reset was for. Its presses carry its tag; the old ones are parked by
+            // theirs. Only the mark goes.
+            if let wiped = mark.pairingId, let now = try? FileTokenStore.peek(stateDirectory: stateDirectory),
+                let current = now.pairingId, current != wiped
+            {
+                try end(stateDirectory: stateDirectory)
+                report("state directory: a reset was cut short before a new pairing; the new pairing is kept")
+                return
+            }
+        // Only a reset writes the mark: one that cannot be read still says a wipe was under way.
+        case .unusable: scope = .everything
+        }
+        let old = try wipeFiles(scope, stateDirectory: stateDirectory, report: report)
+        try end(stateDirectory: stateDirectory)
+        report(
+            "state directory: a \(scope == .everything ? "reset" : "deregistration") was cut short; its wipe is finished"
+                + (old != nil ? " and the DRS deregistration queued" : ""))
+    }
+
+    /// The wipe's steps on the files, in the reset's order: the deregistration queued from `tokens.json` when it
+    /// still holds a pairing (returned), then the tokens, the queued presses and the status (everything) or the
+    /// account's part of it (pairing) go. A token file that cannot be read is moved aside by its loader, reported,
+    /// and that copy goes as well.
+    @discardableResult
+    static func wipeFiles(_ scope: Scope, stateDirectory: String, report: (String) -> Void) throws(AgentError)
+        -> TokenSet?
+    {
+        let store = FileTokenStore(stateDirectory: stateDirectory)
+        var old: TokenSet?
+        do { old = try store.load() } catch {
+            // Any other failure leaves the file, and the wipe stops rather than lose the token DRS needs.
+            guard try POSIX.linkStatus(store.path) == nil else { throw error }
+            report(error.message)
+            try FactoryReset<ContinuousClock>.shredMovedAside(stateDirectory: stateDirectory)
+        }
+        if let old {
+            try DeregistrationQueue<ContinuousClock>.write(
+                .init(refreshToken: old.refreshToken, clientId: old.clientId), stateDirectory: stateDirectory)
+        }
+        for name in ["tokens.json", "outbox.json"] { try POSIX.shred(POSIX.join(stateDirectory, name)) }
+        let status = StatusBook.path(stateDirectory: stateDirectory)
+        switch scope {
+        case .everything:
+            try POSIX.shred(status)
+        case .pairing:
+            if var record = try StateFile.load(StatusRecord.self, from: status, onCorrupt: report) {
+                let before = record
+                record.forgetAccount()
+                if record != before { try StateFile.save(record, to: status) }
+            }
+        }
+        return old
     }
 }

@@ -13,12 +13,15 @@ enum StateDirectory {
     static func controlSocketPath(_ path: String) -> String { POSIX.join(path, controlSocketName) }
 
     /// Prepares the directory for `run`, before any state is read: creates and checks it (`prepare`), takes the
-    /// lock (a second agent on the same directory stops here with the holder's pid), then sweeps it (`sweep`).
+    /// lock (a second agent on the same directory stops here with the holder's pid), sweeps it (`sweep`) and
+    /// finishes the wipe of a reset that was cut short (`ResetWipe`).
     /// The lock lasts as long as the returned value.
     static func open(_ path: String, report: (String) -> Void) throws(AgentError) -> StateDirectoryLock {
         try prepare(path)
         let lock = try self.lock(path)
         try sweep(path, report: report)
+        // A reset cut short is finished before anything reads the state it was wiping.
+        try ResetWipe.finishInterrupted(stateDirectory: path, report: report)
         return lock
     }
 

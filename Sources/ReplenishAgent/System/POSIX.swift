@@ -58,6 +58,11 @@ enum POSIX {
     static func directoryEntries(_ path: String) throws(AgentError) -> [String] {
         guard let directory = opendir(path) else { throw storageError("opendir", path) }
         defer { closedir(directory) }
+        return names(in: directory)
+    }
+
+    /// The names a directory stream lists, without `.` and `..`, sorted.
+    static func names(in directory: OpaquePointer) -> [String] {
         var names: [String] = []
         while let entry = readdir(directory) {
             // SAFETY: `entry` is readdir's entry, valid until the next readdir/closedir of this stream (both later
@@ -160,42 +165,6 @@ enum POSIX {
         if dfd < 0 { throw storageError("open", directory) }
         defer { close(dfd) }
         if retryingEINTR({ fsync(dfd) }) != 0 { throw storageError("fsync", directory) }
-    }
-
-    /// Overwrites a regular file with zeros (fsync-ed) and removes it durably, so its secrets do not stay in
-    /// the freed blocks where the file system writes in place (ext4; a flash translation layer may still keep
-    /// old copies). A missing file is not an error; a link is removed, never followed.
-    static func shred(_ path: String) throws(AgentError) {
-        let fd = retryingEINTR { open(path, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) }
-        if fd >= 0 {
-            defer { close(fd) }
-            var info = stat()
-            if fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_size > 0 {
-                let zeros = [UInt8](repeating: 0, count: 16 * 1024)
-                var left = Int(info.st_size)
-                while left > 0 {
-                    // SAFETY: the buffer is `zeros`' own storage, alive for the closure; at most `buffer.count`
-                    // bytes of it are read.
-                    let count = zeros.withUnsafeBytes { buffer in
-                        retryingEINTR { write(fd, buffer.baseAddress, min(left, buffer.count)) }
-                    }
-                    if count <= 0 { throw storageError("overwrite", path) }
-                    left -= count
-                }
-                if retryingEINTR({ fsync(fd) }) != 0 { throw storageError("fsync", path) }
-            }
-        }
-        try removeFile(path)
-    }
-
-    /// `shred` for whatever the path is: a directory (a state file that once was one, moved aside) has each
-    /// entry shredded the same way and is then removed; a symbolic link or a special file is unlinked.
-    static func shredEntry(_ path: String) throws(AgentError) {
-        guard let info = try linkStatus(path) else { return }
-        guard info.kind == .directory else { return try shred(path) }
-        for name in try directoryEntries(path) { try shredEntry(join(path, name)) }
-        if rmdir(path) != 0 && errno != ENOENT { throw storageError("rmdir", path) }
-        try syncDirectory(parentDirectory(of: path))
     }
 
     /// Proves that files can be made, written, synced and removed in `directory` now (a read-only or full file

@@ -359,18 +359,19 @@ import Testing
         harness.expectNoSecretsInAgentOutput()
     }
 
-    /// The daemon's reset overwrites `tokens.json` with zeros before unlinking it: a hard link made before the
-    /// reset (the same inode) reads zeros afterwards.
+    /// The daemon's reset overwrites `tokens.json` with zeros before unlinking it: a descriptor opened before the
+    /// reset (the same inode) reads zeros afterwards. (A hard link would not show it: a file with another name is
+    /// only unlinked, never overwritten, so a link to a file outside the state directory cannot get it zeroed.)
     @Test func theDaemonsResetOverwritesTheTokens() throws {
         let harness = Harness()
         let (_, config, _, _) = try harness.startPairedAgent()
-        let link = harness.directory + "/tokens-link"
-        #expect(Glibc.link(harness.directory + "/state/tokens.json", link) == 0)
+        let tokens = try #require(FileHandle(forReadingAtPath: harness.directory + "/state/tokens.json"))
+        defer { try? tokens.close() }
         let reset = try harness.run("replenish-agent", ["reset", "--config", config])
         #expect(reset.status == 0, "\(reset.error)")
-        let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: link)))
+        try tokens.seek(toOffset: 0)
+        let bytes = [UInt8](try tokens.readToEnd() ?? Data())
         #expect(!bytes.isEmpty && bytes.allSatisfy { $0 == 0 }, "tokens.json was unlinked without being overwritten")
-        unlink(link)
     }
 
     // MARK: - #19.9: press reports what happened

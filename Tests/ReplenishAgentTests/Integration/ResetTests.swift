@@ -71,4 +71,45 @@ import Testing
         #expect(try harness.statusJSON(config: config)["paired"] as? Bool == true)
         harness.expectNoSecretsInAgentOutput()
     }
+
+    /// A reset (or `deregister`) killed right after it removed `tokens.json`: the state it leaves is made by hand
+    /// (the deregistration queued with the pairing's refresh token and the wipe's mark written, as the reset does
+    /// before the first file goes; the tokens gone; the first owner's press and status still there). The next
+    /// start finishes the wipe before anything else, and DRS is still told.
+    @Test(arguments: ["everything", "pairing"])
+    func aResetKilledAfterTheTokensWentIsFinishedAtTheNextStart(scope: String) throws {
+        let harness = Harness()
+        let (emulator, config, agent, _) = try harness.startPairedAgent()
+        try harness.injectFault(emulator, path: "/replenish", count: 1000, #"{"kind":"status","status":503}"#)
+        #expect(try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0)
+        #expect(try harness.statusJSON(config: config)["pendingOrders"] as? Int == 1)
+        agent.terminate()
+        try harness.waitUntil("the agent to stop") { !agent.isRunning }
+
+        let state = harness.directory + "/state/"
+        let tokens =
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: state + "tokens.json")))
+            as? [String: Any] ?? [:]
+        let pending: [String: Any] = [
+            "version": 1, "refreshToken": tokens["refreshToken"] ?? "", "clientId": tokens["clientId"] ?? "",
+        ]
+        try JSONSerialization.data(withJSONObject: pending).write(
+            to: URL(fileURLWithPath: state + "deregistration.json"))
+        try #"{"scope":"\#(scope)","version":1}"#.write(toFile: state + "wipe.json", atomically: false, encoding: .utf8)
+        for name in ["deregistration.json", "wipe.json"] { chmod(state + name, 0o600) }
+        try FileManager.default.removeItem(atPath: state + "tokens.json")
+
+        _ = try harness.startAgent(config: config)
+        try harness.waitUntil("the queued deregistration") {
+            (try harness.stats(emulator)["deregisterCalls"] as? Int) == 1
+                && !FileManager.default.fileExists(atPath: state + "deregistration.json")
+        }
+        let status = try harness.statusJSON(config: config)
+        #expect(status["paired"] as? Bool == false)
+        #expect(status["pendingOrders"] as? Int == 0, "the first owner's press is left queued")
+        for name in ["wipe.json", "outbox.json"] {
+            #expect(!FileManager.default.fileExists(atPath: state + name), "\(name) is left")
+        }
+        harness.expectNoSecretsInAgentOutput()
+    }
 }
