@@ -139,15 +139,17 @@ import Testing
             return .success("ok")
         }
         let driver = ServiceDriver(clock: clock, pipeline.step)
-        let id = await pipeline.expectPress(on: "button")
+        let id = await pipeline.expectPress()
         // A bounce burst at one instant, then held.
         for level in [true, false, true, false, true] {
-            await pipeline.receive(InputEdge(input: "button", active: level))
+            await pipeline.receive(InputEdge(input: "button", active: level, request: id))
         }
         #expect(await pipeline.step().until == clock.now.advanced(by: .milliseconds(30)))
         await driver.pass(.milliseconds(200))
         #expect(await pipeline.isActive("button") == true)
-        for level in [false, true, false] { await pipeline.receive(InputEdge(input: "button", active: level)) }
+        for level in [false, true, false] {
+            await pipeline.receive(InputEdge(input: "button", active: level, request: id))
+        }
         await driver.pass(.milliseconds(29))
         #expect(seen.withLock { $0 }.isEmpty)
         await driver.pass(.milliseconds(1))
@@ -158,6 +160,46 @@ import Testing
         }
         // Idle: no deadline is left to wake for.
         #expect(await pipeline.step().until == nil)
+    }
+
+    /// A press is answered to the request whose edge started it, never to another waiting on the same input: a
+    /// request that went away (`forget`) takes no later press's answer, and one that pressed a button already
+    /// down made no press of its own (issue 29, item 7: dead clients' waiters took the next presses' answers).
+    @Test func aPressIsAnsweredToTheRequestThatMadeItAndAForgottenOneTakesNothing() async throws {
+        let clock = ManualClock()
+        let pipeline = InputPipeline(board: Self.buttonBoard, clock: clock, logger: Self.quiet) { press in
+            .success("\(press.kind.rawValue)")
+        }
+        let driver = ServiceDriver(clock: clock, pipeline.step)
+        // A client that goes away while holding: its press is handled, answered to no one.
+        let gone = await pipeline.expectPress()
+        await pipeline.receive(InputEdge(input: "button", active: true, request: gone))
+        await driver.pass(.milliseconds(100))
+        // A second request presses the button already down: the press stays the first one's.
+        let second = await pipeline.expectPress()
+        await pipeline.receive(InputEdge(input: "button", active: true, request: second))
+        await pipeline.forget(gone)
+        await pipeline.receive(InputEdge(input: "button", active: false, request: gone))
+        await pipeline.receive(InputEdge(input: "button", active: false, request: second))
+        await driver.pass(.milliseconds(100))
+        await pipeline.forget(second)
+        // The next request's own press is answered to it, with the older waiters gone.
+        let next = await pipeline.expectPress()
+        await pipeline.receive(InputEdge(input: "button", active: true, request: next))
+        await driver.pass(.milliseconds(100))
+        await pipeline.receive(InputEdge(input: "button", active: false, request: next))
+        await driver.pass(.milliseconds(100))
+        guard case .success(let answer) = await pipeline.outcome(of: next, timeout: .seconds(1)) else {
+            Issue.record("the request that made the press must get its outcome")
+            return
+        }
+        #expect(answer == "short")
+        // The forgotten waiter is gone: nothing kept for it.
+        guard case .failure(let error) = await pipeline.outcome(of: gone, timeout: .seconds(1)) else {
+            Issue.record("a forgotten request has no outcome")
+            return
+        }
+        #expect(error.message == "unknown press")
     }
 
     @Test func aPressIsWaitedForUpToItsTimeoutAndItsOutcomeUpToTheLimitMore() {

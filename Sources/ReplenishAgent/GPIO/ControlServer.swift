@@ -51,6 +51,8 @@ struct ControlServer: Sendable {
         }
 
         func leave() { count.withLock { $0 -= 1 } }
+
+        var current: Int { count.withLock { $0 } }
     }
 
     /// What the owner's commands ask of the daemon.
@@ -84,6 +86,10 @@ struct ControlServer: Sendable {
     struct State: Encodable {
         var outputs: [String: Bool]
         var ledPattern: String
+        /// Each input's settled level (a button held down past its debounce, a sensor counted low).
+        var inputs: [String: Bool]
+        /// Simulated presses being held or waiting for their outcome (a test sees its held presses taken).
+        var pressesInFlight: Int
     }
 
     func handle(_ request: ServerRequest) async -> ServerResponse {
@@ -116,7 +122,13 @@ struct ControlServer: Sendable {
         case (.GET, "/state"):
             var outputs: [String: Bool] = [:]
             for output in board.outputs { outputs[output.name] = backend.output(output.name) ?? false }
-            return .json(200, State(outputs: outputs, ledPattern: await lights.pattern.rawValue))
+            var levels: [String: Bool] = [:]
+            for input in board.inputs { levels[input.name] = await inputs.isActive(input.name) ?? false }
+            return .json(
+                200,
+                State(
+                    outputs: outputs, ledPattern: await lights.pattern.rawValue, inputs: levels,
+                    pressesInFlight: pressesInFlight.current))
         default: return .json(404, Answer(ok: false, message: "no such control command"))
         }
     }
@@ -161,20 +173,13 @@ struct ControlServer: Sendable {
         }
         let timeout = PressWait<ContinuousClock.Instant>.timeout(
             hold: .milliseconds(Int64(hold * 1000)), debounce: .milliseconds(input.debounceMilliseconds))
-        let id = await inputs.expectPress(on: input.name)
-        do throws(AgentError) {
-            try edges(input.name, settlingAt: true, bounces: bounces, backend: backend)
-            // The button is released in any case: a hold cut short (the agent stopping) must not leave it down.
-            let held: Result<Void, any Error> = await Result {
-                try await ContinuousClock().loopSleep(for: .milliseconds(Int64(hold * 1000)))
-            }
-            try edges(input.name, settlingAt: false, bounces: bounces, backend: backend)
-            if case .failure = held {
-                return .json(
-                    503, Answer(ok: false, message: "the agent is stopping: the simulated press was cut short"))
-            }
-        } catch {
-            return .json(500, Answer(ok: false, message: "\(error)"))
+        let id = await inputs.expectPress()
+        let ended = await pressAndRelease(input.name, holding: hold, bounces: bounces, request: id, backend: backend)
+        if let ended {
+            // The request ends without waiting for its press (cut short, or the injection failed): its waiter
+            // goes with it, so that no later press's answer is kept for a client that is gone.
+            await inputs.forget(id)
+            return ended
         }
         switch await inputs.outcome(of: id, timeout: timeout) {
         case .success(let message): return .json(200, Answer(ok: true, message: message))
@@ -182,15 +187,38 @@ struct ControlServer: Sendable {
         }
     }
 
-    /// A burst of `bounces` back-and-forth edges, ending at `level`.
-    private func edges(_ input: String, settlingAt level: Bool, bounces: Int, backend: SimulatedBackend)
-        throws(AgentError)
-    {
-        for _ in 0..<bounces {
-            try backend.inject(input: input, active: level)
-            try backend.inject(input: input, active: !level)
+    /// Presses `input` for `hold` seconds and releases it, each edge marked as `request`'s; nil when the hold was
+    /// carried out, else the answer the request ends with. A request cancelled while holding (its client went
+    /// away, or the agent is stopping) releases the button at once.
+    private func pressAndRelease(
+        _ input: String, holding hold: Double, bounces: Int, request: Int, backend: SimulatedBackend
+    ) async -> ServerResponse? {
+        do throws(AgentError) {
+            try edges(input, settlingAt: true, bounces: bounces, request: request, backend: backend)
+            // The button is released in any case: a hold cut short (the agent stopping) must not leave it down.
+            let held: Result<Void, any Error> = await Result {
+                try await ContinuousClock().loopSleep(for: .milliseconds(Int64(hold * 1000)))
+            }
+            try edges(input, settlingAt: false, bounces: bounces, request: request, backend: backend)
+            if case .failure = held {
+                return .json(
+                    503, Answer(ok: false, message: "the agent is stopping: the simulated press was cut short"))
+            }
+            return nil
+        } catch {
+            return .json(500, Answer(ok: false, message: "\(error)"))
         }
-        try backend.inject(input: input, active: level)
+    }
+
+    /// A burst of `bounces` back-and-forth edges, ending at `level`, made by `request`.
+    private func edges(
+        _ input: String, settlingAt level: Bool, bounces: Int, request: Int, backend: SimulatedBackend
+    ) throws(AgentError) {
+        for _ in 0..<bounces {
+            try backend.inject(input: input, active: level, request: request)
+            try backend.inject(input: input, active: !level, request: request)
+        }
+        try backend.inject(input: input, active: level, request: request)
     }
 
     private func level(_ body: [UInt8], backend: SimulatedBackend) -> ServerResponse {

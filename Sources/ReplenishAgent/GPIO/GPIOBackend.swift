@@ -7,11 +7,15 @@ struct InputEdge: Sendable, Equatable {
     /// `POSIX.monotonicNow`); nil when the backend has none (the simulated board, a level read at start).
     /// `InputPipeline` times the edge by it rather than by when the edge reached the pipeline.
     var timestamp: Duration?
+    /// The control socket's press request that made the edge (the simulated board's `press`; nil for hardware
+    /// and `level`): the press it starts is answered to that request (`InputPipeline.expectPress`) and no other.
+    var request: Int?
 
-    init(input: String, active: Bool, timestamp: Duration? = nil) {
+    init(input: String, active: Bool, timestamp: Duration? = nil, request: Int? = nil) {
         self.input = input
         self.active = active
         self.timestamp = timestamp
+        self.request = request
     }
 }
 

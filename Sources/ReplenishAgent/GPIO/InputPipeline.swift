@@ -81,7 +81,9 @@ enum InputMachine<Instant: InstantProtocol>: Sendable where Instant.Duration == 
 /// Feeds a backend's raw edges through one `ButtonDebouncer` per input, wakes at each debounce deadline
 /// (no polling: the timer loop waits for a deadline only while a change is settling), and hands recognised
 /// presses to `handler`.
-/// Whoever caused a press (the control socket's `press`) can wait for the handler's outcome.
+/// Whoever caused a press (the control socket's `press`) can wait for the handler's outcome: a press is
+/// answered to the request whose edge started it (`InputEdge.request`), never to another request waiting on
+/// the same input, and a request that goes away drops its wait (`forget`).
 ///
 /// An edge is timed by the kernel's timestamp when it has one (`InputEdge.timestamp`, CLOCK_MONOTONIC): its
 /// time on `clock` is now minus its age, so edges that reach the pipeline late (a busy device, a burst read
@@ -99,7 +101,11 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
     /// The time of each input's latest edge: an input's edges are never taken to go back in time.
     private var latestEdgeAt: [String: C.Instant] = [:]
     /// Presses recognised and not yet handed to the handler, in order.
-    private var ready: [ButtonPress] = []
+    private var ready: [Recognised] = []
+    /// Each input's raw level and the request whose edge made it so (nil: hardware, or no request).
+    private var rawLevels: [String: (active: Bool, request: Int?)] = [:]
+    /// The request whose edge started each input's press under way (the level that settled active).
+    private var pressRequests: [String: Int] = [:]
     /// Rung by an edge: the timer loop looks at the deadlines and the ready presses again.
     private let waker = Waker()
     private var waiters: [Waiter] = []
@@ -148,14 +154,14 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
 
     /// Settles every input whose debounce deadline has come; returns the presses ready (in order: an edge's,
     /// then the timers', input by input) and the next deadline.
-    private func takeDue() -> (presses: [ButtonPress], until: C.Instant?) {
+    private func takeDue() -> (presses: [Recognised], until: C.Instant?) {
         let now = clock.now
         for input in machines.keys.sorted() {
             guard var machine = machines[input] else { continue }
             // A tick moves the deadline on or ends it; the bound only guards against a machine that would not.
             for _ in 0..<8 {
                 guard let deadline = machine.deadline, deadline <= now else { break }
-                if let kind = machine.tick(at: now) { ready.append(ButtonPress(input: input, kind: kind)) }
+                if let press = settle(input, &machine, at: now) { ready.append(press) }
             }
             machines[input] = machine
         }
@@ -179,12 +185,28 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
         latestEdgeAt[edge.input] = at
         // A change whose debounce period ended before this edge happened had settled by then: settle it at this
         // edge's time first, whether or not its timer has fired yet.
-        var settled: ButtonPress.Kind?
-        if let deadline = machine.deadline, deadline <= at { settled = machine.tick(at: at) }
+        var settled: Recognised?
+        if let deadline = machine.deadline, deadline <= at { settled = settle(edge.input, &machine, at: at) }
         machine.edge(active: edge.active, at: at)
         machines[edge.input] = machine
-        if let settled { ready.append(ButtonPress(input: edge.input, kind: settled)) }
+        // Only an edge that changes the level makes it: a second request pressing a button already down adds
+        // nothing to that press, and is not its author.
+        if rawLevels[edge.input]?.active != edge.active {
+            rawLevels[edge.input] = (edge.active, edge.request)
+        }
+        if let settled { ready.append(settled) }
         waker.ring()
+    }
+
+    /// Ticks `input`'s machine at `now`: a level that settles active is a press started by the request whose
+    /// edge made it so, and the press it completes is that request's.
+    private func settle(_ input: String, _ machine: inout InputMachine<C.Instant>, at now: C.Instant) -> Recognised? {
+        let wasActive = machine.isActive
+        let kind = machine.tick(at: now)
+        if !wasActive, machine.isActive { pressRequests[input] = rawLevels[input]?.request }
+        guard let kind else { return nil }
+        return Recognised(
+            press: ButtonPress(input: input, kind: kind), request: pressRequests.removeValue(forKey: input))
     }
 
     /// When the edge happened on `clock`: now minus its age on CLOCK_MONOTONIC, or now when it has no kernel
@@ -198,24 +220,33 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
         return now.advanced(by: .zero - age)
     }
 
-    /// Hands a recognised press to the handler and its outcome to whoever waits for it.
-    private func deliver(_ press: ButtonPress) async {
+    /// Hands a recognised press to the handler and its outcome to the request that made it, if it still waits.
+    private func deliver(_ recognised: Recognised) async {
+        let press = recognised.press
         logger.info(
             "press recognised", metadata: ["gpio.input": "\(press.input)", "gpio.press": "\(press.kind.rawValue)"])
-        // The oldest waiter for this input is this press's: from now on its wait is for the handler's outcome
-        // (which may take a DRS call or two), no longer for a press to be recognised.
-        let waiter = waiters.first { $0.input == press.input && $0.result == nil && !$0.recognised }?.id
-        if let waiter, let index = waiters.firstIndex(where: { $0.id == waiter }) { waiters[index].recognised = true }
+        // The waiter is the request's own, never the oldest on this input: a request that went away has dropped
+        // its waiter, and its press is answered to no one rather than to the next request's wait. From now on the
+        // wait is for the handler's outcome (which may take a DRS call or two), no longer for a press.
+        let waiter = recognised.request.flatMap { id in waiters.firstIndex { $0.id == id && $0.result == nil } }
+        if let waiter { waiters[waiter].recognised = true }
         let outcome = await handler(press)
-        if let waiter { finish(waiter, with: outcome) }
+        if let id = recognised.request { finish(id, with: outcome) }
     }
 
-    /// Registers interest in the outcome of the next press recognised on `input` (before causing it), so
-    /// the outcome cannot be missed; collect it with `outcome(of:timeout:)`.
-    func expectPress(on input: String) -> Int {
+    /// Registers a request that will press an input (before it does, so the outcome cannot be missed): its
+    /// edges carry the id returned (`InputEdge.request`), and the press they start is its own. Collect the
+    /// outcome with `outcome(of:timeout:)`, or `forget` the id when the request ends without it.
+    func expectPress() -> Int {
         nextWaiterID += 1
-        waiters.append(Waiter(id: nextWaiterID, input: input))
+        waiters.append(Waiter(id: nextWaiterID))
         return nextWaiterID
+    }
+
+    /// Drops the waiter `id` (its request ended: the client went away, the agent stops). Its press, if one is
+    /// recognised later, is handled all the same and answered to no one.
+    func forget(_ id: Int) {
+        waiters.removeAll { $0.id == id }
     }
 
     /// The outcome of the press registered as `id`. A failure when no press was recognised within `timeout`;
@@ -261,6 +292,12 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
 
     private func isRecognised(_ id: Int) -> Bool { waiters.first { $0.id == id }?.recognised ?? false }
 
+    /// A recognised press and the request whose edge started it (nil: hardware, or no request).
+    private struct Recognised {
+        var press: ButtonPress
+        var request: Int?
+    }
+
     private func finish(_ id: Int, with outcome: Outcome) {
         guard let index = waiters.firstIndex(where: { $0.id == id }), waiters[index].result == nil else { return }
         if let continuation = waiters[index].continuation {
@@ -273,7 +310,6 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
 
     private struct Waiter {
         let id: Int
-        let input: String
         /// A press was recognised for this waiter and handed to the handler.
         var recognised = false
         var result: Outcome?

@@ -13,12 +13,12 @@ final class SimulatedBackend: GPIOBackend {
         (edges, continuation) = AsyncStream.makeStream(of: InputEdge.self, bufferingPolicy: .bufferingNewest(1024))
     }
 
-    /// Injects one raw edge, as the hardware would report it.
-    func inject(input: String, active: Bool) throws(AgentError) {
+    /// Injects one raw edge, as the hardware would report it; `request`: the press request that made it.
+    func inject(input: String, active: Bool, request: Int? = nil) throws(AgentError) {
         guard board.input(named: input) != nil else {
             throw AgentError(.invalidInput, "the board has no input named \"\(input)\"")
         }
-        continuation.yield(InputEdge(input: input, active: active))
+        continuation.yield(InputEdge(input: input, active: active, request: request))
     }
 
     func setOutput(_ name: String, on: Bool) throws(AgentError) {
