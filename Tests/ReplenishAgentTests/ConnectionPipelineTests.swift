@@ -134,6 +134,65 @@ import Testing
         connection.expectClosed(after: 10_000)
     }
 
+    /// Requests pipelined on one connection reach the handler one at a time, in order: the next only once the
+    /// previous answer's end is out, whether it came in the same read or while the previous one was answered;
+    /// one that came before the peer half-closed is still answered.
+    @Test func pipelinedRequestsReachTheHandlerOneAtATimeInOrder() throws {
+        let connection = try Connection()
+        func expectRequest(_ uri: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
+            guard case .head(let head) = try connection.received() else {
+                Issue.record("no request head for \(uri)", sourceLocation: sourceLocation)
+                return
+            }
+            #expect(head.uri == uri, sourceLocation: sourceLocation)
+            #expect(try connection.received() == .end(nil), sourceLocation: sourceLocation)
+            #expect(try connection.received() == nil, "one request at a time", sourceLocation: sourceLocation)
+        }
+        try connection.send("GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n")
+        try expectRequest("/a")
+        // Sent while /a is being answered, split across reads.
+        try connection.send("GET /c HTTP/1.1\r\nHo")
+        try connection.send("st: x\r\n\r\n")
+        #expect(try connection.received() == nil)
+        try connection.answer(.notFound)
+        try expectRequest("/b")
+        connection.channel.pipeline.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
+        try connection.answer(.notFound)
+        try expectRequest("/c")
+        try connection.answer(.notFound)
+        #expect(try connection.sent().components(separatedBy: "HTTP/1.1 404").count == 4)
+        #expect(connection.isOpen)
+    }
+
+    /// When the server stops (`Drain`), a connection answers what it has received, pipelined requests included,
+    /// and then closes: its sending side shuts down once the last answer is out. An idle one closes at once.
+    @Test func aStoppingServerAnswersWhatWasPipelinedThenCloses() throws {
+        let connection = try Connection()
+        try connection.send("GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n")
+        guard case .head = try connection.received() else {
+            Issue.record("no request head")
+            return
+        }
+        #expect(try connection.received() == .end(nil))
+        connection.channel.pipeline.syncOperations.triggerUserOutboundEvent(RequestDeadline.Drain(), promise: nil)
+        try connection.answer(.noContent)
+        guard case .head(let second) = try connection.received() else {
+            Issue.record("the pipelined request did not reach the handler")
+            return
+        }
+        #expect(second.uri == "/b")
+        #expect(!connection.socket.outputShutDown)
+        try connection.answer(.notFound)
+        #expect(try connection.sent().components(separatedBy: "HTTP/1.1 ").count == 3)
+        #expect(connection.socket.outputShutDown)
+        connection.channel.pipeline.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
+        #expect(!connection.isOpen)
+
+        let idle = try Connection()
+        idle.channel.pipeline.syncOperations.triggerUserOutboundEvent(RequestDeadline.Drain(), promise: nil)
+        #expect(idle.socket.outputShutDown)
+    }
+
     @Test func afterAnErrorAnswerTheConnectionLingersUntilThePeerIsIdleThenCloses() throws {
         let connection = try Connection()
         try connection.send("GET / HTTP/1.1\r\nBad Header: x\r\n\r\n")

@@ -1,6 +1,7 @@
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import Synchronization
 
 /// The agent's HTTP server: SwiftNIO's HTTP/1.1 parser and pipeline (no hand-written parsing) on TCP or a
 /// Unix socket, one async handler per request. It serves until its task is cancelled.
@@ -20,7 +21,8 @@ import NIOPosix
 ///   could be evicted.
 ///
 /// Requests on one connection are answered one at a time in the order they came, pipelined ones included
-/// (SwiftNIO's `HTTPServerPipelineHandler` holds the next until the previous answer is out). A request that
+/// (SwiftNIO's `HTTPServerPipelineHandler` holds the next until the previous answer is out), also when the
+/// server stops (within `drainTime`: see `RequestDeadline.Drain`). A request that
 /// asks to close (`Connection: close`, HTTP/1.0 without keep-alive) is answered with `Connection: close`
 /// and the connection ends after a lingering close; whatever was sent after it is not answered. A peer
 /// that half-closes (`shutdown(SHUT_WR)`) after its requests still gets every answer, then the connection
@@ -46,6 +48,9 @@ enum LocalHTTPServer {
         var lingerTime: TimeAmount = .seconds(30)
         var lingerIdle: TimeAmount = .seconds(5)
         var lingerBytes = 16 << 20
+        /// When the server stops, how long a connection may take to answer what it has received (pipelined
+        /// requests included) before it is closed at once, so that a stop stays bounded.
+        var drainTime: TimeAmount = .seconds(1)
     }
 
     typealias Handler = @Sendable (ServerRequest) async -> ServerResponse
@@ -87,6 +92,7 @@ enum LocalHTTPServer {
         }
         onBound(server.channel.localAddress?.port)
         let book = ConnectionBook(limits: limits)
+        let handlers = Handlers()
         // Every accepted connection must be taken out of the stream and closed through its async wrapper
         // (one dropped unconsumed would trap), so the accept loop is not cancelled: cancelling closes the
         // listening socket and every open connection, and the loop drains what is left and ends.
@@ -111,7 +117,7 @@ enum LocalHTTPServer {
                             defer { book.remove(id) }
                             try? await serveConnection(
                                 accepted.channel, peer: peer, limits: limits, afterResponse: afterResponse,
-                                handler: handler)
+                                handlers: handlers, handler: handler)
                         }
                     }
                 }
@@ -121,9 +127,17 @@ enum LocalHTTPServer {
             try await acceptor.value
         } onCancel: {
             server.channel.close(promise: nil)
+            // Each connection answers what it has received, then closes (an idle one at once): a request pipelined
+            // behind the one that closes the pairing window gets its answer. The handlers are cancelled, so a long
+            // one (a held press, a reset waiting on DRS) answers at once; a connection still not done when the
+            // drain time is up is closed then.
             for channel in book.closeAll() {
-                channel.triggerUserOutboundEvent(LingeringClose.CloseNow(), promise: nil)
+                channel.triggerUserOutboundEvent(RequestDeadline.Drain(), promise: nil)
+                channel.eventLoop.scheduleTask(in: limits.drainTime) {
+                    channel.triggerUserOutboundEvent(LingeringClose.CloseNow(), promise: nil)
+                }
             }
+            handlers.cancelAll()
         }
         try Task.checkCancellation()
     }
@@ -148,7 +162,7 @@ enum LocalHTTPServer {
 
     private static func serveConnection(
         _ connection: NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>, peer: String?, limits: Limits,
-        afterResponse: @Sendable (ServerResponse) -> Void, handler: @escaping Handler
+        afterResponse: @Sendable (ServerResponse) -> Void, handlers: Handlers, handler: @escaping Handler
     ) async throws {
         let channel = connection.channel
         try await connection.executeThenClose { inbound, outbound in
@@ -205,7 +219,8 @@ enum LocalHTTPServer {
                     // (what the peer pipelined after it is read and discarded, so no reset destroys the answer).
                     let keepAlive = requestHead.isKeepAlive
                     if !keepAlive { channel.triggerUserOutboundEvent(LingeringClose.Arm(), promise: nil) }
-                    try await respond(await answer(request, on: channel, handler), to: requestHead, closing: !keepAlive)
+                    try await respond(
+                        await answer(request, on: channel, handlers, handler), to: requestHead, closing: !keepAlive)
                     if !keepAlive { return }
                     head = nil
                     body = []
@@ -216,19 +231,48 @@ enum LocalHTTPServer {
 }
 
 extension LocalHTTPServer {
-    /// Runs the handler for one request, cancelled as soon as its connection closes: the server stopping closes
-    /// every connection (so a stop never waits for a long request, such as a held simulated press or a reset
-    /// waiting on DRS), and a client that went away needs no answer.
-    fileprivate static func answer(_ request: ServerRequest, on channel: any Channel, _ handler: @escaping Handler)
-        async
-        -> ServerResponse
-    {
+    /// Runs the handler for one request, cancelled as soon as its connection closes or the server stops (so a
+    /// stop never waits for a long request, such as a held simulated press or a reset waiting on DRS; a request
+    /// handled after the stop began is cancelled from its start), and a client that went away needs no answer.
+    fileprivate static func answer(
+        _ request: ServerRequest, on channel: any Channel, _ handlers: Handlers, _ handler: @escaping Handler
+    ) async -> ServerResponse {
         let work = Task { await handler(request) }
+        let key = handlers.add(work)
+        defer { handlers.remove(key) }
         channel.closeFuture.whenComplete { _ in work.cancel() }
         return await withTaskCancellationHandler {
             await work.value
         } onCancel: {
             work.cancel()
+        }
+    }
+
+    /// The handlers answering requests, cancelled together when the server stops.
+    final class Handlers: Sendable {
+        private let state = Mutex<(next: Int, running: [Int: Task<ServerResponse, Never>], stopped: Bool)>(
+            (0, [:], false))
+
+        /// Registers a running handler, cancelled at once when the server has stopped; returns its key.
+        func add(_ task: Task<ServerResponse, Never>) -> Int {
+            let (key, stopped) = state.withLock { state in
+                state.next += 1
+                state.running[state.next] = task
+                return (state.next, state.stopped)
+            }
+            if stopped { task.cancel() }
+            return key
+        }
+
+        func remove(_ key: Int) { _ = state.withLock { $0.running.removeValue(forKey: key) } }
+
+        /// The server stops: every handler running, and every one started from now on, is cancelled.
+        func cancelAll() {
+            let running = state.withLock { state in
+                state.stopped = true
+                return Array(state.running.values)
+            }
+            for task in running { task.cancel() }
         }
     }
 }

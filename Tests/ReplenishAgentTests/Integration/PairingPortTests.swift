@@ -200,6 +200,27 @@ import Testing
         harness.expectNoSecretsInAgentOutput()
     }
 
+    /// Requests pipelined after the companionInfo that pairs the device are answered too, in order, before the
+    /// port closes: the 204, then "already paired" (issue 29, item 8: the 204 closed the pairing window, whose
+    /// server closed every connection at once, and what was pipelined after it was closed unanswered).
+    @Test func requestsPipelinedAfterThePairingCompanionInfoAreAnswered() throws {
+        let (harness, emulator, port, config, agent) = try startUnpairedAgent()
+        let info = try deviceInfo(port)
+        let code = try consent(emulator: emulator, info: info)
+        let companion = try RawConnection(port: port)
+        companion.send(
+            companionInfoRequest(info: info, code: code) + "GET /a HTTP/1.1\r\n\(Self.host)\r\n\r\n"
+                + "GET /provision/deviceInfo HTTP/1.1\r\n\(Self.host)\r\n\r\n")
+        let answered = companion.receiveAnswers(3, within: 20)
+        #expect(
+            answered.answers.map(\.status) == [204, 404, 404],
+            "pipelined after companionInfo: \(answered.answers.map(\.status)), closed \(answered.closed)")
+        #expect(companion.receive(within: 5)?.closed == true, "closed after its answers")
+        try harness.waitUntil("paired") { try harness.statusJSON(config: config)["paired"] as? Bool == true }
+        #expect(agent.isRunning)
+        harness.expectNoSecretsInAgentOutput()
+    }
+
     /// 300 one-shot deviceInfo requests from 300 addresses of two other networks (127.0.1.0/24 and
     /// 127.0.2.0/24) while the phone (127.0.0.2) is at LWA: the phone's session survives and it pairs.
     @Test func aFloodFromManyAddressesOfOtherNetworksLeavesThePhonesSession() throws {
