@@ -202,9 +202,15 @@ power_cut_second_half() {
     fail power-cut "the agent is not running after the second boot"
     return 1
   fi
-  note "clock restored by $(systemctl show -p ActiveState --value vm-test-restored-clock.service) \
-vm-test-restored-clock.service: $(date -u +%FT%TZ); timesyncd $(systemctl is-enabled systemd-timesyncd.service 2>&1), \
-synchronized marker $([ -e /run/systemd/timesync/synchronized ] && echo present || echo absent)"
+  local restored
+  restored=$(systemctl show -p Result --value vm-test-restored-clock.service)
+  note "wall clock restored to boot 1's $(date -u -d "@$(cat /var/lib/vm-test/clock)" +%FT%TZ) by \
+vm-test-restored-clock.service ($restored), now $(date -u +%FT%TZ); timesyncd $(systemctl is-enabled \
+systemd-timesyncd.service 2>&1), synchronized marker $([ -e /run/systemd/timesync/synchronized ] && echo present || echo absent)"
+  if [ "$restored" != success ]; then
+    fail power-cut "the wall clock was not restored (vm-test-restored-clock.service: $restored)"
+    return 1
+  fi
   if ! paired; then
     fail power-cut "the pairing was lost"
     return 1
