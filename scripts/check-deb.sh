@@ -19,6 +19,7 @@ for entry in "-rwxr-xr-x root/root .* ./usr/bin/replenish-agent" \
   "-rw-r--r-- root/root .* ./usr/share/doc/replenish-agent/changelog.gz" \
   "-rw-r--r-- root/root .* ./usr/share/doc/replenish-agent/README.md" \
   "-rw-r--r-- root/root .* ./usr/share/doc/replenish-agent/device-maker-checklist.md" \
+  "-rw-r--r-- root/root .* ./usr/share/doc/replenish-agent/time-sync.md" \
   "-rw-r--r-- root/root .* ./usr/share/doc/replenish-agent/examples/agent.example.json"; do
   grep -qE -- "^$entry\$" <<<"$contents" || fail "$deb lacks: $entry"
 done

@@ -69,9 +69,10 @@ echo "/etc/$package/agent.json" >"$tree/DEBIAN/conffiles"
 
 install -m 0644 packaging/debian/copyright "$tree/usr/share/doc/$package/copyright"
 # What the unit's Documentation= names (file:// URLs, so `systemctl help` opens them on a device offline): the
-# README, the device maker's checklist, and the example config, which the README and the checklist annotate.
+# README, the device maker's checklist, and the example config, which the README and the checklist annotate;
+# and how to give the agent a time-sync signal on a board without systemd-timesyncd (check-config names it).
 install -d -m 0755 "$tree/usr/share/doc/$package/examples"
-install -m 0644 README.md docs/device-maker-checklist.md "$tree/usr/share/doc/$package/"
+install -m 0644 README.md docs/device-maker-checklist.md docs/time-sync.md "$tree/usr/share/doc/$package/"
 install -m 0644 config/agent.example.json "$tree/usr/share/doc/$package/examples/agent.example.json"
 {
   echo "$package ($DEB_VERSION) unstable; urgency=medium"

@@ -43,7 +43,7 @@ struct TimeSyncSignal: Sendable, Equatable {
             line += "nothing here creates it (systemd-timesyncd is \(timesyncdInstalled ? "masked" : "not installed"))"
             if !otherClients.isEmpty {
                 line += "; \(otherClients.joined(separator: ", ")) found: have it create the file once it has "
-                line += "synchronised the clock (docs/time-sync.md)"
+                line += "synchronised the clock (/usr/share/doc/replenish-agent/time-sync.md)"
             }
         }
         return line + "; now \(markerPresent ? "present" : "absent")"
