@@ -156,8 +156,21 @@ final class Harness: @unchecked Sendable {
         return base
     }
 
-    /// A free TCP port on loopback (bound and released; the agent binds it right after).
+    /// The ports `freePort` handed out in this test process: never twice. The kernel may give a port just
+    /// released to the next bind of port 0, so two tests running side by side got the same port before either
+    /// agent had bound it (a clean-clone run: one test's companion paired the other test's agent).
+    private static let portsHandedOut = Mutex<Set<Int>>([])
+
+    /// A free TCP port on loopback (bound and released; the agent binds it right after), not handed out before.
     static func freePort() throws -> Int {
+        for _ in 0..<1000 {
+            let port = try releasedPort()
+            if portsHandedOut.withLock({ $0.insert(port).inserted }) { return port }
+        }
+        throw AgentError(.network, "no free port that was not handed out already")
+    }
+
+    private static func releasedPort() throws -> Int {
         let fd = socket(AF_INET, streamSocket, 0)
         defer { close(fd) }
         var address = sockaddr_in()
