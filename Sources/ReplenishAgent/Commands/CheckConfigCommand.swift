@@ -43,11 +43,8 @@ struct CheckConfigCommand: AsyncParsableCommand {
 
     /// What changed since the stored pairing was made (its serial, model or phase), or nil.
     static func identityChange(_ config: AgentConfig) -> String? {
-        guard let recorded = (try? FileTokenStore.peek(stateDirectory: config.stateDirectory))??.identity else {
-            return nil
-        }
-        let now = DeviceIdentity(config.device)
-        return recorded == now ? nil : now.changes(from: recorded)
+        let stored = (try? FileTokenStore.peek(stateDirectory: config.stateDirectory)) ?? nil
+        return stored?.identityChange(to: DeviceIdentity(config.device))
     }
 
     /// The problems of the files around a valid config: `blocking`, the state directory itself (mode and owner,

@@ -32,7 +32,8 @@ struct DeregisterCommand: AsyncParsableCommand {
 
     /// No daemon runs (the caller holds the lock). The local part first, resumable as the daemon's is
     /// (`ResetWipe`): the call is queued durably in `deregistration.json` (the newest refresh token), the pairing
-    /// and queued presses go; then DRS is asked once now. If it cannot be reached, the call waits in the file for the agent's next start.
+    /// and queued presses go; then DRS is asked once now. If it cannot be reached, the call waits in the file for
+    /// the agent's next start.
     static func performOffline(config: AgentConfig) async throws(AgentError) -> String {
         let directory = config.stateDirectory
         let logger = DaemonClient.commandLogger("deregister")

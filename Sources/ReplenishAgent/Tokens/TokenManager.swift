@@ -76,10 +76,7 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     /// The pairing was made for another identity than the device's now (`identity`): what changed, or nil
     /// when it was not (or the token file predates the record, or nothing is paired). Only an identity that was
     /// read and differs is a change: a serial that cannot be read stops the start before this is asked.
-    var identityChange: String? {
-        guard let identity, let recorded = tokens?.identity, recorded != identity else { return nil }
-        return identity.changes(from: recorded)
-    }
+    var identityChange: String? { identity.flatMap { tokens?.identityChange(to: $0) } }
 
     /// The tag of the current pairing (nil when unpaired, or paired before tags existed).
     var pairingId: String? { tokens?.pairingId }

@@ -21,6 +21,13 @@ struct TokenSet: Sendable, Codable, Equatable, StateFormat {
     /// recorded). DRS knows the device by these: a pairing is good only for the identity it was made with.
     var identity: DeviceIdentity? = nil
 
+    /// What changed from the identity this pairing was made for to `now` (`serial A → B`), or nil when nothing
+    /// did or the file predates the record: only an identity that was recorded and differs is a change.
+    func identityChange(to now: DeviceIdentity) -> String? {
+        guard let identity, identity != now else { return nil }
+        return now.changes(from: identity)
+    }
+
     /// The same tokens with an expiry the agent can compute with. A file whose expiry or lifetime is out of
     /// any sensible range (not finite, before 1970, past the year 5000, a lifetime under a second or over a
     /// year) keeps its refresh token, the pairing, and gets an access token treated as expired, so it is

@@ -148,8 +148,7 @@ import Testing
         let code1 = try waitForCode(harness, config: config)
 
         // A graceful stop takes the code out of status (nobody polls for it any more).
-        first.terminate()
-        try harness.waitUntil("the agent to stop", timeout: 15) { !first.isRunning }
+        try harness.stop(first)
         #expect(first.terminationStatus == 0)
         #expect(try linking(harness, config: config) == nil)
 
@@ -165,8 +164,7 @@ import Testing
         _ = try enter(harness, emulator, code3)
         try waitUntilPaired(harness, config: config)
         #expect(try harness.stats(emulator)["codePairsIssued"] as? Int == 3)
-        third.terminate()
-        try harness.waitUntil("the agent to stop", timeout: 15) { !third.isRunning }
+        try harness.stop(third)
 
         // Durable: paired across a restart and a SIGKILL, and a press orders.
         let agent = try harness.startAgent(config: config)

@@ -84,8 +84,7 @@ import Testing
         #expect(info.st_mode & 0o777 == 0o600)
 
         // SIGTERM stops the agent cleanly.
-        agent.terminate()
-        try harness.waitUntil("the agent to stop", timeout: 15) { !agent.isRunning }
+        try harness.stop(agent)
         #expect(agent.terminationStatus == 0)
 
         // No token (nor any LWA token-shaped string) in anything the agent printed.
@@ -171,8 +170,7 @@ import Testing
             ])
         #expect(refused.status != 0)
         #expect(refused.error.contains("502") && refused.error.contains("LWA_ERROR"), "\(refused.error)")
-        untrusting.terminate()
-        try harness.waitUntil("the agent to stop", timeout: 15) { !untrusting.isRunning }
+        try harness.stop(untrusting)
 
         // With it, the whole path runs over HTTPS: pairing, the duties, one press, one order.
         let config = try harness.writeConfig(emulator: emulator, pairingPort: pairingPort, caFile: ca)

@@ -24,8 +24,7 @@ import Testing
         #expect((try harness.stats(emulator)["ordersPlaced"] as? [String: Int])?["slot-1"] == 1)
         // The agent stops there (DeliveryPolicy's `.done`, tested on the manual clock): a graceful stop, which
         // finishes whatever is in flight, leaves the two calls.
-        agent.terminate()
-        try harness.waitUntil("the agent to stop", timeout: 15) { !agent.isRunning }
+        try harness.stop(agent)
         #expect(agent.terminationStatus == 0)
         #expect(try events(harness, emulator, slot: "slot-1").count == 2)
         harness.expectNoSecretsInAgentOutput()
@@ -113,8 +112,7 @@ import Testing
     @Test func corruptStateFilesAreMovedAsideAndTheAgentStillStarts() throws {
         let harness = Harness()
         let (emulator, config, agent, pairingPort) = try harness.startPairedAgent()
-        agent.terminate()
-        try harness.waitUntil("the agent to stop") { !agent.isRunning }
+        try harness.stop(agent, timeout: 30)
         let state = harness.directory + "/state"
         for file in ["outbox.json", "status.json", "tokens.json"] {
             try "{\"version\":1,\"torn".write(toFile: state + "/" + file, atomically: false, encoding: .utf8)

@@ -21,8 +21,7 @@ import Testing
     }
 
     private func stop(_ harness: Harness, _ agent: Process) throws {
-        agent.terminate()
-        try harness.waitUntil("the agent to stop", timeout: 15) { !agent.isRunning }
+        try harness.stop(agent)
     }
 
     // MARK: 6. No crash loop at start

@@ -329,6 +329,12 @@ final class Harness: @unchecked Sendable {
         return path
     }
 
+    /// Stops with SIGTERM (a graceful stop) and waits until the process is gone.
+    func stop(_ process: Process, timeout: Double = 15) throws {
+        process.terminate()
+        try waitUntil("the agent to stop", timeout: timeout) { !process.isRunning }
+    }
+
     /// Kills with SIGKILL and waits until the process is gone.
     func kill9(_ process: Process) throws {
         kill(process.processIdentifier, SIGKILL)

@@ -21,8 +21,7 @@ import Testing
     func aChangedIdentityDeregistersTheOldPairingAndPairsAgain(old: String, new: String, change: String) throws {
         let harness = Harness()
         let (emulator, config, agent, pairingPort) = try harness.startPairedAgent()
-        agent.terminate()
-        try harness.waitUntil("the agent to stop", timeout: 15) { !agent.isRunning }
+        try harness.stop(agent)
         // A press queued under the old identity is not ordered under the new one.
         let outboxBefore = try harness.statusJSON(config: config)["pendingOrders"] as? Int
         #expect(outboxBefore == 0)
@@ -54,8 +53,7 @@ import Testing
     @Test func aTokenFileWithoutAnIdentityKeepsItsPairing() throws {
         let harness = Harness()
         let (emulator, config, agent, _) = try harness.startPairedAgent()
-        agent.terminate()
-        try harness.waitUntil("the agent to stop", timeout: 15) { !agent.isRunning }
+        try harness.stop(agent)
         let path = harness.directory + "/state/tokens.json"
         var tokens =
             try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as! [String: Any]

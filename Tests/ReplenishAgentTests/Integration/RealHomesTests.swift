@@ -194,8 +194,7 @@ import Testing
         let harness = Harness()
         let (emulator, config, agent, _) = try harness.startPairedAgent(
             emulatorArguments: ["--rotate-refresh-tokens", "--old-refresh-token-policy", "invalidate"])
-        agent.terminate()
-        try harness.waitUntil("the agent to stop", timeout: 15) { !agent.isRunning }
+        try harness.stop(agent)
         try harness.injectFault(emulator, path: "/registration", count: 2, #"{"kind":"status","status":503}"#)
         let offline = try harness.run("replenish-agent", ["deregister", "--config", config])
         #expect(offline.status == 0, "\(offline.error)")
@@ -220,8 +219,7 @@ import Testing
     @discardableResult
     func stopWithinTheGracefulLimit(_ harness: Harness, _ agent: Process, _ what: String) throws -> Int64 {
         let started = ContinuousClock.now
-        agent.terminate()
-        try harness.waitUntil("the agent to stop", timeout: 15) { !agent.isRunning }
+        try harness.stop(agent)
         let milliseconds = started.duration(to: .now).milliseconds
         print("stop: \(milliseconds) ms from SIGTERM to exit with \(what) in flight")
         #expect(milliseconds < 10_000, "the stop took \(milliseconds) ms")
@@ -311,8 +309,7 @@ import Testing
     @Test func aResetWorksAfterAStateFileWasOnceADirectory() throws {
         let harness = Harness()
         let (emulator, config, agent, _) = try harness.startPairedAgent()
-        agent.terminate()
-        try harness.waitUntil("the agent to stop", timeout: 15) { !agent.isRunning }
+        try harness.stop(agent)
         let outbox = harness.directory + "/state/outbox.json"
         try? FileManager.default.removeItem(atPath: outbox)
         try FileManager.default.createDirectory(atPath: outbox + "/inner", withIntermediateDirectories: true)

@@ -50,8 +50,7 @@ import Testing
     @Test func aResetWithTheAgentStoppedQueuesTheDeregistrationForTheNextStart() throws {
         let harness = Harness()
         let (emulator, config, agent, pairingPort) = try harness.startPairedAgent()
-        agent.terminate()
-        try harness.waitUntil("the agent to stop") { !agent.isRunning }
+        try harness.stop(agent, timeout: 30)
 
         let reset = try harness.run("replenish-agent", ["reset", "--config", config])
         #expect(reset.status == 0, "\(reset.error)")
@@ -83,8 +82,7 @@ import Testing
         try harness.injectFault(emulator, path: "/replenish", count: 1000, #"{"kind":"status","status":503}"#)
         #expect(try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0)
         #expect(try harness.statusJSON(config: config)["pendingOrders"] as? Int == 1)
-        agent.terminate()
-        try harness.waitUntil("the agent to stop") { !agent.isRunning }
+        try harness.stop(agent, timeout: 30)
 
         let state = harness.directory + "/state/"
         let tokens =
