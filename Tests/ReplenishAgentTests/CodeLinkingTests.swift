@@ -402,8 +402,8 @@ import Testing
         let code = LinkingCode(
             userCode: "ABC123", verificationURI: "https://amazon.com/us/code", expiresAt: 1_800_000_600)
         let config = try config(mode: "code")
-        let book = try StatusBook(stateDirectory: config.stateDirectory) { _ in }
-        try await book.update { $0.linking = code }
+        await ShownStatusBook(runtimeDirectory: config.runtimeDirectory, logger: .init(label: "test"))
+            .recordLinkingCode(code)
         func encoded(_ report: StatusCommand.Report) throws -> [String: Any] {
             try JSONSerialization.jsonObject(with: JSONEncoder().encode(report)) as? [String: Any] ?? [:]
         }
@@ -429,11 +429,11 @@ import Testing
         #expect(expired.pairingState.contains("no code to enter yet"))
         // Companion mode never shows one.
         let companion = try self.config(mode: "companion")
-        let other = try StatusBook(stateDirectory: companion.stateDirectory) { _ in }
-        try await other.update { $0.linking = code }
+        await ShownStatusBook(runtimeDirectory: companion.runtimeDirectory, logger: .init(label: "test"))
+            .recordLinkingCode(code)
         #expect(StatusCommand.report(config: companion, now: 1_800_000_000).linking == nil)
         // Paired: gone, whatever the file says.
-        try FileTokenStore(stateDirectory: config.stateDirectory).save(
+        try await FileTokenStore(stateDirectory: config.stateDirectory).save(
             TokenSet(
                 clientId: "c", refreshToken: Secret("Atzr|r"), accessToken: Secret("Atza|a"),
                 accessTokenExpiresAt: 1_800_003_600, accessTokenLifetime: 3600))

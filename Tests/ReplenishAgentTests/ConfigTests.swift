@@ -13,6 +13,7 @@ import Testing
             to: URL(fileURLWithPath: directory + "/board.json"))
         var config = ConfigTests.validConfig()
         config["stateDirectory"] = directory + "/state"
+        config["runtimeDirectory"] = directory + "/run"
         config["lwa"] = (config["lwa"] as! [String: Any]).merging(["codePairURL": "https://a.example/codepair"]) {
             $1
         }

@@ -67,9 +67,8 @@ import Testing
         #expect(drs.requests.isEmpty)
 
         // An order is placed: asked about every 5 to 7 hours.
-        try await status.update {
-            $0.slots["slot-1"] = .init(lastEventInstanceId: "amzn1.dash.v2.o.1", orderOpen: true)
-        }
+        try await status.recordAnswer(
+            slot: "slot-1", detailCode: "STANDARD_ORDER_PLACED", eventInstanceId: "amzn1.dash.v2.o.1", at: epoch)
         await pass(hours: 2 * 24, followUp)
         let twoDays = drs.requests.count
         #expect(twoDays >= 48 / 7 && twoDays <= 48 / 5 + 1, "\(twoDays) calls in two days")
@@ -89,9 +88,8 @@ import Testing
     @Test func theTestPhaseAsksEveryFewMinutesAndAFailureBacksOff() async throws {
         let drs = answering([json(503, ""), json(503, ""), orderInfo("Cancelled")])
         let status = try StatusBook(stateDirectory: temporaryDirectory()) { _ in }
-        try await status.update {
-            $0.slots["slot-1"] = .init(lastEventInstanceId: "amzn1.dash.v2.o.1", orderOpen: true)
-        }
+        try await status.recordAnswer(
+            slot: "slot-1", detailCode: "STANDARD_ORDER_PLACED", eventInstanceId: "amzn1.dash.v2.o.1", at: epoch)
         let followUp = try service(drs: drs, status: status, phase: .test)
         // Minutes, not hours: within an hour the two failures are retried and the cancellation is seen.
         await pass(hours: 1, followUp)
@@ -115,10 +113,8 @@ extension OrderFollowUpTests {
     @Test func aPressWhileOpenAsksAtOnceAtMostOnceAMinuteAndAnUnreachableDRSLetsThePressThrough() async throws {
         let drs = answering([orderInfo("Processing"), json(503, ""), orderInfo("Shipped")])
         let status = try StatusBook(stateDirectory: temporaryDirectory()) { _ in }
-        try await status.update {
-            $0.recordAnswer(
-                slot: "slot-1", detailCode: "STANDARD_ORDER_PLACED", eventInstanceId: "amzn1.dash.v2.o.1", at: epoch)
-        }
+        try await status.recordAnswer(
+            slot: "slot-1", detailCode: "STANDARD_ORDER_PLACED", eventInstanceId: "amzn1.dash.v2.o.1", at: epoch)
         let followUp = try service(drs: drs, status: status, phase: .production)
 
         // Asked at once: still processing, so the press is recorded rather than sent.
@@ -145,10 +141,8 @@ extension OrderFollowUpTests {
         #expect(await followUp.recheck(slot: "slot-1") == false)
         #expect(drs.requests.count == 3)
         // A new order within the same minute is asked about at its first press (the spacing is per order).
-        try await status.update {
-            $0.recordAnswer(
-                slot: "slot-1", detailCode: "STANDARD_ORDER_PLACED", eventInstanceId: "amzn1.dash.v2.o.2", at: epoch)
-        }
+        try await status.recordAnswer(
+            slot: "slot-1", detailCode: "STANDARD_ORDER_PLACED", eventInstanceId: "amzn1.dash.v2.o.2", at: epoch)
         #expect(await followUp.recheck(slot: "slot-1") == nil)
         #expect(drs.requests.count == 4)
     }

@@ -118,16 +118,19 @@ import Testing
         let service = PairingWindowService(
             length: .seconds(600), clock: clock, wallTime: clock.wallTime(from: 1_800_000_000),
             logger: .init(label: "test"))
-        let status = try StatusBook(stateDirectory: temporaryDirectory()) { _ in }
+        let directory = temporaryDirectory()
+        let status = try StatusBook(stateDirectory: directory) { _ in }
+        let runtime = temporaryDirectory()
+        let shown = ShownStatusBook(runtimeDirectory: runtime, logger: .init(label: "test"))
         await service.handle(.pairingLost)
         let open = await service.state
         #expect(open == .init(open: true, closesAt: 1_800_000_600))
         // The recorder's write landed before the reset's wipe.
-        try await status.update { $0.pairingWindowClosesAt = open.closesAt }
+        await shown.recordPairingWindow(closesAt: open.closesAt)
         let changes = service.changes.subscribe()
         switch scope {
         case .everything: try await status.wipe()
-        case .pairing: try await status.update { $0.forgetAccount() }
+        case .pairing: try await status.forgetAccount()
         }
         await PairingEntry.window(service, minutes: 10).afterWipe()
         service.changes.finish()
@@ -136,8 +139,17 @@ import Testing
         noTokens.finish()
         noLinking.finish()
         // The recorder, as the daemon runs it, over what was published after the wipe (it ends with the streams).
-        await StatusRecorder.follow(status: status, tokens: tokens, window: changes, linking: linking)
-        #expect(await status.record.pairingWindowClosesAt == 1_800_000_600)
+        await StatusRecorder.follow(status: shown, tokens: tokens, window: changes, linking: linking)
+        #expect(await shown.shown.pairingWindowClosesAt == 1_800_000_600)
+        // In the runtime directory's file too, which `status` reads.
+        guard
+            case .read(let file) = try StateFile.read(
+                ShownStatus.self, from: ShownStatus.path(runtimeDirectory: runtime))
+        else {
+            Issue.record("no shown status file")
+            return
+        }
+        #expect(file.pairingWindowClosesAt == 1_800_000_600)
     }
 
     // MARK: the port's timing (PairingPort, on instants)

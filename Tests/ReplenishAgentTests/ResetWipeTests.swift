@@ -21,7 +21,7 @@ import Testing
     /// history; and the reset over it. LWA and DRS answer 503 (the tests stop the reset before it asks them).
     func pairedWithAQueuedPress(_ directory: String) async throws -> FactoryReset<ManualClock> {
         let store = FileTokenStore(stateDirectory: directory)
-        try store.save(
+        try await store.save(
             TokenSet(
                 clientId: "client", refreshToken: Secret("Atzr|r"), accessToken: Secret("Atza|a"),
                 accessTokenExpiresAt: epoch + 3600, accessTokenLifetime: 3600))
@@ -32,15 +32,15 @@ import Testing
         let tokens = try TokenManager(
             store: store, lwa: lwa, clock: clock, wallTime: wallTime, random: .seeded(state: 1),
             logger: .init(label: "test"))
+        var record = StatusRecord()
+        record.slots["slot-1"] = .init(subscribed: true)
+        record.orders = [
+            OrderRecord(
+                slot: "slot-1", detailCode: "STANDARD_ORDER_PLACED", eventInstanceId: "e1", answeredAt: epoch - 60,
+                open: true)
+        ]
+        try StateFile.saveNow(record, to: StatusBook.path(stateDirectory: directory))
         let status = try StatusBook(stateDirectory: directory) { _ in }
-        try await status.update {
-            $0.slots["slot-1"] = .init(subscribed: true)
-            $0.orders = [
-                OrderRecord(
-                    slot: "slot-1", detailCode: "STANDARD_ORDER_PLACED", eventInstanceId: "e1", answeredAt: epoch - 60,
-                    open: true)
-            ]
-        }
         let orders = try OrderService(
             stateDirectory: directory, slots: ["slot-1"], drs: DRSSession(client: drs, tokens: tokens),
             tokens: tokens, status: status, clock: clock, wallTime: wallTime, random: .seeded(state: 2), boot: nil,
@@ -111,9 +111,9 @@ import Testing
 
     /// The daemon's wipe stopped (an I/O error), and the customer paired again before the next start: the mark
     /// names the pairing it was for, and a token file of another pairing is kept (only the mark goes).
-    @Test func aWipeCutShortBeforeANewPairingKeepsTheNewPairing() throws {
+    @Test func aWipeCutShortBeforeANewPairingKeepsTheNewPairing() async throws {
         let (directory, _) = state
-        try FileTokenStore(stateDirectory: directory).save(
+        try await FileTokenStore(stateDirectory: directory).save(
             TokenSet(
                 clientId: "client", refreshToken: Secret("Atzr|new"), accessToken: Secret("Atza|new"),
                 accessTokenExpiresAt: epoch + 3600, accessTokenLifetime: 3600, pairingId: "new-pairing"))

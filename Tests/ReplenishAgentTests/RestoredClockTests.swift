@@ -142,7 +142,7 @@ import Testing
         var outbox = Outbox()
         _ = outbox.accept(slot: "slot-1", at: epoch - age - 1)
         outbox.markSending(slot: "slot-1", at: epoch - age, boot: "boot-before")
-        try StateFile.save(outbox, to: OrderService<ManualClock>.path(stateDirectory: directory))
+        try StateFile.saveNow(outbox, to: OrderService<ManualClock>.path(stateDirectory: directory))
     }
 
     func onDisk(_ directory: String) throws -> Outbox.Entry? {
@@ -192,7 +192,10 @@ import Testing
         #expect(drs.requests.isEmpty, "the earlier boot's call waits")
         #expect(try await service.accept(slot: "slot-1") == .queued)
         let queued = try #require(try onDisk(directory))
-        #expect(queued.unansweredSince == nil && queued.pressedAt.count == 2, "a new entry, the times kept")
+        #expect(queued.pressedAt.count == 2, "a new entry, the times kept")
+        // Its call leaves at once, so the press's write marks it, as this boot's: it does not wait for the clock.
+        #expect(queued.unansweredBoot == "boot-now")
+        #expect(!Outbox.waitsForClock(queued, boot: "boot-now", clockSynchronized: false))
         await driver.pass(.seconds(1))
         #expect(drs.requests.map(\.url) == ["http://127.0.0.1:1/replenish/slot-1"])
         #expect(try onDisk(directory) == nil, "acknowledged")

@@ -80,11 +80,11 @@ import Testing
     }
 
     @Test(arguments: StateDirectory.stateFileNames)
-    func aSymbolicLinkIsMovedAsideNotFollowed(name: String) throws {
+    func aSymbolicLinkIsMovedAsideNotFollowed(name: String) async throws {
         let directory = temporaryDirectory()
         // A perfectly good file elsewhere: the link is still not followed out of the state directory.
         let elsewhere = temporaryDirectory()
-        try FileTokenStore(stateDirectory: elsewhere).save(tokens)
+        try await FileTokenStore(stateDirectory: elsewhere).save(tokens)
         let target = elsewhere + "/tokens.json"
         let before = try Data(contentsOf: URL(fileURLWithPath: target))
         #expect(symlink(target, directory + "/" + name) == 0)
@@ -105,13 +105,13 @@ import Testing
     }
 
     @Test(.enabled(if: geteuid() == 0, "chown to another uid needs root"), arguments: StateDirectory.stateFileNames)
-    func aFileOfAnotherOwnerIsMovedAside(name: String) throws {
+    func aFileOfAnotherOwnerIsMovedAside(name: String) async throws {
         let directory = temporaryDirectory()
         let path = directory + "/" + name
         switch name {
-        case "tokens.json": try FileTokenStore(stateDirectory: directory).save(tokens)
-        case "outbox.json": try StateFile.save(Outbox(), to: path)
-        default: try StateFile.save(StatusRecord(), to: path)
+        case "tokens.json": try await FileTokenStore(stateDirectory: directory).save(tokens)
+        case "outbox.json": try StateFile.saveNow(Outbox(), to: path)
+        default: try StateFile.saveNow(StatusRecord(), to: path)
         }
         #expect(chown(path, 4242, 4242) == 0)
         try expectMovedAside(name, in: directory, reason: "is owned by uid 4242, not the agent's uid \(geteuid())")
@@ -134,11 +134,11 @@ import Testing
         }
     }
 
-    @Test func openRemovesLeftoverTempFilesOnlyAndTightensOwnFiles() throws {
+    @Test func openRemovesLeftoverTempFilesOnlyAndTightensOwnFiles() async throws {
         let state = temporaryDirectory() + "/state"
         try StateDirectory.prepare(state)
         let store = FileTokenStore(stateDirectory: state)
-        try store.save(tokens)
+        try await store.save(tokens)
         // What a SIGKILL between create and rename leaves behind, next to files that only look alike.
         for name in ["tokens.json.tmp-4242", "outbox.json.tmp-1", "notes.tmp-abc", ".tmp-12", "status.json.tmp-"] {
             try "{\"version\":1,\"torn".write(toFile: state + "/" + name, atomically: false, encoding: .utf8)
@@ -254,11 +254,11 @@ import Testing
         #expect(try POSIX.makeDirectory(directory, 0o700) == false)
     }
 
-    @Test func checkConfigReportsOwnersOfTheStateDirectoryAndItsFiles() throws {
+    @Test func checkConfigReportsOwnersOfTheStateDirectoryAndItsFiles() async throws {
         guard geteuid() == 0 else { return }  // chown needs root
         let state = temporaryDirectory() + "/state"
         try StateDirectory.prepare(state)
-        try FileTokenStore(stateDirectory: state).save(tokens)
+        try await FileTokenStore(stateDirectory: state).save(tokens)
         #expect(chown(state + "/tokens.json", 4242, 4242) == 0)
         #expect(
             try StateDirectory.problems(state, agentUID: 0) == [

@@ -14,28 +14,28 @@ import Testing
         return UInt32(info.st_mode & 0o777)
     }
 
-    @Test func tokenStoreRoundTripsWithMode0600EvenUnderALaxUmask() throws {
+    @Test func tokenStoreRoundTripsWithMode0600EvenUnderALaxUmask() async throws {
         let directory = temporaryDirectory()
         let old = umask(0)
         defer { umask(old) }
         let store = FileTokenStore(stateDirectory: directory)
         #expect(try store.load() == nil)
-        try store.save(tokens)
+        try await store.save(tokens)
         #expect(mode(store.path) == 0o600)
         #expect(try store.load() == tokens)
         var rotated = tokens
         rotated.refreshToken = Secret("Atzr|rotated")
-        try store.save(rotated)
+        try await store.save(rotated)
         #expect(try store.load() == rotated)
         #expect(mode(store.path) == 0o600)
         // No temp file is left behind.
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory) == ["tokens.json"])
     }
 
-    @Test func aTornTempFileNeverReplacesTheTokens() throws {
+    @Test func aTornTempFileNeverReplacesTheTokens() async throws {
         let directory = temporaryDirectory()
         let store = FileTokenStore(stateDirectory: directory)
-        try store.save(tokens)
+        try await store.save(tokens)
         // A crash mid-write leaves at most a temp file: the real file is untouched.
         try "{\"version\":1,\"clientId\":\"cli".write(
             toFile: store.path + ".tmp-99999", atomically: false, encoding: .utf8)
@@ -53,12 +53,12 @@ import Testing
         #expect(try store.load() == nil)
     }
 
-    @Test func wipeRemovesTheTokens() throws {
+    @Test func wipeRemovesTheTokens() async throws {
         let store = FileTokenStore(stateDirectory: temporaryDirectory())
-        try store.save(tokens)
-        try store.wipe()
+        try await store.save(tokens)
+        try await store.wipe()
         #expect(try store.load() == nil)
-        try store.wipe()  // twice is fine
+        try await store.wipe()  // twice is fine
     }
 
     @Test func stateDirectoryIsCreated0700AndLaxModesAreProblems() throws {
@@ -103,7 +103,7 @@ import Testing
         let path = directory + "/outbox.json"
         var outbox = Outbox()
         _ = outbox.accept(slot: "a", at: 1)
-        try StateFile.save(outbox, to: path)
+        try StateFile.saveNow(outbox, to: path)
         var reports: [String] = []
         #expect(try StateFile.load(Outbox.self, from: path) { reports.append($0) } == outbox)
         try "garbage".write(toFile: path, atomically: false, encoding: .utf8)
@@ -132,7 +132,7 @@ import Testing
         outbox.park(slot: "a", reason: "not subscribed")
         #expect(outbox.pending.map(\.slot) == ["b"], "a parked slot has nothing left to send")
         // Written back with one entry per slot.
-        try StateFile.save(outbox, to: path)
+        try StateFile.saveNow(outbox, to: path)
         #expect(try StateFile.load(Outbox.self, from: path) { _ in } == outbox)
     }
 
@@ -186,10 +186,10 @@ import Testing
         #expect(try String(contentsOfFile: outside, encoding: .utf8) == "keep me")
     }
 
-    @Test func aHardLinkedStateFileIsUnlinkedWithoutZeroingItsOtherName() throws {
+    @Test func aHardLinkedStateFileIsUnlinkedWithoutZeroingItsOtherName() async throws {
         let directory = temporaryDirectory()
         let outside = temporaryDirectory() + "/precious"
-        try FileTokenStore(stateDirectory: POSIX.parentDirectory(of: outside)).save(
+        try await FileTokenStore(stateDirectory: POSIX.parentDirectory(of: outside)).save(
             TokenSet(
                 clientId: "client", refreshToken: Secret("Atzr|r"), accessToken: Secret("Atza|a"),
                 accessTokenExpiresAt: 1_800_000_000, accessTokenLifetime: 3600))

@@ -37,8 +37,10 @@ import Testing
             )
         }
         let directory = temporaryDirectory()
+        var record = StatusRecord()
+        record.slots["slot-1"] = .init(subscribed: false)
+        try StateFile.saveNow(record, to: StatusBook.path(stateDirectory: directory))
         let status = try StatusBook(stateDirectory: directory) { _ in }
-        try await status.update { $0.slots["slot-1"] = .init(subscribed: false) }
         let tokens = try TokenManager(
             store: MemoryTokenStore(
                 TokenSet(

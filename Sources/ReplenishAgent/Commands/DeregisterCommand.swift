@@ -53,7 +53,7 @@ struct DeregisterCommand: AsyncParsableCommand {
                 try await DeregistrationQueue<ContinuousClock>.attempt(
                     &pending, accessToken: stillGood ? old.accessToken : nil, lwa: lwa, drs: drs, logger: logger
                 ) { (newest) throws(AgentError) in
-                    try DeregistrationQueue<ContinuousClock>.write(newest, stateDirectory: directory)
+                    try DeregistrationQueue<ContinuousClock>.writeNow(newest, stateDirectory: directory)
                 }
                 try POSIX.shred(DeregistrationQueue<ContinuousClock>.path(stateDirectory: directory))
                 deregistered = "deregistered from DRS"

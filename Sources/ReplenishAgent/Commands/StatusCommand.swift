@@ -92,6 +92,15 @@ struct StatusCommand: AsyncParsableCommand {
         let record =
             (try? readState(StatusRecord.self, StatusBook.path(stateDirectory: config.stateDirectory), &problems))
             ?? StatusRecord()
+        // What the daemon shows while it runs (and its last word, until the next boot empties the runtime
+        // directory). A file that cannot be used is the daemon's to replace: it shows nothing here.
+        let shownPath = ShownStatus.path(runtimeDirectory: config.runtimeDirectory)
+        var shown = ShownStatus()
+        if case .read(let value)? = try? StateFile.read(
+            ShownStatus.self, from: shownPath, owner: StateDirectory.agentUID(config.runtimeDirectory))
+        {
+            shown = value
+        }
         var slots: [String: Report.Slot] = [:]
         let boot = BootIdentity.current(runtimeDirectory: config.runtimeDirectory, create: false)
         let synchronized = WallClock.isSynchronized()
@@ -114,18 +123,18 @@ struct StatusCommand: AsyncParsableCommand {
         // The token file decides whether the device is paired; the recorded state says more only when it agrees.
         let tokenState: TokenState.Kind
         if tokens != nil {
-            tokenState = record.tokenState.flatMap { $0.isPaired ? $0 : nil } ?? .fresh
+            tokenState = shown.tokenState.flatMap { $0.isPaired ? $0 : nil } ?? .fresh
         } else {
-            tokenState = record.tokenState == .needsPairing ? .needsPairing : .unpaired
+            tokenState = shown.tokenState == .needsPairing ? .needsPairing : .unpaired
         }
         // The agent writes when an open window closes; a time already past (or a paired device) is closed, and so is
         // the window of an agent that no longer runs (its port closed with it; the next start opens it again).
-        let windowClosesAt = record.pairingWindowClosesAt.flatMap {
+        let windowClosesAt = shown.pairingWindowClosesAt.flatMap {
             runningAgent != nil && tokens == nil && $0 > now ? $0 : nil
         }
         // A code is shown while the device is unpaired in code mode and the code has not expired; the agent removes
         // it once paired or expired, and a stopped agent's code is shown only until its expiry.
-        let linking = record.linking.flatMap { code in
+        let linking = shown.linking.flatMap { code in
             config.pairingMode == .code && tokens == nil && code.expiresAt > now ? code : nil
         }
         let windowState =
@@ -145,7 +154,7 @@ struct StatusCommand: AsyncParsableCommand {
         let pairingState =
             switch tokenState {
             case .needsPairing:
-                "needs pairing again (\(record.tokenStateReason ?? "LWA refused the refresh token")); \(windowState)"
+                "needs pairing again (\(shown.tokenStateReason ?? "LWA refused the refresh token")); \(windowState)"
             case .unpaired: "not paired; \(windowState)"
             case .fresh, .refreshing, .retryWait: "paired"
             }
@@ -160,7 +169,7 @@ struct StatusCommand: AsyncParsableCommand {
                     userCode: $0.userCode, verificationURI: $0.verificationURI, expiresAt: ISO8601.format($0.expiresAt))
             },
             tokenState: tokenState,
-            tokenStateReason: tokens != nil || tokenState == .needsPairing ? record.tokenStateReason : nil,
+            tokenStateReason: tokens != nil || tokenState == .needsPairing ? shown.tokenStateReason : nil,
             accessTokenExpiresAt: tokens.map { ISO8601.format($0.accessTokenExpiresAt) },
             accessTokenExpiresInSeconds: tokens.map { Int(($0.accessTokenExpiresAt - now).rounded()) },
             pendingOrders: outbox.pending.count, parkedOrders: outbox.parked.count,

@@ -1,6 +1,7 @@
 import Logging
 import NIOPosix
 import ServiceLifecycle
+import Synchronization
 
 /// The daemon's assembly: builds the services and the streams that join them, and runs them as one
 /// `ServiceGroup` until SIGTERM/SIGINT. Nothing here decides anything; the README's diagram is this file.
@@ -45,6 +46,7 @@ struct Agent {
         // Every DRS call of the pairing goes through this one session (token, one refresh on a rejection).
         let session = DRSSession(client: drs, tokens: tokens)
         let status = try StatusBook(stateDirectory: config.stateDirectory) { logger.error("\($0)") }
+        let shown = ShownStatusBook(runtimeDirectory: config.runtimeDirectory, logger: logger)
         // This boot, known under the unit's sandbox too (its /proc hides the kernel's boot id).
         let boot = BootIdentity.current(runtimeDirectory: config.runtimeDirectory, create: true)
         if boot == nil {
@@ -95,7 +97,7 @@ struct Agent {
                 throw error
             }
             // Before the status recorder follows the token events: the state it would have heard.
-            try? await status.recordTokenState(await tokens.state)
+            await shown.recordTokenState(await tokens.state)
         }
 
         // The pairing part of the configured mode (a config without what it needs stops here, before the board).
@@ -128,7 +130,7 @@ struct Agent {
                 lights: lights, tokens: tokens.events.subscribe(), orders: orders.updates.subscribe(),
                 window: window.changes.subscribe(), linking: linkingChanges()),
             StatusRecorder.Part(
-                status: status, tokens: tokens.events.subscribe(), window: window.changes.subscribe(),
+                status: shown, tokens: tokens.events.subscribe(), window: window.changes.subscribe(),
                 linking: linkingChanges()),
             LoopPart(service: tokens, description: "tokens"),
             TokenFollowingPart(service: orders, tokens: tokens.events.subscribe(), description: "orders"),
@@ -158,8 +160,11 @@ struct Agent {
                 "executor": "\(LoopExecutor.installed.description)",
             ])
         if let warning = LoopExecutor.installed.fallbackWarning { logger.warning("\(warning)") }
+        // From here on, a durable write on the event loop stops a debug build (`DiskLane.serving`).
+        DiskLane.serving.store(true, ordering: .relaxed)
         let result = await Result { try await Self.runGroup(services, logger: logger) }
-        await status.forgetLinkingCode()
+        // Nobody polls for a linking code any more: `status` must not offer it (the next start gets a new one).
+        await shown.recordLinkingCode(nil)
         await lights.stop()
         backend.shutdown()
         logger.info("replenish-agent stopped")

@@ -26,8 +26,10 @@ actor DeregistrationQueue<C: Clock> where C.Duration == Duration {
 
     static func path(stateDirectory: String) -> String { POSIX.join(stateDirectory, "deregistration.json") }
 
-    static func write(_ pending: Pending, stateDirectory: String) throws(AgentError) {
-        try StateFile.save(pending, to: path(stateDirectory: stateDirectory))
+    /// Writes the call now, on the calling thread: for the commands without the daemon and a wipe on the disk
+    /// lane (`ResetWipe`). The queue itself writes through `DiskLane`.
+    static func writeNow(_ pending: Pending, stateDirectory: String) throws(AgentError) {
+        try StateFile.saveNow(pending, to: path(stateDirectory: stateDirectory))
     }
 
     private let stateDirectory: String
@@ -56,8 +58,8 @@ actor DeregistrationQueue<C: Clock> where C.Duration == Duration {
     /// Writes the call durably; nothing is sent yet. The caller (a reset) does its local part and then calls
     /// `tryNow`; if it never does, the queue tries after `callerGrace` on its own. DRS hears nothing before the
     /// local part is done, however long a loaded device takes over it.
-    func enqueue(_ next: Pending) throws(AgentError) {
-        try Self.write(next, stateDirectory: stateDirectory)
+    func enqueue(_ next: Pending) async throws(AgentError) {
+        try await DiskLane.shared.save(next, to: Self.path(stateDirectory: stateDirectory))
         pending = next
         loaded = true
         lastError = nil
@@ -92,14 +94,13 @@ actor DeregistrationQueue<C: Clock> where C.Duration == Duration {
         defer { waker.ring() }
         let path = Self.path(stateDirectory: stateDirectory)
         do throws(AgentError) {
-            let directory = stateDirectory
             try await Self.attempt(&current, accessToken: accessToken, lwa: lwa, drs: drs, logger: logger) {
-                (newest) throws(AgentError) in try Self.write(newest, stateDirectory: directory)
+                (newest) async throws(AgentError) in try await DiskLane.shared.save(newest, to: path)
             }
             pending = nil
             lastError = nil
             timeline.succeeded()
-            do { try POSIX.shred(path) } catch {
+            do { try await DiskLane.shared.shred(path) } catch {
                 logger.error("could not remove deregistration.json", metadata: ["error": "\(error.message)"])
             }
             return nil
@@ -121,7 +122,7 @@ actor DeregistrationQueue<C: Clock> where C.Duration == Duration {
     /// pairing is gone already.
     static func attempt(
         _ pending: inout Pending, accessToken: Secret? = nil, lwa: LWAClient, drs: DRSClient, logger: Logger,
-        keep: @escaping @Sendable (Pending) throws(AgentError) -> Void
+        keep: @escaping @Sendable (Pending) async throws(AgentError) -> Void
     ) async throws(AgentError) {
         let tokens = OldPairingTokens(pending: pending, accessToken: accessToken, lwa: lwa, keep: keep)
         defer { pending = tokens.pending }
@@ -165,11 +166,11 @@ actor DeregistrationQueue<C: Clock> where C.Duration == Duration {
 final class OldPairingTokens: AccessTokens {
     private let state: Mutex<(pending: PendingDeregistration, accessToken: Secret?)>
     private let lwa: LWAClient
-    private let keep: @Sendable (PendingDeregistration) throws(AgentError) -> Void
+    private let keep: @Sendable (PendingDeregistration) async throws(AgentError) -> Void
 
     init(
         pending: PendingDeregistration, accessToken: Secret?, lwa: LWAClient,
-        keep: @escaping @Sendable (PendingDeregistration) throws(AgentError) -> Void
+        keep: @escaping @Sendable (PendingDeregistration) async throws(AgentError) -> Void
     ) {
         state = Mutex((pending, accessToken))
         self.lwa = lwa
@@ -195,7 +196,7 @@ final class OldPairingTokens: AccessTokens {
         if let rotated = grant.refreshToken, rotated != current.refreshToken {
             var next = current
             next.refreshToken = rotated
-            try keep(next)
+            try await keep(next)
             state.withLock { $0.pending = next }
         }
         return grant.accessToken

@@ -107,28 +107,29 @@ actor Duties<C: Clock> where C.Duration == Duration {
         let now = wallTime()
         try await drs.sendExpectingSuccess(.deviceStatus(mostRecentlyActive: now))
         logger.info("device status sent")
-        try await status.update { $0.lastDeviceStatusAt = now }
-        try await checkSubscriptions()
+        // Device status and the subscriptions are written together: one write a day.
+        let info: SubscriptionInfo?
+        do { info = try await askSubscriptions() } catch {
+            try await status.recordDuties(deviceStatusAt: now, subscriptions: nil, slots: slots, at: now)
+            throw error
+        }
+        try await status.recordDuties(deviceStatusAt: now, subscriptions: info, slots: slots, at: wallTime())
     }
 
     /// Asks DRS which slots are subscribed (and to what) and records it; presses for an unsubscribed slot are
     /// refused at the button until a check finds it subscribed.
     private func checkSubscriptions() async throws(AgentError) {
+        let info = try await askSubscriptions()
+        try await status.recordDuties(deviceStatusAt: nil, subscriptions: info, slots: slots, at: wallTime())
+    }
+
+    private func askSubscriptions() async throws(AgentError) -> SubscriptionInfo {
         let answer = try await drs.sendExpectingSuccess(.subscriptionInfo)
         let info = try SubscriptionInfo.decode(answer.body)
-        let (slots, now) = (slots, wallTime())
-        try await status.update { record in
-            record.lastSubscriptionCheckAt = now
-            for slot in slots {
-                let known = info.slots[slot]
-                record.slots[slot, default: .init()].subscribed = known?.subscribed ?? false
-                record.slots[slot, default: .init()].products =
-                    known.map { $0.products.isEmpty ? nil : $0.products } ?? nil
-            }
-        }
         logger.info(
             "subscriptions checked",
             metadata: ["drs.subscribed": "\(slots.filter { info.slots[$0]?.subscribed == true }.count)/\(slots.count)"])
+        return info
     }
 
     /// A press for a slot marked unsubscribed: the customer may have subscribed since the last check, so ask

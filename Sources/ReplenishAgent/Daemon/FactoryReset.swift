@@ -33,11 +33,15 @@ struct FactoryReset<C: Clock>: Sendable where C.Duration == Duration {
     func perform(reason: String, scope: Scope = .everything, tellDRSNow: Bool = true) async
         -> Result<String, AgentError>
     {
+        let (directory, pairingId) = (stateDirectory, await tokens.pairingId)
         do {
-            try POSIX.checkWritable(stateDirectory)
-            // Moved-aside copies of a damaged token file may hold a token: they go either way.
-            try Self.shredMovedAside(stateDirectory: stateDirectory)
-            try ResetWipe.begin(scope, pairingId: await tokens.pairingId, stateDirectory: stateDirectory)
+            // On the disk lane, as every write of the daemon (`DiskLane`).
+            try await DiskLane.shared.run { () throws(AgentError) in
+                try POSIX.checkWritable(directory)
+                // Moved-aside copies of a damaged token file may hold a token: they go either way.
+                try Self.shredMovedAside(stateDirectory: directory)
+                try ResetWipe.begin(scope, pairingId: pairingId, stateDirectory: directory)
+            }
         } catch {
             return .failure(
                 AgentError(error.code, "nothing was reset, DRS was not told: \(error.message)", cause: error))
@@ -55,9 +59,9 @@ struct FactoryReset<C: Clock>: Sendable where C.Duration == Duration {
             try await orders.wipe()
             switch scope {
             case .everything: try await status.wipe()
-            case .pairing: try await status.update { $0.forgetAccount() }
+            case .pairing: try await status.forgetAccount()
             }
-            try ResetWipe.end(stateDirectory: stateDirectory)
+            try await DiskLane.shared.run { () throws(AgentError) in try ResetWipe.end(stateDirectory: directory) }
         } catch {
             await afterWipe()
             logger.error(
@@ -140,7 +144,7 @@ enum ResetWipe {
 
     /// Writes the mark, durably: from here on the wipe is finished, at the latest at the next start.
     static func begin(_ scope: Scope, pairingId: String? = nil, stateDirectory: String) throws(AgentError) {
-        try StateFile.save(Mark(scope: scope, pairingId: pairingId), to: markPath(stateDirectory: stateDirectory))
+        try StateFile.saveNow(Mark(scope: scope, pairingId: pairingId), to: markPath(stateDirectory: stateDirectory))
     }
 
     /// Removes the mark, durably: the wipe is done.
@@ -193,7 +197,7 @@ enum ResetWipe {
             try FactoryReset<ContinuousClock>.shredMovedAside(stateDirectory: stateDirectory)
         }
         if let old {
-            try DeregistrationQueue<ContinuousClock>.write(
+            try DeregistrationQueue<ContinuousClock>.writeNow(
                 .init(refreshToken: old.refreshToken, clientId: old.clientId), stateDirectory: stateDirectory)
         }
         for name in ["tokens.json", "outbox.json"] { try POSIX.shred(POSIX.join(stateDirectory, name)) }
@@ -205,7 +209,7 @@ enum ResetWipe {
             if var record = try StateFile.load(StatusRecord.self, from: status, onCorrupt: report) {
                 let before = record
                 record.forgetAccount()
-                if record != before { try StateFile.save(record, to: status) }
+                if record != before { try StateFile.saveNow(record, to: status) }
             }
         }
         return old

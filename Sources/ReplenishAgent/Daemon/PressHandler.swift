@@ -57,7 +57,7 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
         switch decision {
         case .sensorRefilled(let slot):
             do {
-                try await status.update { $0.slots[slot, default: .init()].sensorOrderedWhileLow = nil }
+                try await status.recordRefill(slot: slot)
                 logger.info("level sensor: refill seen; the next low orders again", metadata: ["order.slot": "\(slot)"])
                 return .success("slot \(slot) refilled")
             } catch {
@@ -111,7 +111,7 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
             let (_, state) = await status.record.openOrder(slot: slot)
         else { return nil }
         let at = wallTime()
-        do { try await status.update { $0.recordPressWhileOpen(slot: slot, at: at) } } catch {
+        do { try await status.recordPressWhileOpen(slot: slot, at: at) } catch {
             logger.error(
                 "could not record the press", metadata: ["order.slot": "\(slot)", "error": "\(error.message)"])
         }
@@ -130,11 +130,7 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
         guard acceptance == .queued || fromSensor else { return }
         let at = wallTime()
         do {
-            try await status.update { record in
-                if fromSensor { record.slots[slot, default: .init()].sensorOrderedWhileLow = true }
-                record.slots[slot, default: .init()].consumedAt = ConsumptionRate.adding(
-                    at, to: record.slots[slot]?.consumedAt ?? [])
-            }
+            try await status.recordConsumption(slot: slot, fromSensor: fromSensor, at: at)
         } catch {
             logger.error(
                 "could not record the consumption\(fromSensor ? "; a restart while low may order again" : "")",

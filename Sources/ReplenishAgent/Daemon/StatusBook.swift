@@ -1,5 +1,7 @@
-/// What the device remembers for `status` beyond tokens and the outbox: per-slot last results and
-/// subscription, and when the duties last ran. Kept in `status.json`, replaced atomically.
+/// What the device remembers beyond tokens and the outbox, for its decisions after a restart and for
+/// `status`: per-slot last results, open orders, consumption and subscription, and when the duties last ran.
+/// Kept in `status.json` of the state directory, replaced atomically on the disk lane. What only the running
+/// daemon shows (the token state, the pairing window, the linking code) is `ShownStatus`.
 ///
 /// Format (see `StateFormat` for the rule): version 1, every field optional. The first builds wrote a
 /// `lastError` field that later ones dropped; it is ignored like any field this build does not know.
@@ -30,22 +32,19 @@ struct StatusRecord: Codable, Sendable, Equatable, StateFormat {
     var slots: [String: Slot] = [:]
     var lastDeviceStatusAt: Double?
     var lastSubscriptionCheckAt: Double?
-    /// The token lifecycle state (`TokenManager.State.name`) and its reason, as the daemon last saw them.
-    var tokenState: TokenState.Kind?
-    var tokenStateReason: String?
-    /// When the open pairing window closes (wall-clock seconds); nil while it is closed.
-    var pairingWindowClosesAt: Double?
-    /// Code-based linking: the code the customer can enter, while it can be (added to version 1 as an optional
-    /// field: older builds ignore it, files without it read as nil).
-    var linking: LinkingCode?
+    // Versions before issue 30 kept the token state, the pairing window and the linking code here too: they are
+    // `ShownStatus` now, in the runtime directory, and the fields of an older file are ignored.
     /// The newest answered replenish calls (`OrderRecord`), newest last, for `replenish-agent orders`.
     var orders: [OrderRecord]?
 }
 
-/// The daemon's single writer of `status.json`.
+/// The daemon's single writer of `status.json`: each fact is changed through a method named for what happened,
+/// called from the one file that owns that fact; `update` stays private.
 actor StatusBook {
     private let path: String
     private(set) var record: StatusRecord
+    /// One change at a time across its write (`DiskLane`).
+    private let turns = WriteTurns()
 
     init(stateDirectory: String, onCorrupt: (String) -> Void) throws(AgentError) {
         path = Self.path(stateDirectory: stateDirectory)
@@ -58,31 +57,100 @@ actor StatusBook {
 
     func sensorOrderedWhileLow(_ slot: String) -> Bool { record.slots[slot]?.sensorOrderedWhileLow == true }
 
-    /// Factory reset: everything the device knew about its slots and duties is forgotten.
-    func wipe() throws(AgentError) {
-        try POSIX.shred(path)
-        record = StatusRecord()
-    }
+    // MARK: Orders (OrderService)
 
-    /// After the daemon stopped: nobody polls for a linking code any more, so `status` must not offer it (the
-    /// next start gets a new one). Writes nothing when there is none (companion mode).
-    /// The token state `status` shows (never a token): its kind and why.
-    func recordTokenState(_ state: TokenState) throws(AgentError) {
-        try update { record in
-            record.tokenState = state.kind
-            record.tokenStateReason = state.reason
+    /// DRS answered a replenish call for `slot` (`StatusRecord.recordAnswer`).
+    func recordAnswer(slot: String, detailCode: String, eventInstanceId: String?, at time: Double)
+        async throws(AgentError)
+    {
+        try await update {
+            $0.recordAnswer(slot: slot, detailCode: detailCode, eventInstanceId: eventInstanceId, at: time)
         }
     }
 
-    func forgetLinkingCode() {
-        try? update { $0.linking = nil }
+    /// DRS refused the slot's order for a reason retrying cannot fix.
+    func recordParked(slot: String, reason: String, at time: Double) async throws(AgentError) {
+        try await update { record in
+            record.slots[slot, default: .init()].lastResult = reason
+            record.slots[slot, default: .init()].lastResultAt = time
+            if reason == "not subscribed" { record.slots[slot, default: .init()].subscribed = false }
+        }
     }
 
-    func update(_ change: @Sendable (inout StatusRecord) -> Void) throws(AgentError) {
+    // MARK: Order follow-up (OrderFollowUpService, TestOrderCancellation)
+
+    /// `getOrderInfo` said `state` of the slot's order `id`.
+    func recordFollowUp(slot: String, eventInstanceId id: String, state: String, open: Bool, at time: Double)
+        async throws(AgentError)
+    {
+        try await update { $0.recordFollowUp(slot: slot, eventInstanceId: id, status: state, open: open, at: time) }
+    }
+
+    /// DRS cancelled the test orders of `slots`.
+    func recordTestOrdersCancelled(slots: [String], at time: Double) async throws(AgentError) {
+        try await update { $0.recordTestOrdersCancelled(slots: slots, at: time) }
+    }
+
+    // MARK: Presses (PressHandler)
+
+    /// A level sensor's refill was seen: the next low orders again.
+    func recordRefill(slot: String) async throws(AgentError) {
+        try await update { $0.slots[slot, default: .init()].sensorOrderedWhileLow = nil }
+    }
+
+    /// A press for a slot whose order is still open: counted on that order, not sent.
+    func recordPressWhileOpen(slot: String, at time: Double) async throws(AgentError) {
+        try await update { $0.recordPressWhileOpen(slot: slot, at: time) }
+    }
+
+    /// An accepted press consumed the slot's contents (a level sensor's also latches it until a refill).
+    func recordConsumption(slot: String, fromSensor: Bool, at time: Double) async throws(AgentError) {
+        try await update { record in
+            if fromSensor { record.slots[slot, default: .init()].sensorOrderedWhileLow = true }
+            record.slots[slot, default: .init()].consumedAt = ConsumptionRate.adding(
+                time, to: record.slots[slot]?.consumedAt ?? [])
+        }
+    }
+
+    // MARK: Duties (Duties)
+
+    /// Device status was sent, and DRS said which slots are subscribed (`info`), at `time`: one write.
+    func recordDuties(deviceStatusAt: Double?, subscriptions info: SubscriptionInfo?, slots: [String], at time: Double)
+        async throws(AgentError)
+    {
+        try await update { record in
+            if let deviceStatusAt { record.lastDeviceStatusAt = deviceStatusAt }
+            guard let info else { return }
+            record.lastSubscriptionCheckAt = time
+            for slot in slots {
+                let known = info.slots[slot]
+                record.slots[slot, default: .init()].subscribed = known?.subscribed ?? false
+                record.slots[slot, default: .init()].products =
+                    known.map { $0.products.isEmpty ? nil : $0.products } ?? nil
+            }
+        }
+    }
+
+    // MARK: Reset (FactoryReset)
+
+    /// Factory reset: everything the device knew about its slots and duties is forgotten.
+    func wipe() async throws(AgentError) {
+        await turns.take()
+        defer { turns.release() }
+        try await DiskLane.shared.shred(path)
+        record = StatusRecord()
+    }
+
+    /// The device left the customer's account (`StatusRecord.forgetAccount`).
+    func forgetAccount() async throws(AgentError) { try await update { $0.forgetAccount() } }
+
+    private func update(_ change: (inout StatusRecord) -> Void) async throws(AgentError) {
+        await turns.take()
+        defer { turns.release() }
         var next = record
         change(&next)
         guard next != record else { return }
-        try StateFile.save(next, to: path)
+        try await DiskLane.shared.save(next, to: path)
         record = next
     }
 }

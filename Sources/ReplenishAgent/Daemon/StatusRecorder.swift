@@ -1,33 +1,29 @@
-/// Writes what `status` reads of the running daemon into the status file: the token state (never a token),
-/// when the pairing window closes, and the code of code-based linking. It follows the streams in its own task,
-/// so no token, window or linking change waits for this file's fsync.
+/// Records what `status` reads of the running daemon (`ShownStatus`, in the runtime directory): the token state
+/// (never a token), when the pairing window closes, and the code of code-based linking. It follows the streams
+/// in its own task, so no token, window or linking change waits for the file.
 enum StatusRecorder {
     static func follow<C: Clock>(
-        status: StatusBook, tokens: AsyncStream<TokenEvent>, window: AsyncStream<PairingWindowService<C>.State>,
+        status: ShownStatusBook, tokens: AsyncStream<TokenEvent>, window: AsyncStream<PairingWindowService<C>.State>,
         linking: AsyncStream<LinkingCode?>
     ) async where C.Duration == Duration {
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
-                for await case .changed(let state) in tokens { try? await status.recordTokenState(state) }
+                for await case .changed(let state) in tokens { await status.recordTokenState(state) }
             }
             group.addTask {
-                for await state in window {
-                    try? await status.update { $0.pairingWindowClosesAt = state.closesAt }
-                }
+                for await state in window { await status.recordPairingWindow(closesAt: state.closesAt) }
             }
             group.addTask {
-                for await code in linking {
-                    try? await status.update { $0.linking = code }
-                }
+                for await code in linking { await status.recordLinkingCode(code) }
             }
         }
     }
 }
 
 extension StatusRecorder {
-    /// The status file's recorder as the daemon runs it.
+    /// The shown status's recorder as the daemon runs it.
     struct Part<C: Clock>: DaemonPart where C.Duration == Duration {
-        let status: StatusBook
+        let status: ShownStatusBook
         let tokens: AsyncStream<TokenEvent>
         let window: AsyncStream<PairingWindowService<C>.State>
         let linking: AsyncStream<LinkingCode?>

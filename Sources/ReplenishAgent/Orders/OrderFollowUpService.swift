@@ -94,9 +94,7 @@ actor OrderFollowUpService<C: Clock> where C.Duration == Duration {
             }
             let open = answer.status == 200 && !OrderFollowUp.isFinal(state)
             let now = wallTime()
-            try await status.update { record in
-                record.recordFollowUp(slot: slot, eventInstanceId: id, status: state, open: open, at: now)
-            }
+            try await status.recordFollowUp(slot: slot, eventInstanceId: id, state: state, open: open, at: now)
             timeline.answered(slot: slot, open: open, at: clock.now)
             logger.info(
                 "order followed up",

@@ -19,7 +19,7 @@ struct OrderRecord: Codable, Sendable, Equatable {
 }
 
 /// How the status record changes as orders are answered, followed up, pressed again and cancelled. Pure: the
-/// services call these inside `StatusBook.update`, tests call them on a value.
+/// intent methods of `StatusBook` call them, tests call them on a value.
 extension StatusRecord {
     static let orderHistoryLimit = 20
 
@@ -100,7 +100,5 @@ extension StatusRecord {
                 return order
             }
         }
-        linking = nil
-        pairingWindowClosesAt = nil
     }
 }

@@ -21,6 +21,11 @@ actor OrderService<C: Clock> where C.Duration == Duration {
     private let configuredSlots: Set<String>
     /// Failed writes of the outbox in a row (the write backoff's attempt).
     private var saveFailures = 0
+    /// One outbox change at a time across its write (`DiskLane`, off the event loop).
+    private let turns = WriteTurns()
+    /// Entries whose "sent, answer unknown" mark was written with the press (`accept`), before their call left,
+    /// as they were before it: what the mark goes back to when the call does not leave after all.
+    private var markedAtAccept: [String: Outbox.Entry] = [:]
     /// The first step was taken (it parks what must not be sent).
     private var started = false
     /// Every order event with the outbox as it then is; published, never awaited.
@@ -88,15 +93,32 @@ actor OrderService<C: Clock> where C.Duration == Duration {
         if await status.subscribed(slot) == false {
             throw AgentError(.accessDenied, "slot \(slot) is not subscribed")
         }
+        await turns.take()
+        defer { turns.release() }
         var next = outbox
         // A press of this boot does not wait behind an earlier boot's call whose age cannot be told yet.
         let replacesWaiting =
             outbox.entry(for: slot).map {
                 Outbox.waitsForClock($0, boot: boot, clockSynchronized: clockSynchronized())
             } ?? false
+        let now = wallTime()
         let acceptance = next.accept(
-            slot: slot, at: wallTime(), pairingId: await tokens.pairingId, replacesWaiting: replacesWaiting)
-        try StateFile.save(next, to: path)
+            slot: slot, at: now, pairingId: await tokens.pairingId, replacesWaiting: replacesWaiting)
+        // The call that follows at once (a token at hand, the slot not backing off) is marked "sent, answer
+        // unknown" in this same write, so the press costs one write before its request leaves, not two; a call
+        // that then does not leave takes the mark back (`deliver`).
+        if await tokens.hasUsableAccessToken, markedAtAccept[slot] == nil, let entry = next.entry(for: slot),
+            !entry.isParked, !Outbox.waitsForClock(entry, boot: boot, clockSynchronized: clockSynchronized()),
+            timeline.sendsAtOnce(slot: slot, queued: acceptance == .queued, at: clock.now)
+        {
+            next.markSending(slot: slot, at: now, boot: boot)
+            markedAtAccept[slot] = entry
+        }
+        // Durable before the answer, and before the run loop can see it (and send it).
+        do { try await DiskLane.outbox.save(next, to: path) } catch {
+            markedAtAccept[slot] = nil
+            throw error
+        }
         outbox = next
         saveFailures = 0
         timeline.accepted(slot: slot, queued: acceptance == .queued)
@@ -112,9 +134,12 @@ actor OrderService<C: Clock> where C.Duration == Duration {
     }
 
     /// Factory reset: every queued press is forgotten, the file overwritten and removed.
-    func wipe() throws(AgentError) {
-        try POSIX.shred(path)
+    func wipe() async throws(AgentError) {
+        await turns.take()
+        defer { turns.release() }
+        try await DiskLane.outbox.shred(path)
         outbox = Outbox()
+        markedAtAccept.removeAll()
         timeline.wiped()
         saveFailures = 0
         waker.ring()
@@ -159,7 +184,7 @@ actor OrderService<C: Clock> where C.Duration == Duration {
             }
             switch timeline.next(pending: pending, paired: await tokens.isPaired, at: clock.now) {
             case .retryWrite:
-                saveOrRetryLater(outbox)
+                await commit(rewrite: true) { _ in }
             case .send(let slot):
                 if await !parkStale() { await deliver(slot: slot) }
             case .sayWaitingForClock(let slots):
@@ -178,14 +203,16 @@ actor OrderService<C: Clock> where C.Duration == Duration {
     /// Returns true when it parked any.
     @discardableResult
     private func parkStale() async -> Bool {
-        var next = outbox
         // The pairing's tag is known only while paired; unpaired, entries wait for the next pairing to judge.
         let pairingId: String?? = await tokens.isPaired ? .some(await tokens.pairingId) : .none
-        let parked = next.parkStale(
-            now: wallTime(), configuredSlots: configuredSlots, pairingId: pairingId, boot: boot,
-            clockSynchronized: clockSynchronized(), sinceBoot: sinceBoot())
+        let (now, synchronized, sinceBoot) = (wallTime(), clockSynchronized(), sinceBoot())
+        var parked: [(slot: String, reason: String)] = []
+        await commit { next in
+            parked = next.parkStale(
+                now: now, configuredSlots: configuredSlots, pairingId: pairingId, boot: boot,
+                clockSynchronized: synchronized, sinceBoot: sinceBoot)
+        }
         guard !parked.isEmpty else { return false }
-        saveOrRetryLater(next)
         for (slot, reason) in parked {
             logger.error("order parked", metadata: ["order.slot": "\(slot)", "order.reason": "\(reason)"])
             publish(.parked(slot: slot, reason: reason))
@@ -200,12 +227,16 @@ actor OrderService<C: Clock> where C.Duration == Duration {
             do {
                 token = try await drs.token()
             } catch {
+                // The mark written with the press goes back: this call does not leave now.
+                if let before = markedAtAccept.removeValue(forKey: slot) {
+                    await commit { $0.unmarkSending(slot: slot, previous: before) }
+                }
                 // No token to be had now: keep the press. Not paired: wait until the tokens change (they poke
                 // this service). LWA failing: wait for the token manager's own backoff deadline, which it
                 // hands out in `retryAfter`, so the order path never asks LWA more often than the schedule does.
                 timeline.noToken(slot, notPaired: error.code == .notPaired, at: clock.now)
                 if error.code != .notPaired {
-                    schedule(
+                    await schedule(
                         slot, after: error.retryAfter ?? Backoff.tokenRefresh.minimum(attempt: 1),
                         reason: error.message, countAttempt: false)
                 }
@@ -214,10 +245,9 @@ actor OrderService<C: Clock> where C.Duration == Duration {
             }
             // "Sent, answer unknown" is durable before the call leaves: after a power cut the agent knows it
             // may have ordered (and stops resending after a day, when DRS no longer de-duplicates).
-            guard let unmarked = outbox.entry(for: slot) else { return }
-            var marked = outbox
-            marked.markSending(slot: slot, at: wallTime(), boot: boot)
-            guard saveOrRetryLater(marked) else { return }
+            guard let unmarked = markedAtAccept.removeValue(forKey: slot) ?? outbox.entry(for: slot) else { return }
+            let sendingAt = wallTime()
+            guard await commit({ $0.markSending(slot: slot, at: sendingAt, boot: boot) }) else { return }
             let attemptNumber = (outbox.entry(for: slot)?.attempts ?? 0) + 1
             // One line per request that leaves the device, written before it is sent (the transport resends
             // nothing on its own, so the server sees exactly the attempts logged here).
@@ -231,16 +261,13 @@ actor OrderService<C: Clock> where C.Duration == Duration {
             switch result {
             case .success:
                 // Any answer says what happened to this call; only a call with no answer stays unknown.
-                var answered = outbox
-                answered.markAnswered(slot: slot)
-                outbox = answered
+                // Written with what the answer decides, below.
+                await change { $0.markAnswered(slot: slot) }
             case .failure(let error) where error.requestNeverSent:
                 // No byte left the device (no route, refused, TLS or certificate failure): DRS cannot have
                 // placed anything, so this try does not make the press "sent, answer unknown" (a day offline
                 // would otherwise park it). Written with the attempt count below.
-                var unsent = outbox
-                unsent.unmarkSending(slot: slot, previous: unmarked)
-                outbox = unsent
+                await change { $0.unmarkSending(slot: slot, previous: unmarked) }
             case .failure:
                 break
             }
@@ -248,30 +275,27 @@ actor OrderService<C: Clock> where C.Duration == Duration {
                 result, attempt: attempt, tokenAlreadyRefreshed: refreshed, using: &random)
             switch decision {
             case .done(let detailCode, let eventInstanceId):
-                var next = outbox
-                next.complete(slot: slot)
-                saveOrRetryLater(next)
+                await commit { $0.complete(slot: slot) }
                 timeline.done(slot)
                 logger.info(
                     "order acknowledged", metadata: ["order.slot": "\(slot)", "order.detailCode": "\(detailCode)"])
                 let at = wallTime()
-                try? await status.update { record in
-                    record.recordAnswer(slot: slot, detailCode: detailCode, eventInstanceId: eventInstanceId, at: at)
-                }
+                try? await status.recordAnswer(
+                    slot: slot, detailCode: detailCode, eventInstanceId: eventInstanceId, at: at)
                 publish(.acknowledged(slot: slot, detailCode: detailCode))
                 return
             case .refreshTokenAndRetry:
                 refreshed = true
                 logger.info("DRS rejected the access token; refreshing once", metadata: ["order.slot": "\(slot)"])
                 do { _ = try await drs.tokenReplacing(token) } catch {
-                    schedule(
+                    await schedule(
                         slot, after: error.retryAfter ?? Backoff.orders.delay(attempt: attempt, using: &random),
                         reason: error.message, countAttempt: true)
                     publish(.retrying(slot: slot, network: error.code == .network))
                     return
                 }
             case .retry(let delay, let reason):
-                schedule(slot, after: delay, reason: reason, countAttempt: true)
+                await schedule(slot, after: delay, reason: reason, countAttempt: true)
                 if case .failure(let error) = result {
                     publish(.retrying(slot: slot, network: error.code == .network))
                 } else {
@@ -279,28 +303,18 @@ actor OrderService<C: Clock> where C.Duration == Duration {
                 }
                 return
             case .park(let reason):
-                var next = outbox
-                next.park(slot: slot, reason: reason)
-                saveOrRetryLater(next)
+                await commit { $0.park(slot: slot, reason: reason) }
                 logger.error("order parked", metadata: ["order.slot": "\(slot)", "order.reason": "\(reason)"])
                 let at = wallTime()
-                try? await status.update { record in
-                    record.slots[slot, default: .init()].lastResult = reason
-                    record.slots[slot, default: .init()].lastResultAt = at
-                    if reason == "not subscribed" { record.slots[slot, default: .init()].subscribed = false }
-                }
+                try? await status.recordParked(slot: slot, reason: reason, at: at)
                 publish(.parked(slot: slot, reason: reason))
                 return
             }
         }
     }
 
-    private func schedule(_ slot: String, after delay: Duration, reason: String, countAttempt: Bool) {
-        if countAttempt {
-            var next = outbox
-            next.recordAttempt(slot: slot)
-            saveOrRetryLater(next)
-        }
+    private func schedule(_ slot: String, after delay: Duration, reason: String, countAttempt: Bool) async {
+        if countAttempt { await commit { $0.recordAttempt(slot: slot) } }
         timeline.retry(slot, after: delay, at: clock.now)
         logger.warning(
             "order not sent yet; will retry",
@@ -311,15 +325,29 @@ actor OrderService<C: Clock> where C.Duration == Duration {
             ])
     }
 
-    /// Writes `next` and makes it the outbox. A failed write (disk full) keeps `next` in memory, so the
-    /// service acts on what really happened, and retries the write on a timer (nothing is sent meanwhile).
-    /// The file still holds the older state: an entry completed in memory is still there with its "sent,
-    /// answer unknown" mark, so a restart resends it at most within a day, when DRS de-duplicates it.
+    /// Applies `change` to the outbox and writes the result on the disk lane (one change at a time,
+    /// `WriteTurns`), unless it changed nothing and the file is up to date (`rewrite`: write anyway, the retry of
+    /// a failed write). A failed write (disk full) keeps the change in memory, so the service acts on what really
+    /// happened, and retries the write on a timer (nothing is sent meanwhile). The file still holds the older
+    /// state: an entry completed in memory is still there with its "sent, answer unknown" mark, so a restart
+    /// resends it at most within a day, when DRS de-duplicates it. Returns whether the outbox is written.
+    /// Applies `change` to the outbox in memory, in turn with the writes; the next `commit` writes it.
+    private func change(_ change: (inout Outbox) -> Void) async {
+        await turns.take()
+        defer { turns.release() }
+        change(&outbox)
+    }
+
     @discardableResult
-    private func saveOrRetryLater(_ next: Outbox) -> Bool {
+    private func commit(rewrite: Bool = false, _ change: (inout Outbox) -> Void) async -> Bool {
+        await turns.take()
+        defer { turns.release() }
+        var next = outbox
+        change(&next)
+        if next == outbox, !rewrite, timeline.writeRetryAt == nil { return true }
         outbox = next
         do {
-            try StateFile.save(next, to: path)
+            try await DiskLane.outbox.save(next, to: path)
             if timeline.writeRetryAt != nil { logger.notice("the outbox is written now") }
             timeline.written(failedRetryingIn: nil, at: clock.now)
             saveFailures = 0

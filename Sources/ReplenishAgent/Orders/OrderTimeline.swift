@@ -69,6 +69,12 @@ struct OrderTimeline<Instant: InstantProtocol>: Sendable where Instant.Duration 
         if queued { notBefore[slot] = nil }
     }
 
+    /// Whether a press just accepted for `slot` is sent at the next step: no write to retry first, and the slot
+    /// not backing off (a newly queued entry is due at once, `accepted`).
+    func sendsAtOnce(slot: String, queued: Bool, at now: Instant) -> Bool {
+        writeRetryAt == nil && (queued || notBefore[slot].map { $0 <= now } ?? true)
+    }
+
     /// The slot is tried again after `delay` (never sooner than the README's floor).
     mutating func retry(_ slot: String, after delay: Duration, at now: Instant) {
         notBefore[slot] = now.advanced(by: max(delay, Backoff.floor))

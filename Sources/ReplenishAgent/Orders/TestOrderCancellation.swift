@@ -30,7 +30,7 @@ struct TestOrderCancellation<C: Clock>: Sendable where C.Duration == Duration {
             let statuses = try TestOrders.slotStatuses(answer.body)
             let at = wallTime()
             let cancelled = slot.map { [$0] } ?? slots
-            try await status.update { $0.recordTestOrdersCancelled(slots: cancelled, at: at) }
+            try await status.recordTestOrdersCancelled(slots: cancelled, at: at)
             let described = statuses.map { "\($0.slotId): \($0.orderStatus)" }.joined(separator: ", ")
             return .success("test orders cancelled (\(described.isEmpty ? "DRS named no slot" : described))")
         } catch {

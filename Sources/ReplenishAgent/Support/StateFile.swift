@@ -6,7 +6,7 @@ import FoundationEssentials
 /// (a FIFO never hangs the agent), and read only when `fstat` of that descriptor shows a regular file owned by
 /// the agent's uid and within the size limit; its `version` follows `StateFormat`'s rule. A file that fails any
 /// of these is moved aside (`NAME.corrupt-<time>`) with the reason, never deleted and never a reason not to
-/// start. Writes replace the file atomically (`POSIX.writeFileAtomically`).
+/// start. Writes replace the file atomically (`POSIX.writeFileAtomically`), on the disk lane (`DiskLane`).
 enum StateFile {
     /// No state file the agent writes comes near this (an outbox holds a few slots).
     static let readLimit = 4 << 20
@@ -81,15 +81,21 @@ enum StateFile {
         return .success(value)
     }
 
-    /// Writes `value` in this build's format version, atomically.
-    static func save<T: StateFormat>(_ value: T, to path: String) throws(AgentError) {
+    /// The bytes of `value` in this build's format version, for `path` (named in the error). The file is written
+    /// by `DiskLane.save`, off the event loop.
+    static func encode<T: StateFormat>(_ value: T, for path: String) throws(AgentError) -> [UInt8] {
         var current = value
         current.version = T.formatVersion
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
-        let bytes: [UInt8]
-        do { bytes = Array(try encoder.encode(current)) } catch { throw AgentError(.storage, "cannot encode \(path)") }
-        try POSIX.writeFileAtomically(path, bytes)
+        do { return Array(try encoder.encode(current)) } catch { throw AgentError(.storage, "cannot encode \(path)") }
+    }
+
+    /// Writes `value` to `path` now, on the calling thread: for the commands that run without the daemon
+    /// (`reset`, `deregister` with no daemon running) and for work already on the disk lane. The daemon writes
+    /// through `DiskLane.save`.
+    static func saveNow<T: StateFormat>(_ value: T, to path: String) throws(AgentError) {
+        try POSIX.writeFileAtomically(path, try encode(value, for: path))
     }
 
     /// The bytes of a state file, or why it cannot be used: a symbolic link, not a regular file, owned by another

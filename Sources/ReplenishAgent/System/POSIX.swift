@@ -114,6 +114,7 @@ enum POSIX {
     /// `durable: false` leaves out both fsyncs: for a file on a tmpfs (the runtime directory), which no power
     /// cut can leave half written because none survives one.
     static func writeFileAtomically(_ path: String, _ bytes: [UInt8], durable: Bool = true) throws(AgentError) {
+        assert(!durable || !DiskLane.writeForbiddenHere, "a state file written on the event loop: use DiskLane")
         let directory = parentDirectory(of: path)
         let temp = "\(path).tmp-\(getpid())"
         let fd = retryingEINTR { open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600) }

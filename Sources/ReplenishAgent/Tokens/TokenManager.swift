@@ -70,6 +70,9 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
 
     var isPaired: Bool { tokens != nil }
 
+    /// Whether `accessToken()` would answer now without a refresh.
+    var hasUsableAccessToken: Bool { tokens.map { !isTooClose($0) } ?? false }
+
     /// The current tokens (for a factory reset's deregistration; never printed).
     var currentTokens: TokenSet? { tokens }
 
@@ -92,7 +95,7 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
             clientId: clientId, refreshToken: refreshToken, accessToken: grant.accessToken,
             accessTokenExpiresAt: now + grant.expiresIn, accessTokenLifetime: grant.expiresIn,
             pairingId: tag.joined(separator: "-"), identity: identity)
-        try store.save(fresh)
+        try await store.save(fresh, isolation: self)
         logger.info("paired", metadata: ["token.expiresIn": "\(Int(grant.expiresIn))"])
         pairingChanged(to: fresh, lostReason: nil)
     }
@@ -120,7 +123,7 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
             _ = try? await Self.value(of: task)
         }
         let had = tokens
-        try store.wipe()
+        try await store.wipe(isolation: self)
         logger.notice("pairing forgotten", metadata: ["token.reason": "\(reason)"])
         pairingChanged(to: nil, lostReason: reason)
         return had
@@ -212,7 +215,7 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
             // The new refresh token is written before anything uses the new access token. If the write fails,
             // LWA may already have invalidated the old token: the new set is kept in memory (the only copy of
             // the pairing now), the old one is never sent again, and the write is retried on a timer.
-            save(next)
+            await save(next)
             tokens = next
             failures = 0
             timeline.refreshed(nil, at: clock.now)
@@ -232,7 +235,7 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
             // Only the pairing LWA refused is wiped, not one the customer made while the request was out.
             guard tokens?.refreshToken == current.refreshToken else { throw error }
             logger.error("LWA no longer accepts the refresh token: the customer removed the device; pairing again")
-            do { try store.wipe() } catch {
+            do { try await store.wipe(isolation: self) } catch {
                 logger.error("could not remove the token file", metadata: ["error": "\(error)"])
             }
             pairingChanged(to: nil, lostReason: "LWA refused the refresh token (invalid_grant)")
@@ -271,9 +274,9 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     }
 
     /// Writes `next`; on failure keeps it as unsaved and plans another write (5 s doubling to 5 minutes).
-    private func save(_ next: TokenSet) {
+    private func save(_ next: TokenSet) async {
         do {
-            try store.save(next)
+            try await store.save(next, isolation: self)
             if unsaved { logger.notice("the refreshed tokens are written now") }
             timeline.written(failedRetryingIn: nil, at: clock.now)
             saveFailures = 0
@@ -329,7 +332,7 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
                 timeline.startupWait(
                     until: clock.now.advanced(by: DutySchedule.startupDelay(window: window, using: &random)))
             case .retryWrite:
-                if let tokens { save(tokens) }
+                if let tokens { await save(tokens) }
                 worked = true
             case .refresh(let reason):
                 // A failure set the retry gate (or wiped the pairing): the next action waits for it.

@@ -4,9 +4,11 @@ import FoundationEssentials
 /// customer must pair again, so writes replace the file atomically and never delete before writing.
 protocol TokenStore: Sendable {
     func load() throws(AgentError) -> TokenSet?
-    func save(_ tokens: TokenSet) throws(AgentError)
+    /// Writes the tokens durably, off the event loop; writes asked for by one actor (`isolation`) land in the
+    /// order it asked.
+    func save(_ tokens: TokenSet, isolation: isolated (any Actor)?) async throws(AgentError)
     /// Forgets the tokens (the customer removed the device, or it was deregistered).
-    func wipe() throws(AgentError)
+    func wipe(isolation: isolated (any Actor)?) async throws(AgentError)
 }
 
 /// `tokens.json` under the state directory, mode 0600, replaced atomically.
@@ -47,8 +49,14 @@ struct FileTokenStore: TokenStore {
         }
     }
 
-    func save(_ tokens: TokenSet) throws(AgentError) { try StateFile.save(tokens, to: path) }
+    /// On the disk lane (`DiskLane`).
+    func save(_ tokens: TokenSet, isolation: isolated (any Actor)? = #isolation) async throws(AgentError) {
+        try await DiskLane.shared.save(tokens, to: path)
+    }
 
-    /// Overwritten with zeros, synced, then unlinked: the refresh token does not stay in freed blocks.
-    func wipe() throws(AgentError) { try POSIX.shred(path) }
+    /// Overwritten with zeros, synced, then unlinked, on the disk lane: the refresh token does not stay in freed
+    /// blocks.
+    func wipe(isolation: isolated (any Actor)? = #isolation) async throws(AgentError) {
+        try await DiskLane.shared.shred(path)
+    }
 }

@@ -65,13 +65,15 @@ final class MemoryTokenStore: TokenStore, Sendable {
     }
 
     func load() throws(AgentError) -> TokenSet? { tokens }
-    func save(_ tokens: TokenSet) throws(AgentError) {
+    func save(_ tokens: TokenSet, isolation: isolated (any Actor)? = #isolation) async throws(AgentError) {
         try state.withLock { (state) throws(AgentError) in
             if state.failSaves { throw AgentError(.storage, "no space left on device") }
             state = (tokens, state.saves + 1, false)
         }
     }
-    func wipe() throws(AgentError) { state.withLock { $0.tokens = nil } }
+    func wipe(isolation: isolated (any Actor)? = #isolation) async throws(AgentError) {
+        state.withLock { $0.tokens = nil }
+    }
 }
 
 func json(_ status: Int, _ text: String, headers: [(String, String)] = []) -> HTTPResponse {
