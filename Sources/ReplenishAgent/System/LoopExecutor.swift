@@ -3,10 +3,12 @@ import NIOCore
 import NIOPosix
 import Synchronization
 
-#if compiler(>=6.3)
+// The hooks are written for the runtimes of Swift 6.2 and 6.3, and only they build them: every gate in this file is
+// `compiler(>=6.2) && compiler(<6.4)`, or `compiler(>=6.3) && compiler(<6.4)` for 6.3's executor SPI. Any other
+// compiler builds an agent that stays on libdispatch and says so at start (`install()`), as SwiftNIO bounds its own
+// takeover (swift-nio 2.101 PosixSingletons+ConcurrencyTakeOver.swift: `#if compiler(<6.6)`, else `return false`).
+#if compiler(>=6.3) && compiler(<6.4)
     @_spi(ExperimentalCustomExecutors) @_spi(ExperimentalScheduling) import _Concurrency
-#elseif !compiler(>=6.2)
-    #error("LoopExecutor is written for the runtimes of Swift 6.2 and 6.3: check its hooks before using another")
 #endif
 
 /// Swift Concurrency on the agent's one SwiftNIO event-loop thread, instead of libdispatch's thread pool.
@@ -24,8 +26,9 @@ import Synchronization
 /// calls run on their lanes' threads, `CurlHTTPClient`), so they are never held up.
 enum LoopExecutor {
     /// Installs the hooks; must run on the main thread before any task has run on the global executor (the
-    /// program's entry point, `AgentCommand.main`) and only once. Returns false when they could not be installed
-    /// (another hook was there first, or the runtime has none): then libdispatch stays the executor.
+    /// program's entry point, `AgentCommand.main`) and only once. Returns `.libdispatch` when they were not
+    /// installed (another hook was there first, the runtime has none, or it is not one they were checked
+    /// against): then libdispatch stays the executor, and the daemon logs `fallbackWarning` at start.
     ///
     /// What each compiler's runtime needs (both measured idle, README "Benchmarks"):
     /// - Swift 6.2 (the arm64 build, Debian's `swiftlang` 6.2.3): the hooks carry every job, but a `Task.sleep`
@@ -33,7 +36,8 @@ enum LoopExecutor {
     ///   `Clock.loopSleep`, a timer of the loop.
     /// - Swift 6.3 (the host build): a sleep first asks the current scheduling executor, which in an actor's job is
     ///   the default executor, so the loop is made the default executor too (`_createExecutors`, 6.3's SPI).
-    /// Any other compiler does not build (the `#error` above), so no device silently runs on libdispatch.
+    /// Any other compiler (older than 6.2, or 6.4 and newer, whose runtime nobody has checked these hooks against)
+    /// installs nothing: `.libdispatch`, so such a build runs, and says in its log that it runs on libdispatch.
     @discardableResult
     static func install() -> Installed {
         let installed = installHooks()
@@ -77,47 +81,59 @@ enum LoopExecutor {
 
     private static func installHooks() -> Installed {
         NIOSingletons.groupLoopCountSuggestion = 1
-        // SAFETY: the addresses of the runtime's three hook variables (each one function pointer, nil until set),
-        // written once here, on the main thread, before any job exists; read by the runtime's C code only.
-        let (now, delayed, deadline) = (
-            cprocess_enqueue_global_hook(), cprocess_enqueue_global_with_delay_hook(),
-            cprocess_enqueue_global_with_deadline_hook()
-        )
-        guard let now, let delayed, let deadline else {
-            return .libdispatch("the runtime has no global-executor hooks")
-        }
-        guard now.pointee == nil, delayed.pointee == nil, deadline.pointee == nil else {
-            return .libdispatch("another global-executor hook was installed first")
-        }
-        let runNow: NowHook = { job, _ in enqueueOnLoop(job) }
-        let runAfter: DelayHook = { nanoseconds, job, _ in scheduleOnLoop(job, afterNanoseconds: nanoseconds) }
-        let runAt: DeadlineHook = {
-            seconds, nanoseconds, toleranceSeconds, toleranceNanoseconds, clock, job, original in
-            if !scheduleOnLoop(job, seconds: seconds, nanoseconds: nanoseconds, clock: clock) {
-                original(seconds, nanoseconds, toleranceSeconds, toleranceNanoseconds, clock, job)
-            }
-        }
-        // SAFETY: each variable holds one SWIFT_CC(swift) function pointer, which a @convention(thin) function
-        // that captures nothing is; stored as the runtime reads it (as SwiftNIO stores its hook).
-        UnsafeMutableRawPointer(now).assumingMemoryBound(to: NowHook?.self).pointee = runNow
-        // SAFETY: as above.
-        UnsafeMutableRawPointer(delayed).assumingMemoryBound(to: DelayHook?.self).pointee = runAfter
-        // SAFETY: as above.
-        UnsafeMutableRawPointer(deadline).assumingMemoryBound(to: DeadlineHook?.self).pointee = runAt
-        LoopTaskExecutor.isInstalled.store(true, ordering: .releasing)
-        #if compiler(>=6.3)
-            // Since Swift 6.3 a sleep asks the current scheduling executor, and in an actor's job (a default actor
-            // does not schedule) that is the default executor, libdispatch's, whatever the hooks: it becomes the
-            // loop.
-            _createExecutors(factory: LoopExecutorFactory.self)
-            return .loop("runtime hooks and default executor (Swift 6.3)")
+        #if compiler(>=6.2) && compiler(<6.4)
+            return installCheckedHooks()
         #else
-            // Swift 6.2: jobs through the hooks above; sleeps are the services' `Clock.loopSleep`.
-            return .loop("runtime hooks (Swift 6.2)")
+            return .libdispatch(
+                "this build's Swift runtime (not 6.2's or 6.3's) is not one the loop executor was checked against")
         #endif
     }
 
-    #if compiler(>=6.3)
+    #if compiler(>=6.2) && compiler(<6.4)
+        /// The hooks of the Swift 6.2 and 6.3 runtimes.
+        private static func installCheckedHooks() -> Installed {
+            // SAFETY: the addresses of the runtime's three hook variables (each one function pointer, nil until set),
+            // written once here, on the main thread, before any job exists; read by the runtime's C code only.
+            let (now, delayed, deadline) = (
+                cprocess_enqueue_global_hook(), cprocess_enqueue_global_with_delay_hook(),
+                cprocess_enqueue_global_with_deadline_hook()
+            )
+            guard let now, let delayed, let deadline else {
+                return .libdispatch("the runtime has no global-executor hooks")
+            }
+            guard now.pointee == nil, delayed.pointee == nil, deadline.pointee == nil else {
+                return .libdispatch("another global-executor hook was installed first")
+            }
+            let runNow: NowHook = { job, _ in enqueueOnLoop(job) }
+            let runAfter: DelayHook = { nanoseconds, job, _ in scheduleOnLoop(job, afterNanoseconds: nanoseconds) }
+            let runAt: DeadlineHook = {
+                seconds, nanoseconds, toleranceSeconds, toleranceNanoseconds, clock, job, original in
+                if !scheduleOnLoop(job, seconds: seconds, nanoseconds: nanoseconds, clock: clock) {
+                    original(seconds, nanoseconds, toleranceSeconds, toleranceNanoseconds, clock, job)
+                }
+            }
+            // SAFETY: each variable holds one SWIFT_CC(swift) function pointer, which a @convention(thin) function
+            // that captures nothing is; stored as the runtime reads it (as SwiftNIO stores its hook).
+            UnsafeMutableRawPointer(now).assumingMemoryBound(to: NowHook?.self).pointee = runNow
+            // SAFETY: as above.
+            UnsafeMutableRawPointer(delayed).assumingMemoryBound(to: DelayHook?.self).pointee = runAfter
+            // SAFETY: as above.
+            UnsafeMutableRawPointer(deadline).assumingMemoryBound(to: DeadlineHook?.self).pointee = runAt
+            LoopTaskExecutor.isInstalled.store(true, ordering: .releasing)
+            #if compiler(>=6.3) && compiler(<6.4)
+                // Since Swift 6.3 a sleep asks the current scheduling executor, and in an actor's job (a default actor
+                // does not schedule) that is the default executor, libdispatch's, whatever the hooks: it becomes the
+                // loop.
+                _createExecutors(factory: LoopExecutorFactory.self)
+                return .loop("runtime hooks and default executor (Swift 6.3)")
+            #else
+                // Swift 6.2: jobs through the hooks above; sleeps are the services' `Clock.loopSleep`.
+                return .loop("runtime hooks (Swift 6.2)")
+            #endif
+        }
+    #endif
+
+    #if compiler(>=6.3) && compiler(<6.4)
         /// The main executor as the platform has it (the main thread), the loop as the default executor.
         private enum LoopExecutorFactory: ExecutorFactory {
             static var mainExecutor: any MainExecutor { PlatformExecutorFactory.mainExecutor }
@@ -180,7 +196,8 @@ final class LoopTaskExecutor: TaskExecutor, @unchecked Sendable {
     // @unchecked: `loop` is immutable and an event loop is thread-safe.
     static let shared = LoopTaskExecutor(loop: MultiThreadedEventLoopGroup.singleton.next())
 
-    /// The executor when `LoopExecutor.install` made it Swift Concurrency's, else nil (tests, another hook).
+    /// The executor when `LoopExecutor.install` made it Swift Concurrency's, else nil (tests, another hook, a
+    /// compiler outside 6.2 and 6.3).
     static var installed: LoopTaskExecutor? { isInstalled.load(ordering: .acquiring) ? shared : nil }
     static let isInstalled = Atomic(false)
 
@@ -221,13 +238,14 @@ final class LoopTaskExecutor: TaskExecutor, @unchecked Sendable {
 
     /// Runs `job` now, on the loop's thread.
     private func runHere(_ job: UnownedJob) {
-        #if compiler(>=6.3)
+        #if compiler(>=6.3) && compiler(<6.4)
             // With this executor as the thread's task executor, a sleep asks it (a `SchedulingExecutor`) for its timer.
             job.runSynchronously(on: asUnownedTaskExecutor())
         #else
-            // Swift 6.2 has no `SchedulingExecutor`: a sleep in a job run on a task executor goes straight to
-            // libdispatch's `dispatch_after` (seen with gdb: its thread, and its once-a-second monitor, appeared).
-            // Run as the loop's serial executor, as SwiftNIO runs global jobs: a sleep then takes the deadline hook.
+            // Swift 6.2 (no other compiler installs the loop, so none gets here) has no `SchedulingExecutor`: a
+            // sleep in a job run on a task executor goes straight to libdispatch's `dispatch_after` (seen with gdb:
+            // its thread, and its once-a-second monitor, appeared). Run as the loop's serial executor, as SwiftNIO
+            // runs global jobs: a sleep then takes the deadline hook.
             job.runSynchronously(on: serialExecutor)
         #endif
     }
@@ -238,7 +256,7 @@ private struct SendableJob: @unchecked Sendable {
     let job: UnownedJob
 }
 
-#if compiler(>=6.3)
+#if compiler(>=6.3) && compiler(<6.4)
     /// Swift 6.3's sleeps ask the current scheduling executor for their timer: the loop's own.
     extension LoopTaskExecutor: SchedulingExecutor {
         func enqueue<C: Clock>(_ job: consuming ExecutorJob, after delay: C.Duration, tolerance: C.Duration?, clock: C)
