@@ -3,6 +3,25 @@ import Testing
 
 @testable import ReplenishAgent
 
+/// The slots' orders in memory, as the follow-up sees them in `OrderService`.
+actor OrderBook: FollowedOrders {
+    private(set) var outbox = Outbox()
+
+    func recordAnswer(slot: String, detailCode: String, eventInstanceId: String?, at time: Double) {
+        outbox.recordAnswer(slot: slot, detailCode: detailCode, eventInstanceId: eventInstanceId, at: time)
+    }
+
+    func openOrders(of slots: [String]) -> [(slot: String, eventInstanceId: String)] {
+        slots.compactMap { slot in outbox.openOrder(slot: slot).map { (slot, $0.eventInstanceId) } }
+    }
+
+    func openOrder(slot: String) -> (eventInstanceId: String, status: String?)? { outbox.openOrder(slot: slot) }
+
+    func recordFollowUp(slot: String, eventInstanceId id: String, state: String, open: Bool, at time: Double) {
+        outbox.recordFollowUp(slot: slot, eventInstanceId: id, status: state, open: open, at: time)
+    }
+}
+
 /// The order follow-up on the manual clock: a placed order is asked about every few hours (minutes in the
 /// test phase) until DRS says it shipped, and then never again; weeks pass without a call when no order is
 /// open.
@@ -11,7 +30,7 @@ import Testing
     let epoch = 1_800_000_000.0
 
     func service(
-        drs: ScriptedHTTPClient, status: StatusBook, phase: AgentConfig.Phase
+        drs: ScriptedHTTPClient, status: OrderBook, phase: AgentConfig.Phase
     ) throws -> OrderFollowUpService<ManualClock> {
         let tokens = try TokenManager(
             store: MemoryTokenStore(
@@ -26,7 +45,7 @@ import Testing
             drs: DRSSession(
                 client: DRSClient(http: drs, baseURL: try EndpointURL("http://127.0.0.1:1")), tokens: tokens),
             tokens: tokens,
-            status: status, slots: ["slot-1"], phase: phase, clock: clock, wallTime: clock.wallTime(from: epoch),
+            orders: status, slots: ["slot-1"], phase: phase, clock: clock, wallTime: clock.wallTime(from: epoch),
             random: .seeded(state: 9), logger: .init(label: "test"))
     }
 
@@ -59,7 +78,7 @@ import Testing
             #expect(request.url.hasSuffix("/getOrderInfo/amzn1.dash.v2.o.1"))
             return orderInfo(shipped.value ? "Shipped" : "Processing")
         }
-        let status = try StatusBook(stateDirectory: temporaryDirectory()) { _ in }
+        let status = OrderBook()
         let followUp = try service(drs: drs, status: status, phase: .production)
 
         // A week with no order placed: not one call.
@@ -67,19 +86,19 @@ import Testing
         #expect(drs.requests.isEmpty)
 
         // An order is placed: asked about every 5 to 7 hours.
-        try await status.recordAnswer(
+        await status.recordAnswer(
             slot: "slot-1", detailCode: "STANDARD_ORDER_PLACED", eventInstanceId: "amzn1.dash.v2.o.1", at: epoch)
         await pass(hours: 2 * 24, followUp)
         let twoDays = drs.requests.count
         #expect(twoDays >= 48 / 7 && twoDays <= 48 / 5 + 1, "\(twoDays) calls in two days")
-        #expect(await status.record.slots["slot-1"]?.orderStatus == "Processing")
-        #expect(await status.record.slots["slot-1"]?.orderOpen == true)
+        #expect(await status.outbox.slots["slot-1"]?.orderStatus == "Processing")
+        #expect(await status.outbox.slots["slot-1"]?.orderOpen == true)
 
         // Shipped: recorded, and the follow-up stops for good.
         shipped.value = true
         await pass(hours: 8, followUp)
-        #expect(await status.record.slots["slot-1"]?.orderStatus == "Shipped")
-        #expect(await status.record.slots["slot-1"]?.orderOpen == false)
+        #expect(await status.outbox.slots["slot-1"]?.orderStatus == "Shipped")
+        #expect(await status.outbox.slots["slot-1"]?.orderOpen == false)
         let atShipping = drs.requests.count
         await pass(hours: 14 * 24, followUp)
         #expect(drs.requests.count == atShipping)
@@ -87,15 +106,15 @@ import Testing
 
     @Test func theTestPhaseAsksEveryFewMinutesAndAFailureBacksOff() async throws {
         let drs = answering([json(503, ""), json(503, ""), orderInfo("Cancelled")])
-        let status = try StatusBook(stateDirectory: temporaryDirectory()) { _ in }
-        try await status.recordAnswer(
+        let status = OrderBook()
+        await status.recordAnswer(
             slot: "slot-1", detailCode: "STANDARD_ORDER_PLACED", eventInstanceId: "amzn1.dash.v2.o.1", at: epoch)
         let followUp = try service(drs: drs, status: status, phase: .test)
         // Minutes, not hours: within an hour the two failures are retried and the cancellation is seen.
         await pass(hours: 1, followUp)
         #expect(drs.requests.count == 3)
-        #expect(await status.record.slots["slot-1"]?.orderStatus == "Cancelled")
-        #expect(await status.record.slots["slot-1"]?.orderOpen == false)
+        #expect(await status.outbox.slots["slot-1"]?.orderStatus == "Cancelled")
+        #expect(await status.outbox.slots["slot-1"]?.orderOpen == false)
     }
 
     @Test func answersAreReadStrictly() throws {
@@ -112,8 +131,8 @@ import Testing
 extension OrderFollowUpTests {
     @Test func aPressWhileOpenAsksAtOnceAtMostOnceAMinuteAndAnUnreachableDRSLetsThePressThrough() async throws {
         let drs = answering([orderInfo("Processing"), json(503, ""), orderInfo("Shipped")])
-        let status = try StatusBook(stateDirectory: temporaryDirectory()) { _ in }
-        try await status.recordAnswer(
+        let status = OrderBook()
+        await status.recordAnswer(
             slot: "slot-1", detailCode: "STANDARD_ORDER_PLACED", eventInstanceId: "amzn1.dash.v2.o.1", at: epoch)
         let followUp = try service(drs: drs, status: status, phase: .production)
 
@@ -134,14 +153,14 @@ extension OrderFollowUpTests {
         // Shipped meanwhile: the order is closed, in the slot and in the history, and the press orders.
         clock.advance(by: .seconds(60))
         #expect(await followUp.recheck(slot: "slot-1") == false)
-        let record = await status.record
+        let record = await status.outbox
         #expect(record.slots["slot-1"]?.orderOpen == false)
         #expect(record.orders?.last?.status == "Shipped" && record.orders?.last?.open == false)
         // No open order: nothing to ask.
         #expect(await followUp.recheck(slot: "slot-1") == false)
         #expect(drs.requests.count == 3)
         // A new order within the same minute is asked about at its first press (the spacing is per order).
-        try await status.recordAnswer(
+        await status.recordAnswer(
             slot: "slot-1", detailCode: "STANDARD_ORDER_PLACED", eventInstanceId: "amzn1.dash.v2.o.2", at: epoch)
         #expect(await followUp.recheck(slot: "slot-1") == nil)
         #expect(drs.requests.count == 4)
@@ -151,19 +170,19 @@ extension OrderFollowUpTests {
 /// The order history in the status record: what each answer, follow-up, press and cancellation changes.
 @Suite(.tags(.unit)) struct OrderHistoryTests {
     /// The press count comes from `status.json`: a hand-edited Int.max must not trap the next press.
-    @Test func aPressCountAtIntMaxInTheStatusFileStaysThere() throws {
+    @Test func aPressCountAtIntMaxInTheOutboxFileStaysThere() throws {
         let json = #"""
-            {"version":1,"slots":{"a":{"orderOpen":true,"lastEventInstanceId":"o1"}},
+            {"version":1,"entries":[],"slots":{"a":{"orderOpen":true,"lastEventInstanceId":"o1"}},
              "orders":[{"slot":"a","detailCode":"STANDARD_ORDER_PLACED","eventInstanceId":"o1","answeredAt":1,
                         "open":true,"pressesWhileOpen":9223372036854775807}]}
             """#
-        var record = try JSONDecoder().decode(StatusRecord.self, from: Data(json.utf8))
+        var record = try JSONDecoder().decode(Outbox.self, from: Data(json.utf8))
         record.recordPressWhileOpen(slot: "a", at: 2)
         #expect(record.orders?.last?.pressesWhileOpen == Int.max && record.orders?.last?.lastPressWhileOpenAt == 2)
     }
 
     @Test func answersFollowUpsPressesAndCancellationsAreRecorded() {
-        var record = StatusRecord()
+        var record = Outbox()
         record.recordAnswer(slot: "a", detailCode: "TEST_ORDER_PLACED", eventInstanceId: "o1", at: 100)
         #expect(record.openOrder(slot: "a")?.eventInstanceId == "o1")
         #expect(
@@ -196,18 +215,17 @@ extension OrderFollowUpTests {
     }
 
     @Test func theHistoryKeepsTheNewestTwentyAndDeregistrationClosesEverything() {
-        var record = StatusRecord()
+        var record = Outbox()
         for index in 0..<25 {
             record.recordAnswer(
                 slot: "a", detailCode: "STANDARD_ORDER_PLACED", eventInstanceId: "o\(index)", at: Double(index))
         }
-        #expect(record.orders?.count == StatusRecord.orderHistoryLimit)
+        #expect(record.orders?.count == Outbox.orderHistoryLimit)
         #expect(record.orders?.first?.eventInstanceId == "o5" && record.orders?.last?.eventInstanceId == "o24")
-        record.slots["a"]?.subscribed = true
-        record.slots["a"]?.products = [.init(asin: "B0", quantity: 1, unit: "count")]
+        _ = record.accept(slot: "a", at: 30)
         record.forgetAccount()
         #expect(record.openOrder(slot: "a") == nil)
-        #expect(record.slots["a"]?.subscribed == nil && record.slots["a"]?.products == nil)
+        #expect(record.entries.isEmpty, "the queued presses go")
         #expect(record.orders?.count == 20 && record.orders?.allSatisfy { !$0.open } == true)
         #expect(record.slots["a"]?.lastResult == "STANDARD_ORDER_PLACED")
     }

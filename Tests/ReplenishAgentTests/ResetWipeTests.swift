@@ -32,14 +32,11 @@ import Testing
         let tokens = try TokenManager(
             store: store, lwa: lwa, clock: clock, wallTime: wallTime, random: .seeded(state: 1),
             logger: .init(label: "test"))
-        var record = StatusRecord()
-        record.slots["slot-1"] = .init(subscribed: true)
-        record.orders = [
-            OrderRecord(
-                slot: "slot-1", detailCode: "STANDARD_ORDER_PLACED", eventInstanceId: "e1", answeredAt: epoch - 60,
-                open: true)
-        ]
-        try StateFile.saveNow(record, to: StatusBook.path(stateDirectory: directory))
+        // A status file of a build before issue 30, with the order history in it: the start moves the history
+        // into outbox.json (`OrderService.movingLegacyOrders`).
+        try #"""
+        {"version":1,"slots":{"slot-1":{"subscribed":true}},"orders":[{"slot":"slot-1","detailCode":"STANDARD_ORDER_PLACED","eventInstanceId":"e1","answeredAt":\#(epoch - 60),"open":true}]}
+        """#.write(toFile: StatusBook.path(stateDirectory: directory), atomically: true, encoding: .utf8)
         let status = try StatusBook(stateDirectory: directory) { _ in }
         let orders = try OrderService(
             stateDirectory: directory, slots: ["slot-1"], drs: DRSSession(client: drs, tokens: tokens),
@@ -102,11 +99,12 @@ import Testing
         case .pairing:
             // `deregister` keeps the order history for the owner to read, and forgets the account's part.
             #expect(status?.slots["slot-1"]?.subscribed == nil)
-            #expect(status?.orders?.map(\.open) == [false])
+            let history = try StateFile.load(Outbox.self, from: outbox) { _ in }?.orders
+            #expect(history?.map(\.open) == [false])
         }
         // Finished once: nothing of the wipe is left to do at the start after.
         let names = try POSIX.directoryEntries(directory).filter { !["lock", "deregistration.json"].contains($0) }
-        #expect(names == (scope == .pairing ? ["status.json"] : []))
+        #expect(names == (scope == .pairing ? ["outbox.json", "status.json"] : []))
     }
 
     /// The daemon's wipe stopped (an I/O error), and the customer paired again before the next start: the mark

@@ -53,10 +53,11 @@ struct CancelTestOrdersCommand: AsyncParsableCommand {
             let tokens = try TokenManager.open(
                 stateDirectory: config.stateDirectory, lwa: lwa, clock: ContinuousClock(), wallTime: wallTime,
                 clockTrusted: WallClock.isTrusted(), logger: logger)
-            let status = try StatusBook(stateDirectory: config.stateDirectory) { logger.error("\($0)") }
             return await TestOrderCancellation(
                 phase: config.device.phase, slots: config.slots, tokens: tokens,
-                drs: DRSSession(client: drs, tokens: tokens), status: status,
+                drs: DRSSession(client: drs, tokens: tokens),
+                record: TestOrderCancellation<ContinuousClock>.recordOffline(
+                    stateDirectory: config.stateDirectory, logger: logger),
                 wallTime: wallTime
             ).perform(slot: slot)
         } catch {

@@ -41,20 +41,19 @@ struct OrdersCommand: AsyncParsableCommand {
 
     static func report(config: AgentConfig) -> Report {
         var problems: [String] = []
-        let outbox =
+        var outbox =
             (try? StatusCommand.readState(
                 Outbox.self, OrderService<ContinuousClock>.path(stateDirectory: config.stateDirectory), &problems))
             ?? Outbox()
-        let record =
-            (try? StatusCommand.readState(
-                StatusRecord.self, StatusBook.path(stateDirectory: config.stateDirectory), &problems))
-            ?? StatusRecord()
+        // Files of an earlier build that no agent of this one has started on yet.
+        outbox.adoptLegacyOrders(
+            stateDirectory: config.stateDirectory, owner: StateDirectory.agentUID(config.stateDirectory))
         let queued = outbox.entries.map {
             Report.Queued(
                 slot: $0.slot, presses: $0.pressedAt.count, firstPressAt: $0.pressedAt.first.map(ISO8601.format),
                 parkedReason: $0.parkedReason)
         }
-        let orders = (record.orders ?? []).reversed().map {
+        let orders = (outbox.orders ?? []).reversed().map {
             Report.Order(
                 slot: $0.slot, detailCode: $0.detailCode, eventInstanceId: $0.eventInstanceId,
                 answeredAt: ISO8601.format($0.answeredAt), open: $0.open, status: $0.status,

@@ -85,10 +85,13 @@ struct StatusCommand: AsyncParsableCommand {
         do { tokens = try FileTokenStore.peek(stateDirectory: config.stateDirectory) } catch {
             problems.append(error.message)
         }
-        let outbox =
+        var outbox =
             (try? readState(
                 Outbox.self, OrderService<ContinuousClock>.path(stateDirectory: config.stateDirectory), &problems))
             ?? Outbox()
+        // Files of an earlier build that no agent of this one has started on yet.
+        outbox.adoptLegacyOrders(
+            stateDirectory: config.stateDirectory, owner: StateDirectory.agentUID(config.stateDirectory))
         let record =
             (try? readState(StatusRecord.self, StatusBook.path(stateDirectory: config.stateDirectory), &problems))
             ?? StatusRecord()
@@ -105,15 +108,16 @@ struct StatusCommand: AsyncParsableCommand {
         let boot = BootIdentity.current(runtimeDirectory: config.runtimeDirectory, create: false)
         let synchronized = WallClock.isSynchronized()
         for slot in config.slots {
-            let known = record.slots[slot]
+            let subscription = record.slots[slot]
+            let known = outbox.slots[slot]
             let entry = outbox.entry(for: slot)
             let waitsForClock = entry.map { Outbox.waitsForClock($0, boot: boot, clockSynchronized: synchronized) }
             slots[slot] = Report.Slot(
-                subscribed: known?.subscribed, lastResult: entry?.parkedReason ?? known?.lastResult,
+                subscribed: subscription?.subscribed, lastResult: entry?.parkedReason ?? known?.lastResult,
                 lastResultAt: known?.lastResultAt.map(ISO8601.format), pending: entry.map { !$0.isParked } ?? false,
                 parkedReason: entry?.parkedReason,
                 waitingFor: waitsForClock == true ? Outbox.waitingForClockReason : nil,
-                products: known?.products,
+                products: subscription?.products,
                 order: known?.lastEventInstanceId.map { id in
                     .init(
                         eventInstanceId: id, open: known?.orderOpen ?? false, status: known?.orderStatus,

@@ -64,7 +64,7 @@ struct Agent {
             drs: session, tokens: tokens, status: status, slots: config.slots, clock: clock,
             wallTime: wallTime, clockTrusted: { WallClock.isTrusted() }, logger: logger)
         let followUp = OrderFollowUpService(
-            drs: session, tokens: tokens, status: status, slots: config.slots, phase: config.device.phase, clock: clock,
+            drs: session, tokens: tokens, orders: orders, slots: config.slots, phase: config.device.phase, clock: clock,
             wallTime: wallTime, logger: logger)
         // Pairing: the companion app's endpoints in their window, or code-based linking (no port).
         let window = PairingWindowService(
@@ -80,8 +80,10 @@ struct Agent {
                 deregistration: deregistration, logger: logger, pairingAgain: pairingEntry.afterReset,
                 afterWipe: pairingEntry.afterWipe),
             testOrders: TestOrderCancellation(
-                phase: config.device.phase, slots: config.slots, tokens: tokens, drs: session, status: status,
-                wallTime: wallTime))
+                phase: config.device.phase, slots: config.slots, tokens: tokens, drs: session,
+                record: { [orders] slots, at throws(AgentError) in
+                    try await orders.recordTestOrdersCancelled(slots: slots, at: at)
+                }, wallTime: wallTime))
 
         // A pairing made for another serial, model or phase (a serial file changed, a unit moved from the test
         // phase to production, an image cloned from a bench unit) must not order on: its deregistration is
@@ -113,7 +115,7 @@ struct Agent {
         let paired = await tokens.isPaired
         await lights.start(paired: paired, outbox: await orders.snapshot)
         let presses = PressHandler(
-            config: config, orders: orders, tokens: tokens, duties: duties, status: status, lights: lights,
+            config: config, orders: orders, tokens: tokens, duties: duties, lights: lights,
             clock: clock, wallTime: wallTime, logger: logger, openPairingWindow: pairingEntry.open,
             factoryReset: owner.resetConfirmedWithTheButton, followUp: followUp)
         let inputs = InputPipeline(board: config.board, clock: clock, logger: logger, handler: presses.handle)

@@ -56,10 +56,14 @@ struct FactoryReset<C: Clock>: Sendable where C.Duration == Duration {
             if let old, old.refreshToken != (await tokens.currentTokens)?.refreshToken {
                 try await deregistration.enqueue(.init(refreshToken: old.refreshToken, clientId: old.clientId))
             }
-            try await orders.wipe()
             switch scope {
-            case .everything: try await status.wipe()
-            case .pairing: try await status.forgetAccount()
+            case .everything:
+                try await orders.wipe()
+                try await status.wipe()
+            case .pairing:
+                // The queued presses go; the order history stays for the owner to read.
+                try await orders.forgetAccount()
+                try await status.forgetAccount()
             }
             try await DiskLane.shared.run { () throws(AgentError) in try ResetWipe.end(stateDirectory: directory) }
         } catch {
@@ -200,12 +204,21 @@ enum ResetWipe {
             try DeregistrationQueue<ContinuousClock>.writeNow(
                 .init(refreshToken: old.refreshToken, clientId: old.clientId), stateDirectory: stateDirectory)
         }
-        for name in ["tokens.json", "outbox.json"] { try POSIX.shred(POSIX.join(stateDirectory, name)) }
+        try POSIX.shred(POSIX.join(stateDirectory, "tokens.json"))
+        let outbox = OrderService<ContinuousClock>.path(stateDirectory: stateDirectory)
         let status = StatusBook.path(stateDirectory: stateDirectory)
         switch scope {
         case .everything:
+            try POSIX.shred(outbox)
             try POSIX.shred(status)
         case .pairing:
+            // The queued presses go; the order history stays for the owner to read.
+            if var orders = try StateFile.load(Outbox.self, from: outbox, onCorrupt: report) {
+                orders.adoptLegacyOrders(stateDirectory: stateDirectory)
+                let before = orders
+                orders.forgetAccount()
+                if orders != before { try StateFile.saveNow(orders, to: outbox) }
+            }
             if var record = try StateFile.load(StatusRecord.self, from: status, onCorrupt: report) {
                 let before = record
                 record.forgetAccount()

@@ -8,7 +8,6 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
     private let orders: OrderService<C>
     private let tokens: TokenManager<C>
     private let duties: Duties<C>
-    private let status: StatusBook
     private let lights: Lights<C>
     private let clock: C
     private let wallTime: @Sendable () -> Double
@@ -23,7 +22,7 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
     private let followUp: OrderFollowUpService<C>?
 
     init(
-        config: AgentConfig, orders: OrderService<C>, tokens: TokenManager<C>, duties: Duties<C>, status: StatusBook,
+        config: AgentConfig, orders: OrderService<C>, tokens: TokenManager<C>, duties: Duties<C>,
         lights: Lights<C>, clock: C, wallTime: @escaping @Sendable () -> Double, logger: Logger,
         openPairingWindow: @escaping @Sendable () async -> String = { "pairing window open" },
         factoryReset: @escaping @Sendable () async -> Result<String, AgentError>,
@@ -36,7 +35,6 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
         self.orders = orders
         self.tokens = tokens
         self.duties = duties
-        self.status = status
         self.lights = lights
         self.clock = clock
         self.wallTime = wallTime
@@ -49,7 +47,7 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
             press.kind, slot: config.slot(forInput: press.input),
             cooldown: config.cooldown(forInput: press.input), paired: await tokens.isPaired, at: now)
         await lights.update { [armed = policy.isRepairingArmed(at: now)] in $0.repairingArmed = armed }
-        if case .orderFromSensor(let slot) = decision, await status.sensorOrderedWhileLow(slot) {
+        if case .orderFromSensor(let slot) = decision, await orders.sensorOrderedWhileLow(slot) {
             logger.info(
                 "level sensor low again before a refill was seen: no new order", metadata: ["order.slot": "\(slot)"])
             return .success("slot \(slot) was already ordered while low; waiting for a refill")
@@ -57,7 +55,7 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
         switch decision {
         case .sensorRefilled(let slot):
             do {
-                try await status.recordRefill(slot: slot)
+                try await orders.recordRefill(slot: slot)
                 logger.info("level sensor: refill seen; the next low orders again", metadata: ["order.slot": "\(slot)"])
                 return .success("slot \(slot) refilled")
             } catch {
@@ -70,10 +68,10 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
         case .order(let slot), .orderFromSensor(let slot):
             if case .order = decision, let answer = await alreadyOrdered(slot: slot) { return answer }
             do {
-                let acceptance = try await accept(slot: slot)
-                policy.orderAccepted(slot: slot, at: now)
                 let fromSensor = if case .orderFromSensor = decision { true } else { false }
-                await consumed(slot: slot, input: press.input, fromSensor: fromSensor, acceptance: acceptance)
+                let acceptance = try await accept(slot: slot, fromSensor: fromSensor)
+                policy.orderAccepted(slot: slot, at: now)
+                await reportConsumption(slot: slot, input: press.input, fromSensor: fromSensor, acceptance: acceptance)
                 switch acceptance {
                 case .queued: return .success("order for slot \(slot) queued")
                 case .coalesced: return .success("an order for slot \(slot) is already pending; press recorded")
@@ -106,12 +104,12 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
     /// asked again (at most once a minute); while the order is still open the press is recorded on it and the
     /// LED says "already ordered" (DRS would answer `ORDER_INPROGRESS`). Nil: take the press as an order.
     private func alreadyOrdered(slot: String) async -> Result<String, AgentError>? {
-        guard let followUp, await status.record.openOrder(slot: slot) != nil,
+        guard let followUp, await orders.openOrder(slot: slot) != nil,
             await followUp.recheck(slot: slot) == true,
-            let (_, state) = await status.record.openOrder(slot: slot)
+            let (_, state) = await orders.openOrder(slot: slot)
         else { return nil }
         let at = wallTime()
-        do { try await status.recordPressWhileOpen(slot: slot, at: at) } catch {
+        do { try await orders.recordPressWhileOpen(slot: slot, at: at) } catch {
             logger.error(
                 "could not record the press", metadata: ["order.slot": "\(slot)", "error": "\(error.message)"])
         }
@@ -123,23 +121,17 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
             "slot \(slot) is already ordered (\(state ?? "placed"), not yet shipped); press recorded, no new order")
     }
 
-    /// What an accepted press says of the slot's contents: a level sensor's order is latched (a restart while
-    /// still low orders nothing), the consumption is recorded, and slot status is reported to DRS for a sensor,
-    /// or for a button whose slot has configured quantities (`ConsumptionRate`).
-    private func consumed(slot: String, input: String, fromSensor: Bool, acceptance: Outbox.Acceptance) async {
+    /// What an accepted press says of the slot's contents (its consumption, and a level sensor's latch, were
+    /// written with the press, `OrderService.accept`): slot status is reported to DRS for a sensor, or for a
+    /// button whose slot has configured quantities (`ConsumptionRate`).
+    private func reportConsumption(slot: String, input: String, fromSensor: Bool, acceptance: Outbox.Acceptance)
+        async
+    {
         guard acceptance == .queued || fromSensor else { return }
-        let at = wallTime()
-        do {
-            try await status.recordConsumption(slot: slot, fromSensor: fromSensor, at: at)
-        } catch {
-            logger.error(
-                "could not record the consumption\(fromSensor ? "; a restart while low may order again" : "")",
-                metadata: ["order.slot": "\(slot)", "error": "\(error.message)"])
-        }
         let button = config.button(forInput: input)
         guard fromSensor || button?.quantity != nil,
             let report = ConsumptionRate.report(
-                history: await status.record.slots[slot]?.consumedAt ?? [at], quantity: button?.quantity,
+                history: await orders.consumedAt(slot), quantity: button?.quantity,
                 remainingWhenLow: button?.remainingWhenLow ?? 0)
         else { return }
         await duties.reportSlotStatus(slot: slot, report: report)
@@ -147,13 +139,13 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
 
     /// The outbox takes the press; a slot marked unsubscribed is checked with DRS again first (at most once a
     /// minute, `Duties.recheckSubscription`), so the button works as soon as the customer subscribes.
-    private func accept(slot: String) async throws(AgentError) -> Outbox.Acceptance {
+    private func accept(slot: String, fromSensor: Bool) async throws(AgentError) -> Outbox.Acceptance {
         do {
-            return try await orders.accept(slot: slot)
+            return try await orders.accept(slot: slot, fromSensor: fromSensor)
         } catch  where error.code == .accessDenied {
             guard await duties.recheckSubscription(slot: slot) == true else { throw error }
             logger.notice("the slot is subscribed now; taking the press", metadata: ["order.slot": "\(slot)"])
-            return try await orders.accept(slot: slot)
+            return try await orders.accept(slot: slot, fromSensor: fromSensor)
         }
     }
 

@@ -1,3 +1,5 @@
+import FoundationEssentials
+
 /// What the device remembers beyond tokens and the outbox, for its decisions after a restart and for
 /// `status`: per-slot last results, open orders, consumption and subscription, and when the duties last ran.
 /// Kept in `status.json` of the state directory, replaced atomically on the disk lane. What only the running
@@ -10,32 +12,60 @@ struct StatusRecord: Codable, Sendable, Equatable, StateFormat {
 
     struct Slot: Codable, Sendable, Equatable {
         var subscribed: Bool?
-        var lastResult: String?
-        var lastResultAt: Double?
-        var lastEventInstanceId: String?
-        /// A level sensor of this slot ordered and no refill has been seen since: a restart while the supply
-        /// is still low (its level reads "low" again at start) must not order again.
-        var sensorOrderedWhileLow: Bool?
         /// What the slot is subscribed to (`subscriptionInfo` @2.0), as of the last check.
         var products: [SubscriptionInfo.Product]?
-        /// The slot's last placed order (`lastEventInstanceId`) is followed with `getOrderInfo` while this is
-        /// true; `orderStatus` is DRS's word for it (nil until asked), `orderCheckedAt` when it was asked.
-        var orderOpen: Bool?
-        var orderStatus: String?
-        var orderCheckedAt: Double?
-        /// When the slot's contents were consumed (a press or a low level), newest last, at most
-        /// `ConsumptionRate.historyLimit`: the expected-replenishment date of slot status comes from them.
-        var consumedAt: [Double]?
     }
 
     var version = StatusRecord.formatVersion
     var slots: [String: Slot] = [:]
     var lastDeviceStatusAt: Double?
     var lastSubscriptionCheckAt: Double?
-    // Versions before issue 30 kept the token state, the pairing window and the linking code here too: they are
-    // `ShownStatus` now, in the runtime directory, and the fields of an older file are ignored.
-    /// The newest answered replenish calls (`OrderRecord`), newest last, for `replenish-agent orders`.
+    // Versions before issue 30 kept the token state, the pairing window and the linking code here too (they are
+    // `ShownStatus` now, in the runtime directory, and ignored here), and each slot's orders and the order
+    // history (`SlotOrders` and `Outbox.orders` now, in `outbox.json`; a start moves them, `LegacyOrders`).
+}
+
+extension StatusRecord {
+    /// The device left the customer's account (`deregister`): what DRS said of this account's slots no longer
+    /// holds.
+    mutating func forgetAccount() {
+        for slot in slots.keys {
+            slots[slot]?.subscribed = nil
+            slots[slot]?.products = nil
+        }
+    }
+}
+
+/// The order facts that `status.json` held before issue 30, read once to move them into `outbox.json`.
+struct LegacyOrders: Decodable, Sendable {
+    var slots: [String: SlotOrders]?
     var orders: [OrderRecord]?
+
+    var isEmpty: Bool { (slots ?? [:]).values.allSatisfy(\.isEmpty) && (orders ?? []).isEmpty }
+
+    /// What `status.json` of `stateDirectory` still holds of them; nil when nothing (or no readable file).
+    static func read(stateDirectory: String, owner: UserID = POSIX.effectiveUserID()) -> LegacyOrders? {
+        guard
+            case .read(let bytes)? = try? StateFile.readBytes(
+                StatusBook.path(stateDirectory: stateDirectory), limit: StateFile.readLimit, owner: owner),
+            let legacy = try? JSONDecoder().decode(LegacyOrders.self, from: Data(bytes)), !legacy.isEmpty
+        else { return nil }
+        return legacy
+    }
+}
+
+extension Outbox {
+    /// An outbox written before issue 30 knows no orders: it takes those `status.json` still holds. True when it
+    /// took any (the caller writes it, or shows it).
+    @discardableResult
+    mutating func adoptLegacyOrders(stateDirectory: String, owner: UserID = POSIX.effectiveUserID()) -> Bool {
+        guard slots.isEmpty, orders == nil,
+            let legacy = LegacyOrders.read(stateDirectory: stateDirectory, owner: owner)
+        else { return false }
+        slots = (legacy.slots ?? [:]).filter { !$0.value.isEmpty }
+        orders = legacy.orders
+        return true
+    }
 }
 
 /// The daemon's single writer of `status.json`: each fact is changed through a method named for what happened,
@@ -55,61 +85,12 @@ actor StatusBook {
 
     func subscribed(_ slot: String) -> Bool? { record.slots[slot]?.subscribed }
 
-    func sensorOrderedWhileLow(_ slot: String) -> Bool { record.slots[slot]?.sensorOrderedWhileLow == true }
-
     // MARK: Orders (OrderService)
 
-    /// DRS answered a replenish call for `slot` (`StatusRecord.recordAnswer`).
-    func recordAnswer(slot: String, detailCode: String, eventInstanceId: String?, at time: Double)
-        async throws(AgentError)
-    {
-        try await update {
-            $0.recordAnswer(slot: slot, detailCode: detailCode, eventInstanceId: eventInstanceId, at: time)
-        }
-    }
-
-    /// DRS refused the slot's order for a reason retrying cannot fix.
-    func recordParked(slot: String, reason: String, at time: Double) async throws(AgentError) {
-        try await update { record in
-            record.slots[slot, default: .init()].lastResult = reason
-            record.slots[slot, default: .init()].lastResultAt = time
-            if reason == "not subscribed" { record.slots[slot, default: .init()].subscribed = false }
-        }
-    }
-
-    // MARK: Order follow-up (OrderFollowUpService, TestOrderCancellation)
-
-    /// `getOrderInfo` said `state` of the slot's order `id`.
-    func recordFollowUp(slot: String, eventInstanceId id: String, state: String, open: Bool, at time: Double)
-        async throws(AgentError)
-    {
-        try await update { $0.recordFollowUp(slot: slot, eventInstanceId: id, status: state, open: open, at: time) }
-    }
-
-    /// DRS cancelled the test orders of `slots`.
-    func recordTestOrdersCancelled(slots: [String], at time: Double) async throws(AgentError) {
-        try await update { $0.recordTestOrdersCancelled(slots: slots, at: time) }
-    }
-
-    // MARK: Presses (PressHandler)
-
-    /// A level sensor's refill was seen: the next low orders again.
-    func recordRefill(slot: String) async throws(AgentError) {
-        try await update { $0.slots[slot, default: .init()].sensorOrderedWhileLow = nil }
-    }
-
-    /// A press for a slot whose order is still open: counted on that order, not sent.
-    func recordPressWhileOpen(slot: String, at time: Double) async throws(AgentError) {
-        try await update { $0.recordPressWhileOpen(slot: slot, at: time) }
-    }
-
-    /// An accepted press consumed the slot's contents (a level sensor's also latches it until a refill).
-    func recordConsumption(slot: String, fromSensor: Bool, at time: Double) async throws(AgentError) {
-        try await update { record in
-            if fromSensor { record.slots[slot, default: .init()].sensorOrderedWhileLow = true }
-            record.slots[slot, default: .init()].consumedAt = ConsumptionRate.adding(
-                time, to: record.slots[slot]?.consumedAt ?? [])
-        }
+    /// DRS refused a press for `slot` as not subscribed: presses are refused at the button until a check finds
+    /// it subscribed.
+    func recordNotSubscribed(slot: String) async throws(AgentError) {
+        try await update { $0.slots[slot, default: .init()].subscribed = false }
     }
 
     // MARK: Duties (Duties)
@@ -141,7 +122,7 @@ actor StatusBook {
         record = StatusRecord()
     }
 
-    /// The device left the customer's account (`StatusRecord.forgetAccount`).
+    /// The device left the customer's account: what DRS said of its slots no longer holds.
     func forgetAccount() async throws(AgentError) { try await update { $0.forgetAccount() } }
 
     private func update(_ change: (inout StatusRecord) -> Void) async throws(AgentError) {

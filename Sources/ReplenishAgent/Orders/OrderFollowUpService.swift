@@ -1,12 +1,25 @@
 import Logging
 
+/// What the follow-up reads and records of the slots' orders (`OrderService`, their one owner).
+protocol FollowedOrders: Actor {
+    /// The slots of `slots` whose last placed order is still followed up.
+    func openOrders(of slots: [String]) -> [(slot: String, eventInstanceId: String)]
+    /// The slot's order while DRS has not said it is final.
+    func openOrder(slot: String) -> (eventInstanceId: String, status: String?)?
+    /// `getOrderInfo` said `state` of the slot's order `id`.
+    func recordFollowUp(slot: String, eventInstanceId id: String, state: String, open: Bool, at time: Double)
+        async throws(AgentError)
+}
+
+extension OrderService: FollowedOrders {}
+
 /// Follows each slot's last placed order with `getOrderInfo` (`OrderFollowUp`'s cadence) until DRS says it is
 /// shipped, delivered or cancelled, and records its state for `status`. Woken by the order stream when an
 /// order is placed; asks nothing while no order is open.
 actor OrderFollowUpService<C: Clock> where C.Duration == Duration {
     private let drs: DRSSession
     private let tokens: TokenManager<C>
-    private let status: StatusBook
+    private let orders: any FollowedOrders
     private let slots: [String]
     private let phase: AgentConfig.Phase
     private let clock: C
@@ -19,12 +32,13 @@ actor OrderFollowUpService<C: Clock> where C.Duration == Duration {
     private var rechecks: [String: RecheckSpacing<C.Instant, String, Bool>] = [:]
 
     init(
-        drs: DRSSession, tokens: TokenManager<C>, status: StatusBook, slots: [String], phase: AgentConfig.Phase,
+        drs: DRSSession, tokens: TokenManager<C>, orders: any FollowedOrders, slots: [String],
+        phase: AgentConfig.Phase,
         clock: C, wallTime: @escaping @Sendable () -> Double, random: RandomSource = .system, logger: Logger
     ) {
         self.drs = drs
         self.tokens = tokens
-        self.status = status
+        self.orders = orders
         self.slots = slots
         self.phase = phase
         self.clock = clock
@@ -42,17 +56,14 @@ actor OrderFollowUpService<C: Clock> where C.Duration == Duration {
         var worked = false
         while !Task.isCancelled {
             let paired = await tokens.isPaired
-            let record = await status.record
-            let open = slots.filter {
-                record.slots[$0]?.orderOpen == true && record.slots[$0]?.lastEventInstanceId != nil
-            }
-            switch timeline.next(paired: paired, open: open, at: clock.now) {
+            let open = await orders.openOrders(of: slots)
+            switch timeline.next(paired: paired, open: open.map(\.slot), at: clock.now) {
             case .waitForChange:
                 return .wait(until: nil, worked: worked)
             case .wait(let until):
                 return .wait(until: until, worked: worked)
             case .check(let slot):
-                guard let id = record.slots[slot]?.lastEventInstanceId else { continue }
+                guard let id = open.first(where: { $0.slot == slot })?.eventInstanceId else { continue }
                 await check(slot: slot, eventInstanceId: id)
                 worked = true
             }
@@ -68,11 +79,11 @@ actor OrderFollowUpService<C: Clock> where C.Duration == Duration {
     /// the minute), false when it is final or there is none, and nil when DRS could not be asked (now or within the
     /// minute): the press is then taken as an order (DRS answers `ORDER_INPROGRESS` if it is still out), never dropped on a guess.
     func recheck(slot: String) async -> Bool? {
-        guard let (id, _) = await status.record.openOrder(slot: slot) else { return false }
+        guard let (id, _) = await orders.openOrder(slot: slot) else { return false }
         // The spacing is per order: a newer order of the slot is asked about at its first press.
         if case .askedRecently(let open) = rechecks[slot, default: .init()].decide(id, at: clock.now) { return open }
         guard await check(slot: slot, eventInstanceId: id) else { return nil }
-        let open = await status.record.openOrder(slot: slot) != nil
+        let open = await orders.openOrder(slot: slot) != nil
         rechecks[slot]?.record(open)
         return open
     }
@@ -94,7 +105,7 @@ actor OrderFollowUpService<C: Clock> where C.Duration == Duration {
             }
             let open = answer.status == 200 && !OrderFollowUp.isFinal(state)
             let now = wallTime()
-            try await status.recordFollowUp(slot: slot, eventInstanceId: id, state: state, open: open, at: now)
+            try await orders.recordFollowUp(slot: slot, eventInstanceId: id, state: state, open: open, at: now)
             timeline.answered(slot: slot, open: open, at: clock.now)
             logger.info(
                 "order followed up",

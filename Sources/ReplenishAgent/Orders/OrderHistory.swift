@@ -1,5 +1,5 @@
-/// One answered replenish call, kept for `replenish-agent orders`: the newest `StatusRecord.orderHistoryLimit`
-/// of them live in `status.json`, newest last.
+/// One answered replenish call, kept for `replenish-agent orders`: the newest `Outbox.orderHistoryLimit`
+/// of them live in `outbox.json`, newest last.
 struct OrderRecord: Codable, Sendable, Equatable {
     var slot: String
     /// DRS's answer: `STANDARD_ORDER_PLACED`, `TEST_ORDER_PLACED` or `ORDER_INPROGRESS`.
@@ -18,9 +18,9 @@ struct OrderRecord: Codable, Sendable, Equatable {
     var lastPressWhileOpenAt: Double?
 }
 
-/// How the status record changes as orders are answered, followed up, pressed again and cancelled. Pure: the
-/// intent methods of `StatusBook` call them, tests call them on a value.
-extension StatusRecord {
+/// How the order facts change as orders are answered, followed up, pressed again and cancelled. Pure: the
+/// intent methods of `OrderService` call them, tests call them on a value.
+extension Outbox {
     static let orderHistoryLimit = 20
 
     /// DRS answered a replenish call for `slot`.
@@ -84,12 +84,23 @@ extension StatusRecord {
         }
     }
 
-    /// The device left the customer's account (`deregister`): what DRS said of this account's slots and orders
-    /// no longer holds; the order history stays for the owner to read, with nothing left open.
+    /// A press consumed the slot's contents (`fromSensor`: a level sensor's, which latches it until a refill).
+    mutating func recordConsumption(slot: String, fromSensor: Bool, at time: Double) {
+        if fromSensor { slots[slot, default: .init()].sensorOrderedWhileLow = true }
+        slots[slot, default: .init()].consumedAt = ConsumptionRate.adding(time, to: slots[slot]?.consumedAt ?? [])
+    }
+
+    /// DRS refused the slot's order for a reason retrying cannot fix (`reason`).
+    mutating func recordRefusal(slot: String, reason: String, at time: Double) {
+        slots[slot, default: .init()].lastResult = reason
+        slots[slot, default: .init()].lastResultAt = time
+    }
+
+    /// The device left the customer's account (`deregister`): its queued presses go, what DRS said of its
+    /// orders no longer holds; the order history stays for the owner to read, with nothing left open.
     mutating func forgetAccount() {
+        dropEntries()
         for slot in slots.keys {
-            slots[slot]?.subscribed = nil
-            slots[slot]?.products = nil
             slots[slot]?.orderOpen = nil
             slots[slot]?.sensorOrderedWhileLow = nil
         }

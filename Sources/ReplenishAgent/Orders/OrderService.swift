@@ -1,3 +1,4 @@
+import FoundationEssentials
 import Logging
 
 /// Where a press becomes an order. `accept` writes the press durably to the outbox (before anything is
@@ -75,7 +76,22 @@ actor OrderService<C: Clock> where C.Duration == Duration {
         self.random = random
         self.logger = logger
         configuredSlots = Set(slots)
-        outbox = try StateFile.load(Outbox.self, from: path) { logger.error("\($0)") } ?? Outbox()
+        outbox = try Self.movingLegacyOrders(
+            into: try StateFile.load(Outbox.self, from: path) { logger.error("\($0)") } ?? Outbox(),
+            stateDirectory: stateDirectory, logger: logger)
+    }
+
+    /// Builds before issue 30 kept each slot's orders and the order history in `status.json`: the first start of
+    /// this build moves them here (written now, at the start, before the event loop serves), and `StatusBook`
+    /// leaves them out of its next write.
+    static func movingLegacyOrders(into loaded: Outbox, stateDirectory: String, logger: Logger) throws(AgentError)
+        -> Outbox
+    {
+        var outbox = loaded
+        guard outbox.adoptLegacyOrders(stateDirectory: stateDirectory) else { return loaded }
+        try StateFile.saveNow(outbox, to: path(stateDirectory: stateDirectory))
+        logger.notice("the slots' orders and the order history moved from status.json to outbox.json")
+        return outbox
     }
 
     static func path(stateDirectory: String) -> String { POSIX.join(stateDirectory, "outbox.json") }
@@ -84,7 +100,9 @@ actor OrderService<C: Clock> where C.Duration == Duration {
 
     /// Accepts a press for `slot`: durable when this returns. Refused when the device is not paired or DRS
     /// said the slot is not subscribed.
-    func accept(slot: String) async throws(AgentError) -> Outbox.Acceptance {
+    /// `fromSensor`: a level sensor's low, whose order latches the slot until a refill. The press's consumption
+    /// (and the latch) travel in the same write as the press.
+    func accept(slot: String, fromSensor: Bool = false) async throws(AgentError) -> Outbox.Acceptance {
         guard await tokens.isPaired else {
             throw AgentError(
                 .notPaired,
@@ -104,6 +122,7 @@ actor OrderService<C: Clock> where C.Duration == Duration {
         let now = wallTime()
         let acceptance = next.accept(
             slot: slot, at: now, pairingId: await tokens.pairingId, replacesWaiting: replacesWaiting)
+        if acceptance == .queued || fromSensor { next.recordConsumption(slot: slot, fromSensor: fromSensor, at: now) }
         // The call that follows at once (a token at hand, the slot not backing off) is marked "sent, answer
         // unknown" in this same write, so the press costs one write before its request leaves, not two; a call
         // that then does not leave takes the mark back (`deliver`).
@@ -131,6 +150,60 @@ actor OrderService<C: Clock> where C.Duration == Duration {
         waker.ring()
         publish(.queued(slot: slot))
         return acceptance
+    }
+
+    // MARK: The slots' orders (`SlotOrders`): read by the press and the follow-up, changed only here
+
+    func sensorOrderedWhileLow(_ slot: String) -> Bool { outbox.slots[slot]?.sensorOrderedWhileLow == true }
+
+    func consumedAt(_ slot: String) -> [Double] { outbox.slots[slot]?.consumedAt ?? [] }
+
+    /// The slot's order while DRS has not said it is final.
+    func openOrder(slot: String) -> (eventInstanceId: String, status: String?)? { outbox.openOrder(slot: slot) }
+
+    /// The slots whose last placed order is still followed up.
+    func openOrders(of slots: [String]) -> [(slot: String, eventInstanceId: String)] {
+        slots.compactMap { slot in outbox.openOrder(slot: slot).map { (slot, $0.eventInstanceId) } }
+    }
+
+    /// A level sensor's refill was seen: the next low orders again.
+    func recordRefill(slot: String) async throws(AgentError) {
+        try await commitOrThrow { $0.slots[slot, default: .init()].sensorOrderedWhileLow = nil }
+    }
+
+    /// A press for a slot whose order is still open: counted on that order, not sent.
+    func recordPressWhileOpen(slot: String, at time: Double) async throws(AgentError) {
+        try await commitOrThrow { $0.recordPressWhileOpen(slot: slot, at: time) }
+    }
+
+    /// `getOrderInfo` said `state` of the slot's order `id` (`OrderFollowUpService`).
+    func recordFollowUp(slot: String, eventInstanceId id: String, state: String, open: Bool, at time: Double)
+        async throws(AgentError)
+    {
+        try await commitOrThrow {
+            $0.recordFollowUp(slot: slot, eventInstanceId: id, status: state, open: open, at: time)
+        }
+    }
+
+    /// DRS cancelled the test orders of `slots` (`TestOrderCancellation`).
+    func recordTestOrdersCancelled(slots: [String], at time: Double) async throws(AgentError) {
+        try await commitOrThrow { $0.recordTestOrdersCancelled(slots: slots, at: time) }
+    }
+
+    /// The device left the customer's account (a reset of the pairing): its queued presses go, the history stays.
+    func forgetAccount() async throws(AgentError) {
+        markedAtAccept.removeAll()
+        timeline.wiped()
+        try await commitOrThrow { $0.forgetAccount() }
+        waker.ring()
+    }
+
+    /// `commit`, for a change whose caller must hear that it is not written (it stays in memory and is written
+    /// with the next write that succeeds).
+    private func commitOrThrow(_ change: (inout Outbox) -> Void) async throws(AgentError) {
+        guard await commit(change) else {
+            throw AgentError(.storage, "could not write \(path); the change is kept in memory and written later")
+        }
     }
 
     /// Factory reset: every queued press is forgotten, the file overwritten and removed.
@@ -275,13 +348,15 @@ actor OrderService<C: Clock> where C.Duration == Duration {
                 result, attempt: attempt, tokenAlreadyRefreshed: refreshed, using: &random)
             switch decision {
             case .done(let detailCode, let eventInstanceId):
-                await commit { $0.complete(slot: slot) }
+                // The press done and DRS's answer recorded: one write.
+                let at = wallTime()
+                await commit {
+                    $0.complete(slot: slot)
+                    $0.recordAnswer(slot: slot, detailCode: detailCode, eventInstanceId: eventInstanceId, at: at)
+                }
                 timeline.done(slot)
                 logger.info(
                     "order acknowledged", metadata: ["order.slot": "\(slot)", "order.detailCode": "\(detailCode)"])
-                let at = wallTime()
-                try? await status.recordAnswer(
-                    slot: slot, detailCode: detailCode, eventInstanceId: eventInstanceId, at: at)
                 publish(.acknowledged(slot: slot, detailCode: detailCode))
                 return
             case .refreshTokenAndRetry:
@@ -303,10 +378,13 @@ actor OrderService<C: Clock> where C.Duration == Duration {
                 }
                 return
             case .park(let reason):
-                await commit { $0.park(slot: slot, reason: reason) }
-                logger.error("order parked", metadata: ["order.slot": "\(slot)", "order.reason": "\(reason)"])
                 let at = wallTime()
-                try? await status.recordParked(slot: slot, reason: reason, at: at)
+                await commit {
+                    $0.park(slot: slot, reason: reason)
+                    $0.recordRefusal(slot: slot, reason: reason, at: at)
+                }
+                logger.error("order parked", metadata: ["order.slot": "\(slot)", "order.reason": "\(reason)"])
+                if reason == "not subscribed" { try? await status.recordNotSubscribed(slot: slot) }
                 publish(.parked(slot: slot, reason: reason))
                 return
             }

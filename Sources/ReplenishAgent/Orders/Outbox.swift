@@ -1,4 +1,5 @@
-/// The durable list of presses not yet acknowledged by DRS. Pure rules; `OrderService` persists it.
+/// The durable list of presses not yet acknowledged by DRS, and what DRS answered for each slot (`slots`,
+/// `orders`). Pure rules; `OrderService` persists it in `outbox.json`.
 ///
 /// - At most one entry per slot: a press for a slot that already has one pending is coalesced into it (its
 ///   time is recorded), because DRS would answer the second with `ORDER_INPROGRESS` anyway.
@@ -61,6 +62,11 @@ struct Outbox: Codable, Sendable, Equatable {
 
     var version = 1
     private(set) var entries: [Entry] = []
+    /// What the device knows of each slot's orders (`SlotOrders`): kept with the presses, so that a press and
+    /// its answer are each one write of one file (`OrderHistory` says how answers change it).
+    var slots: [String: SlotOrders] = [:]
+    /// The newest answered replenish calls (`OrderRecord`), newest last, for `replenish-agent orders`.
+    var orders: [OrderRecord]?
 
     var pending: [Entry] { entries.filter { !$0.isParked } }
     var parked: [Entry] { entries.filter(\.isParked) }
@@ -199,7 +205,7 @@ struct Outbox: Codable, Sendable, Equatable {
 
 extension Outbox {
     enum CodingKeys: String, CodingKey {
-        case version, entries
+        case version, entries, slots, orders
     }
 
     /// A file edited by hand or damaged in a way JSON still parses could hold two entries for one slot, which
@@ -209,7 +215,12 @@ extension Outbox {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         version = try container.decode(Int.self, forKey: .version)
         entries = Self.oneEntryPerSlot(try container.decode([Entry].self, forKey: .entries))
+        slots = try container.decodeIfPresent([String: SlotOrders].self, forKey: .slots) ?? [:]
+        orders = try container.decodeIfPresent([OrderRecord].self, forKey: .orders)
     }
+
+    /// Forgets every queued press (a reset of the pairing): what was answered stays.
+    mutating func dropEntries() { entries.removeAll() }
 
     /// The entries with those of one slot merged, in the order of each slot's first entry: the press still to
     /// send wins over a parked one (it came after the refusal), the press times are joined (the newest
@@ -236,4 +247,27 @@ extension Outbox {
         }
         return merged
     }
+}
+
+/// What the device knows of one slot's orders, for its decisions after a restart and for `status`. Until
+/// issue 30 these fields were in `status.json` (`StatusRecord.Slot`), and a start moves them here
+/// (`OrderService`).
+struct SlotOrders: Codable, Sendable, Equatable {
+    var lastResult: String?
+    var lastResultAt: Double?
+    var lastEventInstanceId: String?
+    /// A level sensor of this slot ordered and no refill has been seen since: a restart while the supply
+    /// is still low (its level reads "low" again at start) must not order again.
+    var sensorOrderedWhileLow: Bool?
+    /// The slot's last placed order (`lastEventInstanceId`) is followed with `getOrderInfo` while this is
+    /// true; `orderStatus` is DRS's word for it (nil until asked), `orderCheckedAt` when it was asked.
+    var orderOpen: Bool?
+    var orderStatus: String?
+    var orderCheckedAt: Double?
+    /// When the slot's contents were consumed (a press or a low level), newest last, at most
+    /// `ConsumptionRate.historyLimit`: the expected-replenishment date of slot status comes from them.
+    var consumedAt: [Double]?
+
+    /// Nothing known.
+    var isEmpty: Bool { self == SlotOrders() }
 }

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import Logging
 
 /// `replenish-agent cancel-test-orders [--slot ID]`: cancels the device's test orders at DRS, so a test or
 /// certification run can order the same slot again, and records the slots' orders as cancelled. Refused in
@@ -9,7 +10,9 @@ struct TestOrderCancellation<C: Clock>: Sendable where C.Duration == Duration {
     let slots: [String]
     let tokens: TokenManager<C>
     let drs: DRSSession
-    let status: StatusBook
+    /// Records the cancelled slots' orders as cancelled (`OrderService.recordTestOrdersCancelled` in the daemon,
+    /// `recordOffline` without it).
+    let record: @Sendable (_ slots: [String], _ at: Double) async throws(AgentError) -> Void
     let wallTime: @Sendable () -> Double
 
     func perform(slot: String?) async -> Result<String, AgentError> {
@@ -30,7 +33,7 @@ struct TestOrderCancellation<C: Clock>: Sendable where C.Duration == Duration {
             let statuses = try TestOrders.slotStatuses(answer.body)
             let at = wallTime()
             let cancelled = slot.map { [$0] } ?? slots
-            try await status.recordTestOrdersCancelled(slots: cancelled, at: at)
+            try await record(cancelled, at)
             let described = statuses.map { "\($0.slotId): \($0.orderStatus)" }.joined(separator: ", ")
             return .success("test orders cancelled (\(described.isEmpty ? "DRS named no slot" : described))")
         } catch {
@@ -73,6 +76,20 @@ enum TestOrders {
         }
         return answer.slotOrderStatuses.prefix(100).map {
             SlotOrderStatus(slotId: LWAClient.sanitize($0.slotId), orderStatus: LWAClient.sanitize($0.orderStatus))
+        }
+    }
+}
+
+extension TestOrderCancellation {
+    /// Without the daemon (the caller holds the state directory's lock): the outbox file is changed in place.
+    static func recordOffline(stateDirectory: String, logger: Logger)
+        -> @Sendable ([String], Double) async throws(AgentError) -> Void
+    {
+        { slots, at throws(AgentError) in
+            let path = OrderService<ContinuousClock>.path(stateDirectory: stateDirectory)
+            var outbox = try StateFile.load(Outbox.self, from: path) { logger.error("\($0)") } ?? Outbox()
+            outbox.recordTestOrdersCancelled(slots: slots, at: at)
+            try StateFile.saveNow(outbox, to: path)
         }
     }
 }

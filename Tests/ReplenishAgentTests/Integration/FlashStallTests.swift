@@ -189,19 +189,27 @@ import Testing
             return try harness.slotStatus(config: config, "slot-1")["subscribed"] as? Bool == true
         }
 
-        // The press command answers once the press is durable; the request is timed from the press itself.
-        let press = Process()
-        press.executableURL = URL(fileURLWithPath: Harness.binDirectory + "/replenish-agent")
-        press.arguments = ["press", "button", "--config", config]
+        // Pressed through the simulated board's control socket from a thread of the test (no command to start):
+        // the press answers once it is durable, and the request is timed from the press itself.
+        let socket = harness.directory + "/state/control.sock"
+        let answered = DispatchSemaphore(value: 0)
+        let pressStatus = Mutex<Int?>(nil)
         let pressed = Self.monotonicMilliseconds()
-        try Harness.spawning.withLock { try press.run() }
+        Thread.detachNewThread {
+            let answer = try? CurlEasy(options: .init(unixSocketPath: socket)).perform(
+                HTTPRequest(
+                    method: .post, url: "http://localhost/press", headers: [("Content-Type", "application/json")],
+                    body: Array(#"{"input":"button","holdSeconds":0.05}"#.utf8)))
+            pressStatus.withLock { $0 = answer?.status }
+            answered.signal()
+        }
         var left: Double?
         try harness.waitUntil("the replenish request", timeout: 30) {
             if try harness.replenishEvents(emulator).count >= 1 { left = Self.monotonicMilliseconds() }
             return left != nil
         }
-        press.waitUntilExit()
-        #expect(press.terminationStatus == 0)
+        #expect(answered.wait(timeout: .now() + 30) == .success)
+        #expect(pressStatus.withLock { $0 } == 200)
         let took = ((left ?? 0) - pressed) / 1000
         // Measured from the test's side: the emulator's event is seen up to one poll (and a request) later.
         #expect(took <= 2 * Self.stall + 1, "the replenish request left \(took) s after the press")
