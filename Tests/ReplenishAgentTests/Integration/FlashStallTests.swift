@@ -75,6 +75,25 @@ import Testing
         return library
     }
 
+    /// An emulator with 30 s access tokens (the agent refreshes on its own every 22 s or so), a config, and the
+    /// agent started under the shim (`stallMilliseconds` per flush, logged to the returned `flushLog`), with
+    /// `extra` in its environment.
+    static func startShimmedAgent(_ harness: Harness, stallMilliseconds: Int, extra: [String: String] = [:]) throws
+        -> (emulator: String, config: String, pairingPort: Int, flushLog: String, agent: Process)
+    {
+        let shim = try buildShim(harness)
+        let flushLog = harness.directory + "/flushes.log"
+        let emulator = try harness.startEmulator(["--slots", "slot-1", "--access-token-lifetime", "30"])
+        let pairingPort = try Harness.freePort()
+        let config = try harness.writeConfig(emulator: emulator, pairingPort: pairingPort)
+        var environment = ProcessInfo.processInfo.environment.merging(extra) { $1 }
+        environment["LD_PRELOAD"] = shim
+        environment["FSYNC_STALL_MS"] = "\(stallMilliseconds)"
+        environment["FSYNC_LOG"] = flushLog
+        let agent = try harness.startAgent(config: config, environment: environment)
+        return (emulator, config, pairingPort, flushLog, agent)
+    }
+
     /// The shim's log: (monotonic ms, the calling thread's name, path) of each flush.
     static func flushes(_ log: String) -> [(at: Double, thread: String, path: String)] {
         ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n").compactMap { line in
@@ -161,20 +180,10 @@ import Testing
     /// stalled write, and a restart: still exactly one order.
     @Test func onAFlashThatStallsEveryFlushTheLoopAnswersPingsAndOrdersOnce() throws {
         let harness = Harness()
-        let shim = try Self.buildShim(harness)
-        let flushLog = harness.directory + "/flushes.log"
-        // Short-lived access tokens (30 s): refreshed every 22 s or so while the test runs.
-        let emulator = try harness.startEmulator(["--slots", "slot-1", "--access-token-lifetime", "30"])
-        let pairingPort = try Harness.freePort()
-        let config = try harness.writeConfig(emulator: emulator, pairingPort: pairingPort)
         let notify = try NotifySocket()
-        var environment = ProcessInfo.processInfo.environment
-        environment["LD_PRELOAD"] = shim
-        environment["FSYNC_STALL_MS"] = "\(Int(Self.stall * 1000))"
-        environment["FSYNC_LOG"] = flushLog
-        environment["NOTIFY_SOCKET"] = notify.variable
-        environment["WATCHDOG_USEC"] = "4000000"  // a ping due every 2 s
-        let agent = try harness.startAgent(config: config, environment: environment)
+        let (emulator, config, pairingPort, flushLog, agent) = try Self.startShimmedAgent(
+            harness, stallMilliseconds: Int(Self.stall * 1000),
+            extra: ["NOTIFY_SOCKET": notify.variable, "WATCHDOG_USEC": "4000000"])  // a ping due every 2 s
         defer { if agent.isRunning { kill(agent.processIdentifier, SIGKILL) } }
 
         let listener = NotifyListener(notify)

@@ -39,17 +39,8 @@ import Testing
     /// right after it not at all.
     @Test func aPressARefreshAndAnIdleSpanFlushAFewTimesAtMost() throws {
         let harness = Harness()
-        let shim = try FlashStallTests.buildShim(harness)
-        let flushLog = harness.directory + "/flushes.log"
-        // Short-lived access tokens (30 s): the agent refreshes on its own every 22 s or so.
-        let emulator = try harness.startEmulator(["--slots", "slot-1", "--access-token-lifetime", "30"])
-        let pairingPort = try Harness.freePort()
-        let config = try harness.writeConfig(emulator: emulator, pairingPort: pairingPort)
-        var environment = ProcessInfo.processInfo.environment
-        environment["LD_PRELOAD"] = shim
-        environment["FSYNC_STALL_MS"] = "0"
-        environment["FSYNC_LOG"] = flushLog
-        let agent = try harness.startAgent(config: config, environment: environment)
+        let (emulator, config, pairingPort, flushLog, agent) = try FlashStallTests.startShimmedAgent(
+            harness, stallMilliseconds: 0)
         defer { if agent.isRunning { kill(agent.processIdentifier, SIGKILL) } }
 
         try harness.pair(emulator: emulator, pairingPort: pairingPort)
