@@ -39,7 +39,7 @@ import Testing
             drs: DRSSession(
                 client: DRSClient(http: drs, baseURL: try EndpointURL("http://127.0.0.1:1")), tokens: tokens),
             tokens: tokens,
-            status: try StatusBook(stateDirectory: directory) { _ in }, clock: clock, wallTime: wallTime,
+            clock: clock, wallTime: wallTime,
             random: .seeded(state: 3), boot: boot, clockSynchronized: clockSynchronized, sinceBoot: sinceBoot,
             logger: .init(label: "test"))
     }
@@ -66,12 +66,9 @@ import Testing
         let slots = ["slot-1", "slot-2", "slot-3"]
         let orders = try orderService(directory: directory, drs: drs, tokens: tokens, slots: slots)
         for slot in slots { _ = try await orders.accept(slot: slot) }
-        let duties = Duties(
-            drs: DRSSession(
-                client: DRSClient(http: drs, baseURL: try EndpointURL("http://127.0.0.1:1")), tokens: tokens),
-            tokens: tokens,
-            status: try StatusBook(stateDirectory: directory) { _ in }, slots: slots, clock: clock,
-            wallTime: wallTime, logger: .init(label: "test"))
+        let (duties, _) = try Duties.testing(
+            drs: drs, tokens: tokens, status: try StatusBook(stateDirectory: directory) { _ in }, slots: slots,
+            clock: clock, wallTime: wallTime)
         await ServiceDriver(clock: clock, tokens.step, orders.step, duties.step).pass(.seconds(3600))
         #expect(clockAtStart.duration(to: clock.now) == .seconds(3600))
         #expect(scheduled >= 8 && scheduled <= 25, "\(scheduled) refreshes in an hour of LWA 503s")
@@ -217,12 +214,9 @@ import Testing
             clock: clock, wallTime: wallTime, clockTrusted: false, logger: .init(label: "test"))
         #expect(try await tokens.accessToken() == Secret("Atza|new"))
         #expect(lwa.requests.count == 1)
-        let duties = Duties(
-            drs: DRSSession(
-                client: DRSClient(http: drs, baseURL: try EndpointURL("http://127.0.0.1:1")), tokens: tokens),
-            tokens: tokens,
-            status: try StatusBook(stateDirectory: directory) { _ in }, slots: ["slot-1"], clock: clock,
-            wallTime: wallTime, clockTrusted: { trusted.withLock { $0 } }, logger: .init(label: "test"))
+        let (duties, _) = try Duties.testing(
+            drs: drs, tokens: tokens, status: try StatusBook(stateDirectory: directory) { _ in }, slots: ["slot-1"],
+            clock: clock, wallTime: wallTime, clockTrusted: { trusted.withLock { $0 } })
         let driver = ServiceDriver(clock: clock, duties.step)
         await driver.pass(.seconds(120))
         #expect(drs.requests.isEmpty, "no device status with a clock that is not set")

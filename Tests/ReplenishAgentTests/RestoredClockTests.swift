@@ -131,7 +131,7 @@ import Testing
             stateDirectory: directory, slots: ["slot-1"],
             drs: DRSSession(
                 client: DRSClient(http: drs, baseURL: try EndpointURL("http://127.0.0.1:1")), tokens: tokens),
-            tokens: tokens, status: try StatusBook(stateDirectory: directory) { _ in }, clock: clock,
+            tokens: tokens, clock: clock,
             wallTime: wallTime ?? self.wallTime, random: .seeded(state: 3), boot: "boot-now",
             clockSynchronized: { false },
             sinceBoot: sinceBoot, logger: .init(label: "test"))

@@ -50,16 +50,13 @@ import Testing
                 http: ScriptedHTTPClient { _ in json(503, "") },
                 tokenURL: try EndpointURL("http://127.0.0.1:1/auth/o2/token"), clientSecret: nil),
             clock: clock, wallTime: clock.wallTime(from: epoch), logger: .init(label: "test"))
-        let duties = Duties(
-            drs: DRSSession(
-                client: DRSClient(http: drs, baseURL: try EndpointURL("http://127.0.0.1:1")), tokens: tokens),
-            tokens: tokens,
-            status: status, slots: ["slot-1"], clock: clock, wallTime: clock.wallTime(from: epoch),
-            logger: .init(label: "test"))
+        let (_, subscriptions) = try Duties.testing(
+            drs: drs, tokens: tokens, status: status, slots: ["slot-1"], clock: clock,
+            wallTime: clock.wallTime(from: epoch))
         let calls = { drs.requests.filter { $0.url.hasSuffix("/subscriptionInfo") }.count }
 
         // Still unsubscribed: asked once, the answer recorded.
-        #expect(await duties.recheckSubscription(slot: "slot-1") == false)
+        #expect(await subscriptions.allowsPress(slot: "slot-1") == false)
         #expect(calls() == 1)
         #expect(
             drs.requests.last?.headers.contains {
@@ -69,15 +66,24 @@ import Testing
         subscribed.value = true
         for _ in 0..<5 {
             clock.advance(by: .seconds(10))
-            #expect(await duties.recheckSubscription(slot: "slot-1") == nil)
+            #expect(await subscriptions.allowsPress(slot: "slot-1") == false, "the recorded answer stands")
         }
         #expect(calls() == 1)
         // A minute after the last check: asked again, subscribed now, products recorded for `status`.
         clock.advance(by: .seconds(10))
-        #expect(await duties.recheckSubscription(slot: "slot-1") == true)
+        #expect(await subscriptions.allowsPress(slot: "slot-1") == true)
         #expect(calls() == 2)
         #expect(await status.subscribed("slot-1") == true)
         #expect(
             await status.record.slots["slot-1"]?.products == [.init(asin: "B0EXAMPLE1", quantity: 1, unit: "count")])
+        // Subscribed: a press is let through without a question.
+        #expect(await subscriptions.allowsPress(slot: "slot-1") == true)
+        #expect(calls() == 2)
+        // DRS refuses an order as not subscribed (an order parked): recorded, and the next press within the
+        // minute is refused without a question.
+        await subscriptions.refused(slot: "slot-1")
+        #expect(await status.subscribed("slot-1") == false)
+        #expect(await subscriptions.allowsPress(slot: "slot-1") == false)
+        #expect(calls() == 2)
     }
 }

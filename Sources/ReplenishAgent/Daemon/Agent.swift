@@ -57,11 +57,15 @@ struct Agent {
                 """,
                 metadata: ["runtime.directory": "\(config.runtimeDirectory)"])
         }
+        let subscriptions = Subscriptions(
+            drs: session, status: status, slots: config.slots, clock: clock, wallTime: wallTime, logger: logger)
         let orders = try OrderService(
-            stateDirectory: config.stateDirectory, slots: config.slots, drs: session, tokens: tokens, status: status,
-            clock: clock, wallTime: wallTime, boot: boot, logger: logger)
+            stateDirectory: config.stateDirectory, slots: config.slots, drs: session, tokens: tokens,
+            notSubscribed: { await subscriptions.refused(slot: $0) }, clock: clock, wallTime: wallTime, boot: boot,
+            logger: logger)
         let duties = Duties(
-            drs: session, tokens: tokens, status: status, slots: config.slots, clock: clock,
+            drs: session, tokens: tokens, status: status, subscriptions: subscriptions, slots: config.slots,
+            clock: clock,
             wallTime: wallTime, clockTrusted: { WallClock.isTrusted() }, logger: logger)
         let followUp = OrderFollowUpService(
             drs: session, tokens: tokens, orders: orders, slots: config.slots, phase: config.device.phase, clock: clock,
@@ -115,7 +119,8 @@ struct Agent {
         let paired = await tokens.isPaired
         await lights.start(paired: paired, outbox: await orders.snapshot)
         let presses = PressHandler(
-            config: config, orders: orders, tokens: tokens, duties: duties, lights: lights,
+            config: config, orders: orders, tokens: tokens, duties: duties, subscriptions: subscriptions,
+            lights: lights,
             clock: clock, wallTime: wallTime, logger: logger, openPairingWindow: pairingEntry.open,
             factoryReset: owner.resetConfirmedWithTheButton, followUp: followUp)
         let inputs = InputPipeline(board: config.board, clock: clock, logger: logger, handler: presses.handle)

@@ -2,14 +2,15 @@ import FoundationEssentials
 import Logging
 
 /// The duties DRS asks of a paired device besides ordering: device status within 30 seconds of pairing or
-/// start, then daily; the subscription of each slot at the same times (so presses for an unsubscribed slot
-/// are refused at the button). Failures retry with backoff.
+/// start, then daily; the subscription of each slot at the same times (`Subscriptions`, so presses for an
+/// unsubscribed slot are refused at the button). Failures retry with backoff.
 actor Duties<C: Clock> where C.Duration == Duration {
     static var interval: Duration { .seconds(24 * 3600) }
 
     private let drs: DRSSession
     private let tokens: TokenManager<C>
     private let status: StatusBook
+    private let subscriptions: Subscriptions<C>
     private let slots: [String]
     private let clock: C
     private let wallTime: @Sendable () -> Double
@@ -20,11 +21,10 @@ actor Duties<C: Clock> where C.Duration == Duration {
     /// Whether the wall clock can be trusted (`WallClock.isTrusted`): device status and slot status carry
     /// dates, and a board without a clock starts in 1970, so nothing is sent until it is set.
     private let clockTrusted: @Sendable () -> Bool
-    /// When a press last made the agent ask DRS about subscriptions again (one question for every slot).
-    private var recheck = RecheckSpacing<C.Instant, String, Never>()
 
     init(
-        drs: DRSSession, tokens: TokenManager<C>, status: StatusBook, slots: [String], clock: C,
+        drs: DRSSession, tokens: TokenManager<C>, status: StatusBook, subscriptions: Subscriptions<C>,
+        slots: [String], clock: C,
         wallTime: @escaping @Sendable () -> Double, clockTrusted: @escaping @Sendable () -> Bool = { true },
         logger: Logger
     ) {
@@ -32,6 +32,7 @@ actor Duties<C: Clock> where C.Duration == Duration {
         self.drs = drs
         self.tokens = tokens
         self.status = status
+        self.subscriptions = subscriptions
         self.slots = slots
         self.clock = clock
         self.wallTime = wallTime
@@ -107,48 +108,9 @@ actor Duties<C: Clock> where C.Duration == Duration {
         let now = wallTime()
         try await drs.sendExpectingSuccess(.deviceStatus(mostRecentlyActive: now))
         logger.info("device status sent")
-        // Device status and the subscriptions are written together: one write a day.
-        let info: SubscriptionInfo?
-        do { info = try await askSubscriptions() } catch {
-            try await status.recordDuties(deviceStatusAt: now, subscriptions: nil, slots: slots, at: now)
-            throw error
-        }
-        try await status.recordDuties(deviceStatusAt: now, subscriptions: info, slots: slots, at: wallTime())
+        try await status.recordDeviceStatus(at: now)
+        try await subscriptions.check()
     }
-
-    /// Asks DRS which slots are subscribed (and to what) and records it; presses for an unsubscribed slot are
-    /// refused at the button until a check finds it subscribed.
-    private func checkSubscriptions() async throws(AgentError) {
-        let info = try await askSubscriptions()
-        try await status.recordDuties(deviceStatusAt: nil, subscriptions: info, slots: slots, at: wallTime())
-    }
-
-    private func askSubscriptions() async throws(AgentError) -> SubscriptionInfo {
-        let answer = try await drs.sendExpectingSuccess(.subscriptionInfo)
-        let info = try SubscriptionInfo.decode(answer.body)
-        logger.info(
-            "subscriptions checked",
-            metadata: ["drs.subscribed": "\(slots.filter { info.slots[$0]?.subscribed == true }.count)/\(slots.count)"])
-        return info
-    }
-
-    /// A press for a slot marked unsubscribed: the customer may have subscribed since the last check, so ask
-    /// DRS again, at most once a minute (a child pressing the button again and again is not a stream of
-    /// calls). Returns the slot's subscription as now known, or nil when no check could be made.
-    func recheckSubscription(slot: String) async -> Bool? {
-        // The spacing counts from the attempt: a failing DRS is not asked again on every press either. Within
-        // it the press is judged on what is recorded (nil here: the caller keeps its earlier answer).
-        guard case .ask = recheck.decide("subscriptions", at: clock.now) else { return nil }
-        do throws(AgentError) {
-            try await checkSubscriptions()
-            return await status.subscribed(slot)
-        } catch {
-            logger.warning(
-                "subscription re-check failed", metadata: ["order.slot": "\(slot)", "error": "\(error.message)"])
-            return nil
-        }
-    }
-
 }
 
 extension Duties: TokenFollowingService {

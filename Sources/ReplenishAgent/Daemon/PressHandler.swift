@@ -8,6 +8,7 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
     private let orders: OrderService<C>
     private let tokens: TokenManager<C>
     private let duties: Duties<C>
+    private let subscriptions: Subscriptions<C>
     private let lights: Lights<C>
     private let clock: C
     private let wallTime: @Sendable () -> Double
@@ -23,6 +24,7 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
 
     init(
         config: AgentConfig, orders: OrderService<C>, tokens: TokenManager<C>, duties: Duties<C>,
+        subscriptions: Subscriptions<C>,
         lights: Lights<C>, clock: C, wallTime: @escaping @Sendable () -> Double, logger: Logger,
         openPairingWindow: @escaping @Sendable () async -> String = { "pairing window open" },
         factoryReset: @escaping @Sendable () async -> Result<String, AgentError>,
@@ -35,6 +37,7 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
         self.orders = orders
         self.tokens = tokens
         self.duties = duties
+        self.subscriptions = subscriptions
         self.lights = lights
         self.clock = clock
         self.wallTime = wallTime
@@ -137,16 +140,13 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
         await duties.reportSlotStatus(slot: slot, report: report)
     }
 
-    /// The outbox takes the press; a slot marked unsubscribed is checked with DRS again first (at most once a
-    /// minute, `Duties.recheckSubscription`), so the button works as soon as the customer subscribes.
+    /// The outbox takes the press, if `Subscriptions` lets the slot order (it re-checks a slot recorded
+    /// unsubscribed, at most once a minute, so the button works as soon as the customer subscribes).
     private func accept(slot: String, fromSensor: Bool) async throws(AgentError) -> Outbox.Acceptance {
-        do {
-            return try await orders.accept(slot: slot, fromSensor: fromSensor)
-        } catch  where error.code == .accessDenied {
-            guard await duties.recheckSubscription(slot: slot) == true else { throw error }
-            logger.notice("the slot is subscribed now; taking the press", metadata: ["order.slot": "\(slot)"])
-            return try await orders.accept(slot: slot, fromSensor: fromSensor)
+        guard await subscriptions.allowsPress(slot: slot) else {
+            throw AgentError(.accessDenied, "slot \(slot) is not subscribed")
         }
+        return try await orders.accept(slot: slot, fromSensor: fromSensor)
     }
 
     /// How the device pairs again, for the answers to a confirmed re-pairing.

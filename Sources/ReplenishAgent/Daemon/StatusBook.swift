@@ -85,23 +85,16 @@ actor StatusBook {
 
     func subscribed(_ slot: String) -> Bool? { record.slots[slot]?.subscribed }
 
-    // MARK: Orders (OrderService)
+    // MARK: Subscriptions (Subscriptions)
 
-    /// DRS refused a press for `slot` as not subscribed: presses are refused at the button until a check finds
-    /// it subscribed.
+    /// DRS refused an order of `slot` as not subscribed.
     func recordNotSubscribed(slot: String) async throws(AgentError) {
         try await update { $0.slots[slot, default: .init()].subscribed = false }
     }
 
-    // MARK: Duties (Duties)
-
-    /// Device status was sent, and DRS said which slots are subscribed (`info`), at `time`: one write.
-    func recordDuties(deviceStatusAt: Double?, subscriptions info: SubscriptionInfo?, slots: [String], at time: Double)
-        async throws(AgentError)
-    {
+    /// DRS said which of `slots` are subscribed (`info`), at `time`.
+    func recordSubscriptions(_ info: SubscriptionInfo, slots: [String], at time: Double) async throws(AgentError) {
         try await update { record in
-            if let deviceStatusAt { record.lastDeviceStatusAt = deviceStatusAt }
-            guard let info else { return }
             record.lastSubscriptionCheckAt = time
             for slot in slots {
                 let known = info.slots[slot]
@@ -110,6 +103,13 @@ actor StatusBook {
                     known.map { $0.products.isEmpty ? nil : $0.products } ?? nil
             }
         }
+    }
+
+    // MARK: Duties (Duties)
+
+    /// Device status was sent at `time`.
+    func recordDeviceStatus(at time: Double) async throws(AgentError) {
+        try await update { $0.lastDeviceStatusAt = time }
     }
 
     // MARK: Reset (FactoryReset)

@@ -9,7 +9,8 @@ actor OrderService<C: Clock> where C.Duration == Duration {
     private let path: String
     private let drs: DRSSession
     private let tokens: TokenManager<C>
-    private let status: StatusBook
+    /// DRS refused an order as not subscribed (`Subscriptions.refused`).
+    private let notSubscribed: @Sendable (String) async -> Void
     private let clock: C
     private let wallTime: @Sendable () -> Double
     private let logger: Logger
@@ -57,7 +58,8 @@ actor OrderService<C: Clock> where C.Duration == Duration {
     }
 
     init(
-        stateDirectory: String, slots: [String], drs: DRSSession, tokens: TokenManager<C>, status: StatusBook, clock: C,
+        stateDirectory: String, slots: [String], drs: DRSSession, tokens: TokenManager<C>,
+        notSubscribed: @escaping @Sendable (String) async -> Void = { _ in }, clock: C,
         wallTime: @escaping @Sendable () -> Double, random: RandomSource = .system,
         boot: String?,
         clockSynchronized: @escaping @Sendable () -> Bool = { WallClock.isSynchronized() },
@@ -70,7 +72,7 @@ actor OrderService<C: Clock> where C.Duration == Duration {
         path = Self.path(stateDirectory: stateDirectory)
         self.drs = drs
         self.tokens = tokens
-        self.status = status
+        self.notSubscribed = notSubscribed
         self.clock = clock
         self.wallTime = wallTime
         self.random = random
@@ -98,8 +100,8 @@ actor OrderService<C: Clock> where C.Duration == Duration {
 
     var snapshot: Outbox { outbox }
 
-    /// Accepts a press for `slot`: durable when this returns. Refused when the device is not paired or DRS
-    /// said the slot is not subscribed.
+    /// Accepts a press for `slot`: durable when this returns. Refused when the device is not paired (whether
+    /// the slot is subscribed is `Subscriptions`', asked before).
     /// `fromSensor`: a level sensor's low, whose order latches the slot until a refill. The press's consumption
     /// (and the latch) travel in the same write as the press.
     func accept(slot: String, fromSensor: Bool = false) async throws(AgentError) -> Outbox.Acceptance {
@@ -107,9 +109,6 @@ actor OrderService<C: Clock> where C.Duration == Duration {
             throw AgentError(
                 .notPaired,
                 "not paired: pair the device first (the companion app, or the code replenish-agent status shows)")
-        }
-        if await status.subscribed(slot) == false {
-            throw AgentError(.accessDenied, "slot \(slot) is not subscribed")
         }
         await turns.take()
         defer { turns.release() }
@@ -384,7 +383,7 @@ actor OrderService<C: Clock> where C.Duration == Duration {
                     $0.recordRefusal(slot: slot, reason: reason, at: at)
                 }
                 logger.error("order parked", metadata: ["order.slot": "\(slot)", "order.reason": "\(reason)"])
-                if reason == "not subscribed" { try? await status.recordNotSubscribed(slot: slot) }
+                if reason == "not subscribed" { await notSubscribed(slot) }
                 publish(.parked(slot: slot, reason: reason))
                 return
             }

@@ -99,3 +99,22 @@ final class Locked<Value: Sendable>: Sendable {
         set { storage.withLock { $0 = newValue } }
     }
 }
+
+extension Duties where C == ManualClock {
+    /// Duties over `drs` (at 127.0.0.1:1), with their own `Subscriptions`, both recording in `status`.
+    static func testing(
+        drs: any HTTPClient, tokens: TokenManager<ManualClock>, status: StatusBook, slots: [String],
+        clock: ManualClock, wallTime: @escaping @Sendable () -> Double,
+        clockTrusted: @escaping @Sendable () -> Bool = { true }
+    ) throws -> (duties: Duties, subscriptions: Subscriptions<ManualClock>) {
+        let session = DRSSession(
+            client: DRSClient(http: drs, baseURL: try EndpointURL("http://127.0.0.1:1")), tokens: tokens)
+        let subscriptions = Subscriptions(
+            drs: session, status: status, slots: slots, clock: clock, wallTime: wallTime,
+            logger: .init(label: "test"))
+        let duties = Duties(
+            drs: session, tokens: tokens, status: status, subscriptions: subscriptions, slots: slots, clock: clock,
+            wallTime: wallTime, clockTrusted: clockTrusted, logger: .init(label: "test"))
+        return (duties, subscriptions)
+    }
+}
