@@ -120,7 +120,6 @@ struct Agent {
         await lights.start(paired: paired, outbox: await orders.snapshot)
         let presses = PressHandler(
             config: config, orders: orders, tokens: tokens, duties: duties, subscriptions: subscriptions,
-            lights: lights,
             clock: clock, wallTime: wallTime, logger: logger, openPairingWindow: pairingEntry.open,
             factoryReset: owner.resetConfirmedWithTheButton, followUp: followUp)
         let inputs = InputPipeline(board: config.board, clock: clock, logger: logger, handler: presses.handle)
@@ -135,7 +134,7 @@ struct Agent {
         var services: [any Service] = [
             Lights.Part(
                 lights: lights, tokens: tokens.events.subscribe(), orders: orders.updates.subscribe(),
-                window: window.changes.subscribe(), linking: linkingChanges()),
+                window: window.changes.subscribe(), linking: linkingChanges(), presses: presses.signals.subscribe()),
             StatusRecorder.Part(
                 status: shown, tokens: tokens.events.subscribe(), window: window.changes.subscribe(),
                 linking: linkingChanges()),

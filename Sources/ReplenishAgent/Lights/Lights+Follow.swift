@@ -1,5 +1,5 @@
-/// The LED follows the token lifecycle, the outbox, the pairing window and code-based linking through their
-/// streams.
+/// The LED follows the token lifecycle, the outbox, the pairing window, code-based linking and the presses'
+/// signals through their streams: nothing else drives it.
 extension Lights {
     /// The facts known before the streams say anything (the state files as loaded).
     func start(paired: Bool, outbox: Outbox) {
@@ -13,7 +13,8 @@ extension Lights {
     /// Applies every event until the streams end or the task is cancelled.
     nonisolated func follow(
         tokens: AsyncStream<TokenEvent>, orders: AsyncStream<OrderService<C>.Update>,
-        window: AsyncStream<PairingWindowService<C>.State>, linking: AsyncStream<LinkingCode?>
+        window: AsyncStream<PairingWindowService<C>.State>, linking: AsyncStream<LinkingCode?>,
+        presses: AsyncStream<PressMeaning.Signal>
     ) async {
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
@@ -30,6 +31,17 @@ extension Lights {
             group.addTask {
                 for await shown in linking { await self.update { $0.codeWaiting = shown != nil } }
             }
+            group.addTask {
+                for await signal in presses { await self.show(signal) }
+            }
+        }
+    }
+
+    private func show(_ signal: PressMeaning.Signal) {
+        switch signal {
+        case .acknowledged: acknowledge()
+        case .alreadyOrdered: alreadyOrdered()
+        case .repairingArmed(let armed): update { $0.repairingArmed = armed }
         }
     }
 
@@ -69,10 +81,11 @@ extension Lights {
         let orders: AsyncStream<OrderService<C>.Update>
         let window: AsyncStream<PairingWindowService<C>.State>
         let linking: AsyncStream<LinkingCode?>
+        let presses: AsyncStream<PressMeaning.Signal>
         var description: String { "lights" }
 
         func follow() async {
-            await lights.follow(tokens: tokens, orders: orders, window: window, linking: linking)
+            await lights.follow(tokens: tokens, orders: orders, window: window, linking: linking, presses: presses)
         }
         func work() async { await lights.run() }
     }
