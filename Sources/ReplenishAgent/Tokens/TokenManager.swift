@@ -110,9 +110,9 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
         events.publish(next == nil ? .pairingLost : .paired)
     }
 
-    /// Forgets the pairing on the customer's request (re-pairing from the button): wipes the tokens and
-    /// goes back to pairing mode. The outbox is kept.
-    /// Forgets the pairing; returns the tokens it had at that moment (the newest, after any rotation).
+    /// Forgets the pairing (a reset, the owner-change gesture, a pairing made for another identity): wipes the
+    /// tokens and goes back to pairing mode; returns the tokens it had at that moment (the newest, after any
+    /// rotation), for the deregistration.
     @discardableResult
     func unpair(reason: String) async throws(AgentError) -> TokenSet? {
         // A refresh already out may come back with a rotated refresh token, and LWA may have ended the one held
@@ -299,9 +299,6 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
         timeline.clockSet(at: clock.now)
         waker.ring()
     }
-
-    /// True while the tokens in memory are newer than the token file.
-    var hasUnsavedTokens: Bool { unsaved }
 
     private func notifyChange() {
         events.publish(.changed(state))
