@@ -541,15 +541,15 @@ import Testing
         }
     }
 
-    /// The linking service with its token manager, driven by their steps (`ServiceDriver`); the streams the
+    /// The linking service with its token manager, driven by their steps (`StepDriver`); the streams the
     /// daemon subscribes are read by the test when it chooses, so nothing runs behind its back.
     struct Running {
-        let service: CodeLinkingService<ManualClock>
+        let service: CodeLinker<ManualClock>
         let tokens: TokenManager<ManualClock>
         let store: MemoryTokenStore
         let events: AsyncStream<TokenEvent>
         let changes: AsyncStream<LinkingCode?>
-        let driver: ServiceDriver
+        let driver: StepDriver
 
         /// Hands the token events published so far to the service, as its `follow` does in the daemon (the
         /// token stream ends here: the rest of the test publishes no token event).
@@ -573,7 +573,7 @@ import Testing
         let tokens = try TokenManager(
             store: store, lwa: lwaClient, clock: clock, wallTime: clock.wallTime(from: epoch),
             random: .seeded(state: 5), logger: logs.logger)
-        let service = CodeLinkingService(
+        let service = CodeLinker(
             device: .init(serial: "SN0001", model: "model-1", phase: .test), clientId: "client",
             client: CodePairClient(
                 lwa: lwaClient, codePairURL: try EndpointURL("http://127.0.0.1:1/auth/O2/create/codepair")),
@@ -585,7 +585,7 @@ import Testing
         await service.handle(.started(paired: await tokens.isPaired))
         return Running(
             service: service, tokens: tokens, store: store, events: events, changes: changes,
-            driver: ServiceDriver(clock: clock, service.step))
+            driver: StepDriver(clock: clock, service.step))
     }
 
     func seconds(_ instant: ManualClock.Instant) -> Double {

@@ -33,11 +33,11 @@ import Testing
 
     /// A queue with the old pairing's call queued (its refresh token `Atzr|old`), and the driver of its steps.
     func queued(drsStatus: Int) async throws
-        -> (DeregistrationQueue<ManualClock>, ServiceDriver, ScriptedHTTPClient, String)
+        -> (DeregistrationQueue<ManualClock>, StepDriver, ScriptedHTTPClient, String)
     {
         let (queue, drs, directory) = try queue(drsStatus: drsStatus)
         try await queue.enqueue(.init(refreshToken: Secret("Atzr|old"), clientId: "client"))
-        return (queue, ServiceDriver(clock: clock, queue.step), drs, directory)
+        return (queue, StepDriver(clock: clock, queue.step), drs, directory)
     }
 
     @Test func aQueuedCallWaitsForItsCallerAndATryInsideTheBackoffSendsNothing() async throws {

@@ -138,7 +138,7 @@ import Testing
             seen.withLock { $0.append(press) }
             return .success("ok")
         }
-        let driver = ServiceDriver(clock: clock, pipeline.step)
+        let driver = StepDriver(clock: clock, pipeline.step)
         let id = await pipeline.expectPress()
         // A bounce burst at one instant, then held.
         for level in [true, false, true, false, true] {
@@ -170,7 +170,7 @@ import Testing
         let pipeline = InputPipeline(board: Self.buttonBoard, clock: clock, logger: Self.quiet) { press in
             .success("\(press.kind.rawValue)")
         }
-        let driver = ServiceDriver(clock: clock, pipeline.step)
+        let driver = StepDriver(clock: clock, pipeline.step)
         // A client that goes away while holding: its press is handled, answered to no one.
         let gone = await pipeline.expectPress()
         await pipeline.receive(InputEdge(input: "button", active: true, request: gone))
@@ -268,7 +268,7 @@ import Testing
         // The same edges without timestamps are timed by their arrival: no press.
         let (untimed, none, _) = timedPipeline(clock)
         for active in [true, false, true, false] { await untimed.receive(InputEdge(input: "button", active: active)) }
-        await ServiceDriver(clock: clock, untimed.step).pass(.milliseconds(100))
+        await StepDriver(clock: clock, untimed.step).pass(.milliseconds(100))
         #expect(none.all.isEmpty)
     }
 
@@ -277,7 +277,7 @@ import Testing
     @Test func aLateReleaseIsMeasuredByItsKernelTime() async throws {
         let clock = ManualClock()
         let (pipeline, seen, kernel) = timedPipeline(clock)
-        let driver = ServiceDriver(clock: clock, pipeline.step)
+        let driver = StepDriver(clock: clock, pipeline.step)
         await pipeline.receive(InputEdge(input: "button", active: true, timestamp: kernel(0)))
         await driver.pass(.milliseconds(30))
         #expect(await pipeline.isActive("button") == true)
@@ -294,7 +294,7 @@ import Testing
         await second.receive(InputEdge(input: "button", active: true, timestamp: secondKernel(start)))
         clock.advance(by: .milliseconds(5600))
         await second.receive(InputEdge(input: "button", active: false, timestamp: secondKernel(start + 5500)))
-        await ServiceDriver(clock: clock, second.step).pass(.milliseconds(30))
+        await StepDriver(clock: clock, second.step).pass(.milliseconds(30))
         #expect(long.all == [ButtonPress(input: "button", kind: .long)])
     }
 
@@ -305,7 +305,7 @@ import Testing
         let (pipeline, seen, kernel) = timedPipeline(clock)
         clock.advance(by: .milliseconds(7000))
         await readAtOnce([(true, 0), (false, 200), (true, 1000), (false, 6500)], to: pipeline, kernel: kernel)
-        await ServiceDriver(clock: clock, pipeline.step).drain()
+        await StepDriver(clock: clock, pipeline.step).drain()
         #expect(
             seen.all == [ButtonPress(input: "button", kind: .short), ButtonPress(input: "button", kind: .long)])
     }
@@ -316,7 +316,7 @@ import Testing
         let clock = ManualClock()
         let (pipeline, seen, kernel) = timedPipeline(clock)
         let realtime = kernel(1_800_000_000_000)
-        let driver = ServiceDriver(clock: clock, pipeline.step)
+        let driver = StepDriver(clock: clock, pipeline.step)
         await pipeline.receive(InputEdge(input: "button", active: true, timestamp: realtime))
         await driver.pass(.milliseconds(29))
         #expect(await pipeline.isActive("button") == false)

@@ -3,7 +3,7 @@ import Testing
 
 @testable import ReplenishAgent
 
-/// The slots' orders in memory, as the follow-up sees them in `OrderService`.
+/// The slots' orders in memory, as the follow-up sees them in `Orders`.
 actor OrderBook: FollowedOrders {
     private(set) var outbox = Outbox()
 
@@ -31,7 +31,7 @@ actor OrderBook: FollowedOrders {
 
     func service(
         drs: ScriptedHTTPClient, status: OrderBook, phase: AgentConfig.Phase
-    ) throws -> OrderFollowUpService<ManualClock> {
+    ) throws -> OrderTracker<ManualClock> {
         let tokens = try TokenManager(
             store: MemoryTokenStore(
                 TokenSet(
@@ -41,7 +41,7 @@ actor OrderBook: FollowedOrders {
                 http: ScriptedHTTPClient { _ in json(503, "") },
                 tokenURL: try EndpointURL("http://127.0.0.1:1/auth/o2/token"), clientSecret: nil),
             clock: clock, wallTime: clock.wallTime(from: epoch), logger: .init(label: "test"))
-        return OrderFollowUpService(
+        return OrderTracker(
             drs: DRSSession(
                 client: DRSClient(http: drs, baseURL: try EndpointURL("http://127.0.0.1:1")), tokens: tokens),
             tokens: tokens,
@@ -68,8 +68,8 @@ actor OrderBook: FollowedOrders {
     }
 
     /// Moves the clock `hours` forward, the service doing what comes due on the way.
-    func pass(hours: Int, _ followUp: OrderFollowUpService<ManualClock>) async {
-        await ServiceDriver(clock: clock, followUp.step).pass(.seconds(hours * 3600))
+    func pass(hours: Int, _ followUp: OrderTracker<ManualClock>) async {
+        await StepDriver(clock: clock, followUp.step).pass(.seconds(hours * 3600))
     }
 
     @Test func productionAsksEveryFewHoursUntilShippedThenNeverAgain() async throws {

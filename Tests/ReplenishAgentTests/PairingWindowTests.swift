@@ -46,7 +46,7 @@ import Testing
     }
 
     @Test func theServiceServesOnlyWhileOpenAndPublishesItsState() async throws {
-        let service = PairingWindowService(
+        let service = PairingWindowKeeper(
             length: .seconds(600), clock: clock, wallTime: clock.wallTime(from: 1_800_000_000),
             logger: .init(label: "test"))
         // Subscribed first, as the LED and the status file are; read at the end.
@@ -55,7 +55,7 @@ import Testing
         let starts = Mutex(0)
         let answered = Mutex<PairingAnswered?>(nil)
         let (started, start) = AsyncStream.makeStream(of: Void.self)
-        let serve: PairingWindowService<ManualClock>.Serve = { answer in
+        let serve: PairingWindowKeeper<ManualClock>.Serve = { answer in
             answered.withLock { $0 = answer }
             starts.withLock { $0 += 1 }
             serving.withLock { $0 += 1 }
@@ -67,7 +67,7 @@ import Testing
             open.finish()
         }
         var startedServers = started.makeAsyncIterator()
-        let driver = ServiceDriver(clock: clock) { await service.step(serve: serve) }
+        let driver = StepDriver(clock: clock) { await service.step(serve: serve) }
         // Closed (never started): nothing served.
         await driver.pass(.seconds(60))
         #expect(starts.withLock { $0 } == 0)
@@ -104,7 +104,7 @@ import Testing
         // What the LED and the status file were told: closed (the first look, before the start), then open
         // (closing 600 s after the start) and closed, three times.
         service.changes.finish()
-        var seen: [PairingWindowService<ManualClock>.State] = []
+        var seen: [PairingWindowKeeper<ManualClock>.State] = []
         for await state in changes { seen.append(state) }
         #expect(seen.prefix(2) == [.init(open: false, closesAt: nil), .init(open: true, closesAt: 1_800_000_660)])
         #expect(seen.map(\.open) == [false, true, false, true, false, true, false], "\(seen)")
@@ -115,7 +115,7 @@ import Testing
     /// goes back into the file, so `status` does not say "closed" while the pairing port is open.
     @Test(arguments: [FactoryReset<ManualClock>.Scope.everything, .pairing])
     func aResetsWipeOfTheStatusFileKeepsTheOpenWindowInIt(scope: FactoryReset<ManualClock>.Scope) async throws {
-        let service = PairingWindowService(
+        let service = PairingWindowKeeper(
             length: .seconds(600), clock: clock, wallTime: clock.wallTime(from: 1_800_000_000),
             logger: .init(label: "test"))
         let directory = temporaryDirectory()

@@ -14,7 +14,7 @@ import Testing
 
     var state: (directory: String, outbox: String) {
         let directory = temporaryDirectory()
-        return (directory, OrderService<ManualClock>.path(stateDirectory: directory))
+        return (directory, Orders<ManualClock>.path(stateDirectory: directory))
     }
 
     /// A paired device (`Atzr|r` in `tokens.json`) with a press queued, a subscribed slot and an order in its
@@ -33,12 +33,12 @@ import Testing
             store: store, lwa: lwa, clock: clock, wallTime: wallTime, random: .seeded(state: 1),
             logger: .init(label: "test"))
         // A status file of a build before issue 30, with the order history in it: the start moves the history
-        // into outbox.json (`OrderService.movingLegacyOrders`).
+        // into outbox.json (`Orders.movingLegacyOrders`).
         try #"""
         {"version":1,"slots":{"slot-1":{"subscribed":true}},"orders":[{"slot":"slot-1","detailCode":"STANDARD_ORDER_PLACED","eventInstanceId":"e1","answeredAt":\#(epoch - 60),"open":true}]}
         """#.write(toFile: StatusBook.path(stateDirectory: directory), atomically: true, encoding: .utf8)
         let status = try StatusBook(stateDirectory: directory) { _ in }
-        let orders = try OrderService(
+        let orders = try Orders(
             stateDirectory: directory, slots: ["slot-1"], drs: DRSSession(client: drs, tokens: tokens),
             tokens: tokens, clock: clock, wallTime: wallTime, random: .seeded(state: 2), boot: nil,
             clockSynchronized: { true }, logger: .init(label: "test"))

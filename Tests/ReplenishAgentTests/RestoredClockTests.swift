@@ -125,9 +125,9 @@ import Testing
     func orders(
         _ directory: String, drs: ScriptedHTTPClient, wallTime: (@Sendable () -> Double)? = nil,
         sinceBoot: @escaping @Sendable () -> Double
-    ) throws -> OrderService<ManualClock> {
+    ) throws -> Orders<ManualClock> {
         let tokens = try tokenManager()
-        return try OrderService(
+        return try Orders(
             stateDirectory: directory, slots: ["slot-1"],
             drs: DRSSession(
                 client: DRSClient(http: drs, baseURL: try EndpointURL("http://127.0.0.1:1")), tokens: tokens),
@@ -142,11 +142,11 @@ import Testing
         var outbox = Outbox()
         _ = outbox.accept(slot: "slot-1", at: epoch - age - 1)
         outbox.markSending(slot: "slot-1", at: epoch - age, boot: "boot-before")
-        try StateFile.saveNow(outbox, to: OrderService<ManualClock>.path(stateDirectory: directory))
+        try StateFile.saveNow(outbox, to: Orders<ManualClock>.path(stateDirectory: directory))
     }
 
     func onDisk(_ directory: String) throws -> Outbox.Entry? {
-        try StateFile.load(Outbox.self, from: OrderService<ManualClock>.path(stateDirectory: directory)) { _ in }?
+        try StateFile.load(Outbox.self, from: Orders<ManualClock>.path(stateDirectory: directory)) { _ in }?
             .entry(for: "slot-1")
     }
 
@@ -155,7 +155,7 @@ import Testing
         try earlierBootsCall(directory, age: 86400 + 60)
         let drs = ScriptedHTTPClient { _ in json(200, #"{"detailCode":"TEST_ORDER_PLACED","eventInstanceId":"e-1"}"#) }
         let service = try orders(directory, drs: drs) { 30 }
-        await ServiceDriver(clock: clock, service.step).pass(.seconds(1))
+        await StepDriver(clock: clock, service.step).pass(.seconds(1))
         #expect(try onDisk(directory)?.parkedReason == Outbox.sentOverADayAgoReason)
         #expect(drs.requests.isEmpty)
     }
@@ -172,7 +172,7 @@ import Testing
             30 + Double(bootStart.duration(to: clock.now).components.seconds)
         }
         let service = try orders(directory, drs: drs, wallTime: { 1000 }, sinceBoot: sinceBoot)
-        let driver = ServiceDriver(clock: clock, service.step)
+        let driver = StepDriver(clock: clock, service.step)
         await driver.pass(.seconds(86400 - 60))
         #expect(try onDisk(directory)?.parkedReason == nil, "it waits while the boot is younger than a day")
         await driver.pass(.seconds(60))
@@ -187,7 +187,7 @@ import Testing
         try earlierBootsCall(directory, age: 600)
         let drs = ScriptedHTTPClient { _ in json(200, #"{"detailCode":"TEST_ORDER_PLACED","eventInstanceId":"e-1"}"#) }
         let service = try orders(directory, drs: drs) { 30 }
-        let driver = ServiceDriver(clock: clock, service.step)
+        let driver = StepDriver(clock: clock, service.step)
         await driver.pass(.seconds(60))
         #expect(drs.requests.isEmpty, "the earlier boot's call waits")
         #expect(try await service.accept(slot: "slot-1") == .queued)

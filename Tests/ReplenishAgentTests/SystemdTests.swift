@@ -81,8 +81,9 @@ final class NotifySocket {
         #expect(socket.notifier(["WATCHDOG_USEC": "-5"]).watchdogInterval == nil)
         #expect(socket.notifier(["WATCHDOG_USEC": "soon"]).watchdogInterval == nil)
         #expect(socket.notifier().watchdogInterval == nil)
-        #expect(SystemdService.gpioHeartbeat(socket.notifier(["WATCHDOG_USEC": "30000000"])) == .milliseconds(7500))
-        #expect(SystemdService.gpioHeartbeat(socket.notifier()) == nil)
+        #expect(
+            SystemdNotifications.gpioHeartbeat(socket.notifier(["WATCHDOG_USEC": "30000000"])) == .milliseconds(7500))
+        #expect(SystemdNotifications.gpioHeartbeat(socket.notifier()) == nil)
     }
 
     @Test func messagesReachASocketFile() throws {
@@ -180,7 +181,7 @@ final class NotifySocket {
         let clock = ManualClock()
         let recorder = Recorder()
         let watchdog = pinger(clock, recorder)
-        let driver = ServiceDriver(clock: clock, watchdog.step)
+        let driver = StepDriver(clock: clock, watchdog.step)
         await driver.drain()
         #expect(recorder.pingCount == 1)
         await driver.pass(.seconds(14))
@@ -222,7 +223,7 @@ final class NotifySocket {
             return true
         }
         let watchdog = pinger(clock, recorder, probes: [probe])
-        let driver = ServiceDriver(clock: clock, watchdog.step)
+        let driver = StepDriver(clock: clock, watchdog.step)
         await driver.drain()
         #expect(recorder.pingCount == 1)
         // A minute passes with the second round stuck in its probe: no ping comes, nothing else could send one.

@@ -24,7 +24,7 @@ import Testing
             200, #"{"access_token":"\#(access)"\#(refreshField),"token_type":"bearer","expires_in":\#(expiresIn)}"#)
     }
 
-    /// A manager paired with tokens of `lifetime` seconds; its schedule runs as a `ServiceDriver` steps it.
+    /// A manager paired with tokens of `lifetime` seconds; its schedule runs as a `StepDriver` steps it.
     func paired(http: ScriptedHTTPClient, store: MemoryTokenStore, lifetime: Double, seed: UInt64)
         async throws
         -> TokenManager<ManualClock>
@@ -57,7 +57,7 @@ import Testing
         }
         let store = MemoryTokenStore()
         let manager = try await paired(http: http, store: store, lifetime: 10, seed: 3)
-        let driver = ServiceDriver(clock: clock, manager.step)
+        let driver = StepDriver(clock: clock, manager.step)
         var lastExpiry = epoch + 10
         // Ten lifetimes, 100 ms at a time: the token in use never expires.
         for _ in 0..<1000 {
@@ -123,7 +123,7 @@ import Testing
     @Test func aLifetimeOfOneSecondDoesNotTurnTheScheduleIntoALoop() async throws {
         let http = ScriptedHTTPClient { [self] _ in grantResponse(access: "Atza|short", refresh: nil, expiresIn: "1") }
         let manager = try await paired(http: http, store: MemoryTokenStore(), lifetime: 1, seed: 5)
-        await ServiceDriver(clock: clock, manager.step).pass(.seconds(60))
+        await StepDriver(clock: clock, manager.step).pass(.seconds(60))
         // 60 s with a 5 s minimum spacing: at most 13 scheduled refreshes (not one per pass of the loop).
         let refreshes = http.requests.count
         #expect(refreshes >= 10 && refreshes <= 13, "\(refreshes) refreshes in 60 s")
@@ -151,7 +151,7 @@ import Testing
             }
         }
         let (manager, store) = try expired(refreshToken: "Atzr|old", http: http, seed: 5)
-        let driver = ServiceDriver(clock: clock, manager.step)
+        let driver = StepDriver(clock: clock, manager.step)
         store.failSaves = true
         // LWA rotated, the disk is full: the new set is used (LWA no longer accepts the old one) and kept.
         #expect(try await manager.accessToken() == Secret("Atza|a1"))

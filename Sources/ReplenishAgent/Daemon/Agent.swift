@@ -5,10 +5,10 @@ import Synchronization
 
 /// The daemon's assembly: builds the services and the streams that join them, and runs them as one
 /// `ServiceGroup` until SIGTERM/SIGINT. Nothing here decides anything; the README's diagram is this file.
-/// - a button press: `GPIOBackend` → `InputPipeline` (debounce) → `PressHandler` → `OrderService.accept`
-///   (durable outbox) → `OrderService.run` → `DRSSession` (the one caller of `DRSClient`);
-/// - streams: `TokenManager.events`, `OrderService.updates`, `PairingWindowService.changes` and (code mode)
-///   `CodeLinkingService.changes`, each read by the services that follow it in their own tasks (lights, status
+/// - a button press: `GPIOBackend` → `InputPipeline` (debounce) → `PressHandler` → `Orders.accept`
+///   (durable outbox) → `Orders.run` → `DRSSession` (the one caller of `DRSClient`);
+/// - streams: `TokenManager.events`, `Orders.updates`, `PairingWindowKeeper.changes` and (code mode)
+///   `CodeLinker.changes`, each read by the services that follow it in their own tasks (lights, status
 ///   file, systemd, pairing window or code linking, duties).
 struct Agent {
     typealias Clock = ContinuousClock
@@ -59,7 +59,7 @@ struct Agent {
         }
         let subscriptions = Subscriptions(
             drs: session, status: status, slots: config.slots, clock: clock, wallTime: wallTime, logger: logger)
-        let orders = try OrderService(
+        let orders = try Orders(
             stateDirectory: config.stateDirectory, slots: config.slots, drs: session, tokens: tokens,
             notSubscribed: { await subscriptions.refused(slot: $0) }, clock: clock, wallTime: wallTime, boot: boot,
             logger: logger)
@@ -67,11 +67,11 @@ struct Agent {
             drs: session, tokens: tokens, status: status, subscriptions: subscriptions, slots: config.slots,
             clock: clock,
             wallTime: wallTime, clockTrusted: { WallClock.isTrusted() }, logger: logger)
-        let followUp = OrderFollowUpService(
+        let followUp = OrderTracker(
             drs: session, tokens: tokens, orders: orders, slots: config.slots, phase: config.device.phase, clock: clock,
             wallTime: wallTime, logger: logger)
         // Pairing: the companion app's endpoints in their window, or code-based linking (no port).
-        let window = PairingWindowService(
+        let window = PairingWindowKeeper(
             length: .seconds(60 * config.pairingWindowMinutes), clock: clock, wallTime: wallTime, logger: logger)
         let linking = try Self.codeLinking(config: config, lwa: lwa, tokens: tokens, clock: clock, logger: logger)
         let pairingEntry: PairingEntry<Clock> =
@@ -141,7 +141,7 @@ struct Agent {
             LoopPart(service: tokens, description: "tokens"),
             TokenFollowingPart(service: orders, tokens: tokens.events.subscribe(), description: "orders"),
             TokenFollowingPart(service: duties, tokens: tokens.events.subscribe(), description: "duties"),
-            OrderFollowUpService.Part(followUp: followUp, orders: orders.updates.subscribe()),
+            OrderTracker.Part(followUp: followUp, orders: orders.updates.subscribe()),
             LoopPart(service: deregistration, description: "deregistration"),
             ClockWatch.Part(clock: clock, tokens: tokens, orders: orders, logger: logger),
             pairing,
@@ -151,7 +151,7 @@ struct Agent {
                 logger: logger),
         ]
         // Last, so that graceful shutdown stops it first (STOPPING=1 as the shutdown begins).
-        if let part = await SystemdService.make(
+        if let part = await SystemdNotifications.make(
             notifier: systemd, tokens: tokens, orders: orders, backend: backend, group: group,
             pairingMode: config.pairingMode, logger: logger)
         {
@@ -180,12 +180,12 @@ struct Agent {
     /// Code-based linking when `pairing.mode` is `code` (nil otherwise).
     private static func codeLinking(
         config: AgentConfig, lwa: LWAClient, tokens: TokenManager<Clock>, clock: Clock, logger: Logger
-    ) throws(AgentError) -> CodeLinkingService<Clock>? {
+    ) throws(AgentError) -> CodeLinker<Clock>? {
         guard config.pairingMode == .code else { return nil }
         guard let codePairURL = config.lwa.codePairURL else {
             throw AgentError(.configuration, "lwa.codePairURL: is required when pairing.mode is \"code\"")
         }
-        return CodeLinkingService(
+        return CodeLinker(
             device: config.device, clientId: config.lwa.clientId,
             client: CodePairClient(lwa: lwa, codePairURL: codePairURL), tokens: tokens, clock: clock,
             wallTime: { POSIX.wallTime() }, logger: logger)
@@ -196,15 +196,15 @@ struct Agent {
     private static func backend(config: AgentConfig, systemd: SystemdNotifier) throws -> any GPIOBackend {
         switch config.board.backend {
         case .simulated: SimulatedBackend(board: config.board)
-        case .gpiod: try GpiodBackend(board: config.board, heartbeat: SystemdService.gpioHeartbeat(systemd))
+        case .gpiod: try GpiodBackend(board: config.board, heartbeat: SystemdNotifications.gpioHeartbeat(systemd))
         }
     }
 
     /// The pairing part of the configured mode: the companion app's endpoints served in the pairing window,
     /// or code-based linking (no port).
     private static func pairingPart(
-        config: AgentConfig, lwa: LWAClient, tokens: TokenManager<Clock>, window: PairingWindowService<Clock>,
-        linking: CodeLinkingService<Clock>?, clock: Clock, group: MultiThreadedEventLoopGroup, logger: Logger
+        config: AgentConfig, lwa: LWAClient, tokens: TokenManager<Clock>, window: PairingWindowKeeper<Clock>,
+        linking: CodeLinker<Clock>?, clock: Clock, group: MultiThreadedEventLoopGroup, logger: Logger
     ) throws(AgentError) -> any Service {
         if let linking {
             return TokenFollowingPart(service: linking, tokens: tokens.events.subscribe(), description: "linking")

@@ -1,7 +1,7 @@
 import ServiceLifecycle
 
 /// A long-running part of the daemon as the service group runs it. Each part is a named type declared next to
-/// the code it runs (`TokenManager.Part`, `OrderService.Part`, …); `Agent` only lists them.
+/// the code it runs (`TokenManager.Part`, `Orders.Part`, …); `Agent` only lists them.
 /// - `work()` runs until the group's graceful shutdown begins; then it is cancelled, and a cancellation is its
 ///   normal end (not an error of the group).
 /// - `follow()` reads the streams the part follows (token events, outbox updates) in a task of its own beside
@@ -30,18 +30,18 @@ extension DaemonPart {
 }
 
 /// An actor whose loop runs until it is cancelled (`TokenManager`, `DeregistrationQueue`).
-protocol LoopingService: Actor {
+protocol LoopingActor: Actor {
     func run() async
 }
 
 /// A looping actor that also follows the token events: a pairing lets it go, a lost pairing stops it
-/// (`OrderService`, `Duties`, `CodeLinkingService`).
-protocol TokenFollowingService: LoopingService {
+/// (`Orders`, `Duties`, `CodeLinker`).
+protocol TokenFollower: LoopingActor {
     nonisolated func follow(tokens: AsyncStream<TokenEvent>) async
 }
 
 /// A looping actor as the daemon runs it.
-struct LoopPart<Looping: LoopingService>: DaemonPart {
+struct LoopPart<Looping: LoopingActor>: DaemonPart {
     let service: Looping
     let description: String
 
@@ -49,7 +49,7 @@ struct LoopPart<Looping: LoopingService>: DaemonPart {
 }
 
 /// A looping actor that follows the token events, as the daemon runs it.
-struct TokenFollowingPart<Following: TokenFollowingService>: DaemonPart {
+struct TokenFollowingPart<Following: TokenFollower>: DaemonPart {
     let service: Following
     let tokens: AsyncStream<TokenEvent>
     let description: String

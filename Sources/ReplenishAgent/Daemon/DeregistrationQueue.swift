@@ -139,7 +139,7 @@ actor DeregistrationQueue<C: Clock> where C.Duration == Duration {
     }
 
     /// Carries out the timeline's actions until it says wait; returns the wait.
-    func step() async -> ServiceStep<C.Instant> {
+    func step() async -> LoopStep<C.Instant> {
         var worked = false
         while !Task.isCancelled {
             if !loaded {
@@ -203,4 +203,4 @@ final class OldPairingTokens: AccessTokens {
     }
 }
 
-extension DeregistrationQueue: LoopingService {}
+extension DeregistrationQueue: LoopingActor {}

@@ -57,7 +57,7 @@ actor Duties<C: Clock> where C.Duration == Duration {
     }
 
     /// Carries out the timeline's actions until it says wait; returns the wait.
-    func step() async -> ServiceStep<C.Instant> {
+    func step() async -> LoopStep<C.Instant> {
         var worked = false
         while !Task.isCancelled {
             switch timeline.next(at: clock.now, paired: await tokens.isPaired, clockTrusted: clockTrusted()) {
@@ -113,7 +113,7 @@ actor Duties<C: Clock> where C.Duration == Duration {
     }
 }
 
-extension Duties: TokenFollowingService {
+extension Duties: TokenFollower {
     /// A new pairing makes the duties due at once.
     nonisolated func follow(tokens: AsyncStream<TokenEvent>) async {
         for await case .paired in tokens { await pairingChanged() }

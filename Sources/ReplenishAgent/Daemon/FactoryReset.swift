@@ -9,7 +9,7 @@ import Logging
 struct FactoryReset<C: Clock>: Sendable where C.Duration == Duration {
     let stateDirectory: String
     let tokens: TokenManager<C>
-    let orders: OrderService<C>
+    let orders: Orders<C>
     let status: StatusBook
     let deregistration: DeregistrationQueue<C>
     let logger: Logger
@@ -205,7 +205,7 @@ enum ResetWipe {
                 .init(refreshToken: old.refreshToken, clientId: old.clientId), stateDirectory: stateDirectory)
         }
         try POSIX.shred(POSIX.join(stateDirectory, "tokens.json"))
-        let outbox = OrderService<ContinuousClock>.path(stateDirectory: stateDirectory)
+        let outbox = Orders<ContinuousClock>.path(stateDirectory: stateDirectory)
         let status = StatusBook.path(stateDirectory: stateDirectory)
         switch scope {
         case .everything:

@@ -7,7 +7,7 @@ import Logging
 /// control socket's `press`).
 actor PressHandler<C: Clock> where C.Duration == Duration {
     private let config: AgentConfig
-    private let orders: OrderService<C>
+    private let orders: Orders<C>
     private let tokens: TokenManager<C>
     private let duties: Duties<C>
     private let subscriptions: Subscriptions<C>
@@ -22,16 +22,16 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
     private let openPairingWindow: @Sendable () async -> String
     /// The owner-change gesture's work (`FactoryReset`: the one deregistration path, then the wipe).
     private let factoryReset: @Sendable () async -> Result<String, AgentError>
-    /// Asks DRS about a slot's open order when its button is pressed again (`OrderFollowUpService.recheck`).
-    private let followUp: OrderFollowUpService<C>
+    /// Asks DRS about a slot's open order when its button is pressed again (`OrderTracker.recheck`).
+    private let followUp: OrderTracker<C>
 
     init(
-        config: AgentConfig, orders: OrderService<C>, tokens: TokenManager<C>, duties: Duties<C>,
+        config: AgentConfig, orders: Orders<C>, tokens: TokenManager<C>, duties: Duties<C>,
         subscriptions: Subscriptions<C>,
         clock: C, wallTime: @escaping @Sendable () -> Double, logger: Logger,
         openPairingWindow: @escaping @Sendable () async -> String,
         factoryReset: @escaping @Sendable () async -> Result<String, AgentError>,
-        followUp: OrderFollowUpService<C>
+        followUp: OrderTracker<C>
     ) {
         self.followUp = followUp
         self.openPairingWindow = openPairingWindow
@@ -112,7 +112,7 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
     }
 
     /// The facts `needs` names, for the slot of `decision`: the level sensor's latch; the slot's open order,
-    /// re-checked with DRS (at most once a minute, `OrderFollowUpService.recheck`); whether `Subscriptions` lets
+    /// re-checked with DRS (at most once a minute, `OrderTracker.recheck`); whether `Subscriptions` lets
     /// it order (asked only when the press would order: not latched, no open order).
     private func gather(_ needs: PressMeaning.Needs, for decision: PressPolicy<C.Instant>.Decision) async
         -> PressMeaning.Facts
@@ -136,7 +136,7 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
     }
 
     /// What an accepted press says of the slot's contents (its consumption, and a level sensor's latch, were
-    /// written with the press, `OrderService.accept`): slot status is reported to DRS for a sensor, or for a
+    /// written with the press, `Orders.accept`): slot status is reported to DRS for a sensor, or for a
     /// button whose slot has configured quantities (`ConsumptionRate`).
     private func reportConsumption(slot: String, input: String, fromSensor: Bool, acceptance: Outbox.Acceptance)
         async

@@ -3,7 +3,7 @@
 /// in its own task, so no token, window or linking change waits for the file.
 enum StatusRecorder {
     static func follow<C: Clock>(
-        status: ShownStatusBook, tokens: AsyncStream<TokenEvent>, window: AsyncStream<PairingWindowService<C>.State>,
+        status: ShownStatusBook, tokens: AsyncStream<TokenEvent>, window: AsyncStream<PairingWindowKeeper<C>.State>,
         linking: AsyncStream<LinkingCode?>
     ) async where C.Duration == Duration {
         await withTaskGroup(of: Void.self) { group in
@@ -25,7 +25,7 @@ extension StatusRecorder {
     struct Part<C: Clock>: DaemonPart where C.Duration == Duration {
         let status: ShownStatusBook
         let tokens: AsyncStream<TokenEvent>
-        let window: AsyncStream<PairingWindowService<C>.State>
+        let window: AsyncStream<PairingWindowKeeper<C>.State>
         let linking: AsyncStream<LinkingCode?>
         var description: String { "status" }
 

@@ -140,13 +140,13 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
         while !Task.isCancelled {
             let (presses, until) = takeDue()
             for press in presses { Task { await self.deliver(press) } }
-            await waker.wait(for: ServiceStep<C.Instant>.wait(until: until, worked: false), clock: clock)
+            await waker.wait(for: LoopStep<C.Instant>.wait(until: until, worked: false), clock: clock)
         }
     }
 
     /// What the timer loop does once, with each press handed to the handler in turn and its outcome awaited:
-    /// for tests, which drive it on a manual clock (`ServiceDriver`).
-    func step() async -> ServiceStep<C.Instant> {
+    /// for tests, which drive it on a manual clock (`StepDriver`).
+    func step() async -> LoopStep<C.Instant> {
         let (presses, until) = takeDue()
         for press in presses { await deliver(press) }
         return .wait(until: until, worked: !presses.isEmpty)

@@ -12,8 +12,8 @@ extension Lights {
 
     /// Applies every event until the streams end or the task is cancelled.
     nonisolated func follow(
-        tokens: AsyncStream<TokenEvent>, orders: AsyncStream<OrderService<C>.Update>,
-        window: AsyncStream<PairingWindowService<C>.State>, linking: AsyncStream<LinkingCode?>,
+        tokens: AsyncStream<TokenEvent>, orders: AsyncStream<Orders<C>.Update>,
+        window: AsyncStream<PairingWindowKeeper<C>.State>, linking: AsyncStream<LinkingCode?>,
         presses: AsyncStream<PressMeaning.Signal>
     ) async {
         await withTaskGroup(of: Void.self) { group in
@@ -59,7 +59,7 @@ extension Lights {
         }
     }
 
-    private func apply(_ update: OrderService<C>.Update) {
+    private func apply(_ update: Orders<C>.Update) {
         self.update { facts in
             facts.pendingOrders = update.outbox.pending.count
             facts.parkedOrders = update.outbox.parked.count
@@ -78,8 +78,8 @@ extension Lights {
     struct Part: DaemonPart {
         let lights: Lights
         let tokens: AsyncStream<TokenEvent>
-        let orders: AsyncStream<OrderService<C>.Update>
-        let window: AsyncStream<PairingWindowService<C>.State>
+        let orders: AsyncStream<Orders<C>.Update>
+        let window: AsyncStream<PairingWindowKeeper<C>.State>
         let linking: AsyncStream<LinkingCode?>
         let presses: AsyncStream<PressMeaning.Signal>
         var description: String { "lights" }

@@ -44,7 +44,7 @@ actor Lights<C: Clock> where C.Duration == Duration {
     }
 
     /// Sets the line for now; returns when to look again.
-    func step() -> ServiceStep<C.Instant> {
+    func step() -> LoopStep<C.Instant> {
         let next = timeline.next(at: clock.now)
         if next.pattern != shown {
             shown = next.pattern

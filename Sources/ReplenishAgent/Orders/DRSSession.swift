@@ -16,7 +16,7 @@ extension TokenManager: AccessTokens {}
 /// goes to `DeliveryPolicy`, a duty's to `requireSuccess`, whose error carries the server's `Retry-After`.
 ///
 /// A replenish is the exception in one way: each of its tries is made durable in the outbox before it leaves
-/// (`OrderService`), so it takes the token and makes each try itself (`token`, `sendOnce`,
+/// (`Orders`), so it takes the token and makes each try itself (`token`, `sendOnce`,
 /// `tokenReplacing`), with the same one-refresh rule in `DeliveryPolicy`.
 struct DRSSession: Sendable {
     let client: DRSClient

@@ -1,6 +1,6 @@
 /// When the open orders are asked about (`getOrderInfo`), as a value (the shape of `DutyTimeline`): it takes the
 /// open orders and the answers with the current instant and says what to do next; it reads no clock and makes
-/// no call. `OrderFollowUpService` carries its actions out.
+/// no call. `OrderTracker` carries its actions out.
 ///
 /// The rules: nothing is asked while unpaired or while no order is open; an open order is first asked about one
 /// `OrderFollowUp.delay` after it is seen (after a restart, one delay from the start), then again at that

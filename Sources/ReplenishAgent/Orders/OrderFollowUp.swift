@@ -3,7 +3,7 @@ import FoundationEssentials
 /// What DRS says of a placed order (`GET /getOrderInfo/{eventInstanceId}`) and when to ask again: gently (every
 /// few hours, jittered, so a fleet does not ask together) in production, every few minutes in the test and
 /// certification phases, where orders are test orders that a tester cancels or an emulator ships. Pure: the
-/// service (`OrderFollowUpService`) applies it.
+/// service (`OrderTracker`) applies it.
 enum OrderFollowUp {
     /// The wait before the next question about an open order.
     static func delay<R: RandomNumberGenerator>(phase: AgentConfig.Phase, using random: inout R) -> Duration {

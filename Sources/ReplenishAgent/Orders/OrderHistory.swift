@@ -7,7 +7,7 @@ struct OrderRecord: Codable, Sendable, Equatable {
     var eventInstanceId: String?
     /// When DRS answered (wall-clock seconds).
     var answeredAt: Double
-    /// Still followed with `getOrderInfo` (`OrderFollowUpService`): not shipped, delivered or cancelled yet.
+    /// Still followed with `getOrderInfo` (`OrderTracker`): not shipped, delivered or cancelled yet.
     var open: Bool
     /// DRS's word for the order's state (`Processing`, `Shipped`, …), nil until asked.
     var status: String?
@@ -19,7 +19,7 @@ struct OrderRecord: Codable, Sendable, Equatable {
 }
 
 /// How the order facts change as orders are answered, followed up, pressed again and cancelled. Pure: the
-/// intent methods of `OrderService` call them, tests call them on a value.
+/// intent methods of `Orders` call them, tests call them on a value.
 extension Outbox {
     static let orderHistoryLimit = 20
 

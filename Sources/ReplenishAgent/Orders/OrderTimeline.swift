@@ -1,6 +1,6 @@
 /// When the order service sends what, as a value (the shape of `CodeLinking` and `DutyTimeline`): it takes the
 /// events of a delivery (a retry planned, no token to be had, a write that failed) with the current instant, and
-/// says what to do next; it reads no clock, no file and makes no call. `OrderService` carries its actions out.
+/// says what to do next; it reads no clock, no file and makes no call. `Orders` carries its actions out.
 ///
 /// The rules:
 /// - A failed outbox write is tried again at its time, and nothing is sent before it succeeds (the "sent,

@@ -1,5 +1,5 @@
 /// The durable list of presses not yet acknowledged by DRS, and what DRS answered for each slot (`slots`,
-/// `orders`). Pure rules; `OrderService` persists it in `outbox.json`.
+/// `orders`). Pure rules; `Orders` persists it in `outbox.json`.
 ///
 /// - At most one entry per slot: a press for a slot that already has one pending is coalesced into it (its
 ///   time is recorded), because DRS would answer the second with `ORDER_INPROGRESS` anyway.
@@ -251,7 +251,7 @@ extension Outbox {
 
 /// What the device knows of one slot's orders, for its decisions after a restart and for `status`. Until
 /// issue 30 these fields were in `status.json` (`StatusRecord.Slot`), and a start moves them here
-/// (`OrderService`).
+/// (`Orders`).
 struct SlotOrders: Codable, Sendable, Equatable {
     var lastResult: String?
     var lastResultAt: Double?

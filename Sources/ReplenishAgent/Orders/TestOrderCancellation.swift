@@ -10,7 +10,7 @@ struct TestOrderCancellation<C: Clock>: Sendable where C.Duration == Duration {
     let slots: [String]
     let tokens: TokenManager<C>
     let drs: DRSSession
-    /// Records the cancelled slots' orders as cancelled (`OrderService.recordTestOrdersCancelled` in the daemon,
+    /// Records the cancelled slots' orders as cancelled (`Orders.recordTestOrdersCancelled` in the daemon,
     /// `recordOffline` without it).
     let record: @Sendable (_ slots: [String], _ at: Double) async throws(AgentError) -> Void
     let wallTime: @Sendable () -> Double
@@ -86,7 +86,7 @@ extension TestOrderCancellation {
         -> @Sendable ([String], Double) async throws(AgentError) -> Void
     {
         { slots, at throws(AgentError) in
-            let path = OrderService<ContinuousClock>.path(stateDirectory: stateDirectory)
+            let path = Orders<ContinuousClock>.path(stateDirectory: stateDirectory)
             var outbox = try StateFile.load(Outbox.self, from: path) { logger.error("\($0)") } ?? Outbox()
             outbox.recordTestOrdersCancelled(slots: slots, at: at)
             try StateFile.saveNow(outbox, to: path)

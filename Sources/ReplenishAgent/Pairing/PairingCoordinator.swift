@@ -85,7 +85,7 @@ actor PairingCoordinator<C: Clock> where C.Duration == Duration {
     func deviceInfo(peer: String) -> ServerResponse {
         let now = clock.now
         if let wait = sessions.mayStart(peer: peer, at: now) {
-            let seconds = max(1, Int(PairingWindowService<C>.seconds(wait).rounded(.up)))
+            let seconds = max(1, Int(PairingWindowKeeper<C>.seconds(wait).rounded(.up)))
             var answer = ServerResponse.error(
                 429, "TOO_MANY_REQUESTS", "too many pairing sessions from this address; retry in \(seconds) s")
             answer.headers = [("Retry-After", "\(seconds)")]

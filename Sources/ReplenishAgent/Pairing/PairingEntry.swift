@@ -1,8 +1,8 @@
 /// The configured way into a pairing, for what the long press and a reset do about it: the companion app's
 /// pairing window (`pairing.mode` `companion`), or code-based linking (`code`).
 enum PairingEntry<C: Clock>: Sendable where C.Duration == Duration {
-    case window(PairingWindowService<C>, minutes: Int)
-    case code(CodeLinkingService<C>)
+    case window(PairingWindowKeeper<C>, minutes: Int)
+    case code(CodeLinker<C>)
 
     /// The long press: opens the pairing window, or asks LWA for a code at once. Returns the press's answer.
     func open() async -> String {

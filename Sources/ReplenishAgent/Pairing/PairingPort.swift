@@ -1,6 +1,6 @@
 /// When the pairing port is served, as a value (the shape of `CodeLinking`): it takes the window's state, the
 /// server's and the app's answer with the current instant, and says what to do; it reads no clock and opens no
-/// port. `PairingWindowService` carries its actions out.
+/// port. `PairingWindowKeeper` carries its actions out.
 ///
 /// The rules: the port is served while the window is open; when the pairing closed the window, it stays open
 /// until the app has its answer (the 204), `answerGrace` at most; once the window has closed, that server is

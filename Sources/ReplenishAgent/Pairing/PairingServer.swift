@@ -1,11 +1,11 @@
 import Logging
 import NIOCore
 
-/// The pairing endpoints on the network, only while the pairing window is open (`PairingWindowService`);
+/// The pairing endpoints on the network, only while the pairing window is open (`PairingWindowKeeper`);
 /// outside it the port is closed.
 enum PairingServer {
     static func serveInItsWindow<C: Clock>(
-        listen: AgentConfig.Listen, pairing: PairingCoordinator<C>, window: PairingWindowService<C>,
+        listen: AgentConfig.Listen, pairing: PairingCoordinator<C>, window: PairingWindowKeeper<C>,
         group: any EventLoopGroup, logger: Logger
     ) async throws where C.Duration == Duration {
         await window.run { answered in
@@ -28,7 +28,7 @@ extension PairingServer {
     struct Part<C: Clock>: DaemonPart where C.Duration == Duration {
         let listen: AgentConfig.Listen
         let pairing: PairingCoordinator<C>
-        let window: PairingWindowService<C>
+        let window: PairingWindowKeeper<C>
         let tokens: AsyncStream<TokenEvent>
         let group: any EventLoopGroup
         let logger: Logger

@@ -1,5 +1,5 @@
 /// When the pairing endpoints may be served. Pure: the events come from the daemon, the time from its
-/// clock; `PairingWindowService` opens and closes the port from it.
+/// clock; `PairingWindowKeeper` opens and closes the port from it.
 ///
 /// The window opens on an unpaired device at every start (a customer who could not pair power-cycles the
 /// device), after a long press on an unpaired device, and when the pairing is lost (LWA answered

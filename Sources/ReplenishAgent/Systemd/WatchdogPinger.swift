@@ -33,7 +33,7 @@ actor WatchdogPinger<C: Clock> where C.Duration == Duration {
     }
 
     /// A round when one is due (probe, ping if healthy, report a change of health); returns when the next is.
-    func step() async -> ServiceStep<C.Instant> {
+    func step() async -> LoopStep<C.Instant> {
         if let due = rounds.due(at: clock.now) { return .wait(until: due, worked: false) }
         var failed: String?
         for probe in probes where await !probe.check() {

@@ -311,7 +311,7 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     }
 
     /// Carries out the timeline's actions until it says wait; returns the wait.
-    func step() async -> ServiceStep<C.Instant> {
+    func step() async -> LoopStep<C.Instant> {
         var worked = false
         while !Task.isCancelled {
             let facts = tokens.map { current in
@@ -345,4 +345,4 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     }
 }
 
-extension TokenManager: LoopingService {}
+extension TokenManager: LoopingActor {}

@@ -6,7 +6,7 @@ import Testing
 
 /// The order path in-process on a manual clock: the token backoff shared with the order path and the duties,
 /// the "sent, answer unknown" mark, writes that fail, and entries that must not be sent.
-@Suite(.tags(.unit)) struct OrderServiceTests {
+@Suite(.tags(.unit)) struct OrdersTests {
     let clock = ManualClock()
     let epoch = 1_800_000_000.0
 
@@ -33,8 +33,8 @@ import Testing
         directory: String, drs: any HTTPClient, tokens: TokenManager<ManualClock>, slots: [String] = ["slot-1"],
         boot: String? = "this-boot", clockSynchronized: @escaping @Sendable () -> Bool = { false },
         sinceBoot: @escaping @Sendable () -> Double = { 60 }
-    ) throws -> OrderService<ManualClock> {
-        try OrderService(
+    ) throws -> Orders<ManualClock> {
+        try Orders(
             stateDirectory: directory, slots: slots,
             drs: DRSSession(
                 client: DRSClient(http: drs, baseURL: try EndpointURL("http://127.0.0.1:1")), tokens: tokens),
@@ -45,7 +45,7 @@ import Testing
     }
 
     func outboxOnDisk(_ directory: String) throws -> Outbox? {
-        try StateFile.load(Outbox.self, from: OrderService<ManualClock>.path(stateDirectory: directory)) { _ in }
+        try StateFile.load(Outbox.self, from: Orders<ManualClock>.path(stateDirectory: directory)) { _ in }
     }
 
     @Test func lwaDownForAnHourWithPressesPendingAsksLWAOnlyOnTheRefreshSchedule() async throws {
@@ -54,7 +54,7 @@ import Testing
         let quiet = try tokenManager(alone, store: MemoryTokenStore(tokenSet(expiresAt: epoch - 1)))
         // One caller asks at the start, as the pending presses will below: both schedules start at 0 s.
         _ = try? await quiet.accessToken()
-        await ServiceDriver(clock: clock, quiet.step).pass(.seconds(3600))
+        await StepDriver(clock: clock, quiet.step).pass(.seconds(3600))
         let scheduled = alone.requests.count
 
         // The same, with presses for three slots pending and the duties running: not one LWA request more.
@@ -69,7 +69,7 @@ import Testing
         let (duties, _) = try Duties.testing(
             drs: drs, tokens: tokens, status: try StatusBook(stateDirectory: directory) { _ in }, slots: slots,
             clock: clock, wallTime: wallTime)
-        await ServiceDriver(clock: clock, tokens.step, orders.step, duties.step).pass(.seconds(3600))
+        await StepDriver(clock: clock, tokens.step, orders.step, duties.step).pass(.seconds(3600))
         #expect(clockAtStart.duration(to: clock.now) == .seconds(3600))
         #expect(scheduled >= 8 && scheduled <= 25, "\(scheduled) refreshes in an hour of LWA 503s")
         #expect(busyLWA.requests.count == scheduled)
@@ -88,7 +88,7 @@ import Testing
         outbox.markSending(slot: "slot-1", at: epoch - 2 * 86400, boot: "boot-before")
         _ = outbox.accept(slot: "slot-2", at: epoch - 7200)
         outbox.markSending(slot: "slot-2", at: epoch - 3600, boot: "boot-before")
-        try StateFile.saveNow(outbox, to: OrderService<ManualClock>.path(stateDirectory: directory))
+        try StateFile.saveNow(outbox, to: Orders<ManualClock>.path(stateDirectory: directory))
         let drs = ScriptedHTTPClient { _ in json(200, #"{"detailCode":"ORDER_INPROGRESS"}"#) }
         let tokens = try tokenManager(
             ScriptedHTTPClient { _ in json(503, "") }, store: MemoryTokenStore(tokenSet(expiresAt: epoch + 3600)))
@@ -96,7 +96,7 @@ import Testing
         let orders = try orderService(
             directory: directory, drs: drs, tokens: tokens, slots: ["slot-1", "slot-2"], boot: "boot-now",
             clockSynchronized: { synchronized.withLock { $0 } })
-        let driver = ServiceDriver(clock: clock, orders.step)
+        let driver = StepDriver(clock: clock, orders.step)
         await driver.pass(.seconds(60))
         #expect(drs.requests.isEmpty, "nothing resent before the clock is synchronised")
         #expect(await orders.snapshot.pending.map(\.slot) == ["slot-2"], "the hour-old call waits")
@@ -115,12 +115,12 @@ import Testing
         outbox.markSending(slot: "slot-1", at: epoch - 2 * 86400, boot: "this-boot")
         _ = outbox.accept(slot: "slot-2", at: epoch - 7200)
         outbox.markSending(slot: "slot-2", at: epoch - 3600, boot: "this-boot")
-        try StateFile.saveNow(outbox, to: OrderService<ManualClock>.path(stateDirectory: directory))
+        try StateFile.saveNow(outbox, to: Orders<ManualClock>.path(stateDirectory: directory))
         let drs = ScriptedHTTPClient { _ in json(200, #"{"detailCode":"ORDER_INPROGRESS"}"#) }
         let tokens = try tokenManager(
             ScriptedHTTPClient { _ in json(503, "") }, store: MemoryTokenStore(tokenSet(expiresAt: epoch + 3600)))
         let orders = try orderService(directory: directory, drs: drs, tokens: tokens, slots: ["slot-1", "slot-2"])
-        let driver = ServiceDriver(clock: clock, orders.step)
+        let driver = StepDriver(clock: clock, orders.step)
         await driver.drain()
         #expect(await orders.snapshot.pending.isEmpty)
         // The hour-old unknown call is resent (DRS still de-duplicates it); the two-day-old one is not.
@@ -144,7 +144,7 @@ import Testing
             ScriptedHTTPClient { _ in json(503, "") }, store: MemoryTokenStore(tokenSet(expiresAt: epoch + 3600)))
         let orders = try orderService(directory: directory, drs: drs, tokens: tokens)
         _ = try await orders.accept(slot: "slot-1")
-        let driver = ServiceDriver(clock: clock, orders.step)
+        let driver = StepDriver(clock: clock, orders.step)
         await driver.drain()
         #expect(drs.requests.count == 1)
         #expect(try outboxOnDisk(directory)?.entry(for: "slot-1")?.unansweredSince == epoch)
@@ -165,7 +165,7 @@ import Testing
         let sending = Task { await orders.step() }
         await drs.requestArrived()
         // The disk "fills" while the call is out: a directory where the write's temp file must go.
-        let obstacle = OrderService<ManualClock>.path(stateDirectory: directory) + ".tmp-\(getpid())"
+        let obstacle = Orders<ManualClock>.path(stateDirectory: directory) + ".tmp-\(getpid())"
         try FileManager.default.createDirectory(atPath: obstacle, withIntermediateDirectories: false)
         drs.open()
         _ = await sending.value
@@ -176,7 +176,7 @@ import Testing
         await #expect(throws: AgentError.self) { try await orders.accept(slot: "slot-1") }
         try FileManager.default.removeItem(atPath: obstacle)
         // The write is retried within the first backoff step (2.5-5 s).
-        await ServiceDriver(clock: clock, orders.step).pass(Backoff.tokenWrite.ceiling(attempt: 1))
+        await StepDriver(clock: clock, orders.step).pass(Backoff.tokenWrite.ceiling(attempt: 1))
         #expect(try outboxOnDisk(directory)?.entries.isEmpty == true)
         #expect(drs.requestCount == 1)
     }
@@ -185,12 +185,12 @@ import Testing
         let directory = temporaryDirectory()
         var outbox = Outbox()
         _ = outbox.accept(slot: "slot-gone", at: epoch - 60)
-        try StateFile.saveNow(outbox, to: OrderService<ManualClock>.path(stateDirectory: directory))
+        try StateFile.saveNow(outbox, to: Orders<ManualClock>.path(stateDirectory: directory))
         let drs = ScriptedHTTPClient { _ in json(200, #"{"detailCode":"TEST_ORDER_PLACED"}"#) }
         let tokens = try tokenManager(
             ScriptedHTTPClient { _ in json(503, "") }, store: MemoryTokenStore(tokenSet(expiresAt: epoch + 3600)))
         let orders = try orderService(directory: directory, drs: drs, tokens: tokens)
-        await ServiceDriver(clock: clock, orders.step).drain()
+        await StepDriver(clock: clock, orders.step).drain()
         #expect(await orders.snapshot.parked.count == 1)
         #expect(await orders.snapshot.parked.first?.parkedReason == "slot no longer configured")
         #expect(drs.requests.isEmpty)
@@ -217,7 +217,7 @@ import Testing
         let (duties, _) = try Duties.testing(
             drs: drs, tokens: tokens, status: try StatusBook(stateDirectory: directory) { _ in }, slots: ["slot-1"],
             clock: clock, wallTime: wallTime, clockTrusted: { trusted.withLock { $0 } })
-        let driver = ServiceDriver(clock: clock, duties.step)
+        let driver = StepDriver(clock: clock, duties.step)
         await driver.pass(.seconds(120))
         #expect(drs.requests.isEmpty, "no device status with a clock that is not set")
         // NTP sets the clock: device status goes out at the next look at it (every 2 s).
@@ -231,13 +231,13 @@ import Testing
         let directory = temporaryDirectory()
         var outbox = Outbox()
         _ = outbox.accept(slot: "slot-1", at: epoch - 60, pairingId: "previous-owner")
-        try StateFile.saveNow(outbox, to: OrderService<ManualClock>.path(stateDirectory: directory))
+        try StateFile.saveNow(outbox, to: Orders<ManualClock>.path(stateDirectory: directory))
         let drs = ScriptedHTTPClient { _ in json(200, #"{"detailCode":"TEST_ORDER_PLACED"}"#) }
         var tokens = tokenSet(expiresAt: epoch + 3600)
         tokens.pairingId = "new-owner"
         let manager = try tokenManager(ScriptedHTTPClient { _ in json(503, "") }, store: MemoryTokenStore(tokens))
         let orders = try orderService(directory: directory, drs: drs, tokens: manager)
-        let driver = ServiceDriver(clock: clock, orders.step)
+        let driver = StepDriver(clock: clock, orders.step)
         await driver.drain()
         #expect(await orders.snapshot.parked.count == 1)
         #expect(await orders.snapshot.parked.first?.parkedReason == Outbox.earlierPairingReason)

@@ -4,7 +4,7 @@ import NIOCore
 /// The daemon's side of systemd: `READY=1` when the service group is up, `STATUS=` lines as the pairing,
 /// token and outbox change, watchdog pings while the agent's loops are healthy, `STOPPING=1` at shutdown.
 /// Nothing at all when the agent was not started by systemd (`$NOTIFY_SOCKET` unset).
-enum SystemdService {
+enum SystemdNotifications {
     /// The GPIO thread's heartbeat for `watchdogInterval`: two beats per ping interval, so every interval
     /// sees one; nil (no idle wakeups) without a watchdog.
     static func gpioHeartbeat(_ notifier: SystemdNotifier) -> Duration? {
@@ -15,7 +15,7 @@ enum SystemdService {
     /// as the shutdown begins), or nil without systemd. Its start is "ready": the state files are loaded,
     /// the GPIO lines are held (the backend exists) and every other service has been started.
     static func make<C: Clock>(
-        notifier: SystemdNotifier, tokens: TokenManager<C>, orders: OrderService<C>, backend: any GPIOBackend,
+        notifier: SystemdNotifier, tokens: TokenManager<C>, orders: Orders<C>, backend: any GPIOBackend,
         group: any EventLoopGroup, pairingMode: AgentConfig.PairingMode = .companion, logger: Logger
     ) async -> Part<C>? where C.Duration == Duration {
         guard notifier.isEnabled else { return nil }
@@ -56,14 +56,15 @@ enum SystemdService {
         let notifier: SystemdNotifier
         let status: SystemdStatus<C>
         let tokens: AsyncStream<TokenEvent>
-        let orders: AsyncStream<OrderService<C>.Update>
+        let orders: AsyncStream<Orders<C>.Update>
         let probes: [HealthProbe]
         let logger: Logger
         var description: String { "systemd" }
 
         func follow() async { await status.follow(tokens: tokens, orders: orders) }
         func work() async {
-            await SystemdService.runNotifications(notifier: notifier, status: status, probes: probes, logger: logger)
+            await SystemdNotifications.runNotifications(
+                notifier: notifier, status: status, probes: probes, logger: logger)
         }
     }
 
@@ -97,7 +98,7 @@ enum SystemdService {
 
 extension SystemdStatus {
     /// Keeps the STATUS= line up to date with the token state and the outbox.
-    nonisolated func follow(tokens: AsyncStream<TokenEvent>, orders: AsyncStream<OrderService<C>.Update>) async {
+    nonisolated func follow(tokens: AsyncStream<TokenEvent>, orders: AsyncStream<Orders<C>.Update>) async {
         await withDiscardingTaskGroup { group in
             group.addTask {
                 for await case .changed(let state) in tokens { await self.update(token: state) }

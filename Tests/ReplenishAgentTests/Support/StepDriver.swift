@@ -6,9 +6,9 @@ import Testing
 /// a test knows when every service has done all that an instant made due. Time moves from one wake-up a service
 /// asked for to the next, and every service is stepped again at each (a service woken by another's change, a
 /// ring in the daemon, is stepped all the same).
-struct ServiceDriver {
+struct StepDriver {
     typealias Instant = ManualClock.Instant
-    typealias Step = @Sendable () async -> ServiceStep<Instant>
+    typealias Step = @Sendable () async -> LoopStep<Instant>
 
     let clock: ManualClock
     let steps: [Step]

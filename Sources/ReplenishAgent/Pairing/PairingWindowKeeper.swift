@@ -4,7 +4,7 @@ import Synchronization
 /// Opens the pairing port while the `PairingWindow` is open and closes it when the window closes (time up,
 /// or paired). Thin: every decision is the window's; this only applies events at the clock's time, publishes
 /// its state (LED, status), and starts and stops the server.
-actor PairingWindowService<C: Clock> where C.Duration == Duration {
+actor PairingWindowKeeper<C: Clock> where C.Duration == Duration {
     /// What observers see: open or not, and when it closes (wall-clock seconds since 1970).
     struct State: Sendable, Equatable {
         var open: Bool
@@ -92,7 +92,7 @@ actor PairingWindowService<C: Clock> where C.Duration == Duration {
     }
 
     /// Carries out `PairingPort`'s actions (start the server, stop it) until it says wait; returns the wait.
-    func step(serve: @escaping Serve) async -> ServiceStep<C.Instant> {
+    func step(serve: @escaping Serve) async -> LoopStep<C.Instant> {
         var worked = false
         while !Task.isCancelled {
             let facts = PairingPort<C.Instant>.Facts(
@@ -129,7 +129,7 @@ actor PairingWindowService<C: Clock> where C.Duration == Duration {
     }
 }
 
-extension PairingWindowService {
+extension PairingWindowKeeper {
     /// A pairing closes the window; a lost pairing opens it.
     nonisolated func follow(tokens: AsyncStream<TokenEvent>) async {
         await tokens.forEachPairingChange { paired in await handle(paired ? .paired : .pairingLost) }

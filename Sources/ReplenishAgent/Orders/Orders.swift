@@ -5,7 +5,7 @@ import Logging
 /// sent) and returns; `run` delivers pending entries to DRS with `DeliveryPolicy`'s rules, across network
 /// outages, server errors, token rejections and restarts. A press is never lost and never sent twice while
 /// a call for it is still unanswered.
-actor OrderService<C: Clock> where C.Duration == Duration {
+actor Orders<C: Clock> where C.Duration == Duration {
     private let path: String
     private let drs: DRSSession
     private let tokens: TokenManager<C>
@@ -175,7 +175,7 @@ actor OrderService<C: Clock> where C.Duration == Duration {
         try await commitOrThrow { $0.recordPressWhileOpen(slot: slot, at: time) }
     }
 
-    /// `getOrderInfo` said `state` of the slot's order `id` (`OrderFollowUpService`).
+    /// `getOrderInfo` said `state` of the slot's order `id` (`OrderTracker`).
     func recordFollowUp(slot: String, eventInstanceId id: String, state: String, open: Bool, at time: Double)
         async throws(AgentError)
     {
@@ -236,7 +236,7 @@ actor OrderService<C: Clock> where C.Duration == Duration {
 
     /// Carries out the timeline's actions until it says wait; returns the wait. The first step parks what
     /// must not be sent (a slot no longer configured, a call unanswered for over a day).
-    func step() async -> ServiceStep<C.Instant> {
+    func step() async -> LoopStep<C.Instant> {
         var worked = false
         if !started {
             started = true
@@ -441,7 +441,7 @@ actor OrderService<C: Clock> where C.Duration == Duration {
     }
 }
 
-extension OrderService: TokenFollowingService {
+extension Orders: TokenFollower {
     /// New tokens (a pairing, a refresh) let the entries that waited for them go at once.
     nonisolated func follow(tokens: AsyncStream<TokenEvent>) async {
         for await case .changed in tokens { await poke() }

@@ -1,6 +1,6 @@
 import Logging
 
-/// What the follow-up reads and records of the slots' orders (`OrderService`, their one owner).
+/// What the follow-up reads and records of the slots' orders (`Orders`, their one owner).
 protocol FollowedOrders: Actor {
     /// The slots of `slots` whose last placed order is still followed up.
     func openOrders(of slots: [String]) -> [(slot: String, eventInstanceId: String)]
@@ -11,12 +11,12 @@ protocol FollowedOrders: Actor {
         async throws(AgentError)
 }
 
-extension OrderService: FollowedOrders {}
+extension Orders: FollowedOrders {}
 
 /// Follows each slot's last placed order with `getOrderInfo` (`OrderFollowUp`'s cadence) until DRS says it is
 /// shipped, delivered or cancelled, and records its state for `status`. Woken by the order stream when an
 /// order is placed; asks nothing while no order is open.
-actor OrderFollowUpService<C: Clock> where C.Duration == Duration {
+actor OrderTracker<C: Clock> where C.Duration == Duration {
     private let drs: DRSSession
     private let tokens: TokenManager<C>
     private let orders: any FollowedOrders
@@ -52,7 +52,7 @@ actor OrderFollowUpService<C: Clock> where C.Duration == Duration {
     }
 
     /// Carries out the timeline's actions until it says wait; returns the wait.
-    func step() async -> ServiceStep<C.Instant> {
+    func step() async -> LoopStep<C.Instant> {
         var worked = false
         while !Task.isCancelled {
             let paired = await tokens.isPaired
@@ -124,20 +124,20 @@ actor OrderFollowUpService<C: Clock> where C.Duration == Duration {
     }
 }
 
-extension OrderFollowUpService {
+extension OrderTracker {
     /// A placed order (the order stream's `.acknowledged`) is followed from now on.
-    nonisolated func follow(orders: AsyncStream<OrderService<C>.Update>) async {
+    nonisolated func follow(orders: AsyncStream<Orders<C>.Update>) async {
         for await update in orders {
             if case .acknowledged = update.event { await wake() }
         }
     }
 }
 
-extension OrderFollowUpService {
+extension OrderTracker {
     /// The order follow-up as the daemon runs it, following the outbox's updates (a delivered order).
     struct Part: DaemonPart {
-        let followUp: OrderFollowUpService
-        let orders: AsyncStream<OrderService<C>.Update>
+        let followUp: OrderTracker
+        let orders: AsyncStream<Orders<C>.Update>
         var description: String { "order follow-up" }
 
         func follow() async { await followUp.follow(orders: orders) }

@@ -3,7 +3,7 @@ import Logging
 /// Carries out code-based linking (`pairing.mode` `code`): every decision is `CodeLinking`'s; this only asks
 /// LWA at the clock's time, stores a grant through `TokenManager.install` (durable, tagged, as a companion
 /// pairing is), and publishes the code the customer can enter (status file, LED). Runs only in code mode.
-actor CodeLinkingService<C: Clock> where C.Duration == Duration {
+actor CodeLinker<C: Clock> where C.Duration == Duration {
     private var linking: CodeLinking<C.Instant>
     private let client: CodePairClient
     private let device: AgentConfig.Device
@@ -41,7 +41,7 @@ actor CodeLinkingService<C: Clock> where C.Duration == Duration {
         let now = clock.now
         guard let pair = linking.shown(at: now) else { return nil }
         if wallExpiry?.deviceCode != pair.deviceCode {
-            let at = wallTime() + PairingWindowService<C>.seconds(now.duration(to: pair.expiresAt))
+            let at = wallTime() + PairingWindowKeeper<C>.seconds(now.duration(to: pair.expiresAt))
             wallExpiry = (pair.deviceCode, at.rounded(.down))
         }
         return LinkingCode(
@@ -75,7 +75,7 @@ actor CodeLinkingService<C: Clock> where C.Duration == Duration {
     }
 
     /// Carries out the linking's actions until it says wait; returns the wait.
-    func step() async -> ServiceStep<C.Instant> {
+    func step() async -> LoopStep<C.Instant> {
         var worked = false
         while !Task.isCancelled {
             let action = linking.next(at: clock.now)
@@ -145,7 +145,7 @@ actor CodeLinkingService<C: Clock> where C.Duration == Duration {
     }
 }
 
-extension CodeLinkingService: TokenFollowingService {
+extension CodeLinker: TokenFollower {
     /// A pairing stops the linking; a lost pairing starts it again.
     nonisolated func follow(tokens: AsyncStream<TokenEvent>) async {
         await tokens.forEachPairingChange { paired in await handle(paired ? .paired : .pairingLost) }
