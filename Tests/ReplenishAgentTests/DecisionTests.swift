@@ -96,7 +96,7 @@ import Testing
 
     @Test func noRetryComesSoonerThanHalfItsCeilingOrOneSecond() {
         var random = RandomSource.seeded(state: 11)
-        for backoff in [Backoff.orders, .duties, .tokenRefresh, .configurationFault, .tokenWrite] {
+        for backoff in [Backoff.orders, .duties, .tokenRefresh, .configurationFault, .stateWrite] {
             for attempt in 1...12 {
                 let ceiling = backoff.ceiling(attempt: attempt)
                 var lowest = ceiling

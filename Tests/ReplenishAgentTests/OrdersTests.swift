@@ -67,7 +67,7 @@ import Testing
         let orders = try orderService(directory: directory, drs: drs, tokens: tokens, slots: slots)
         for slot in slots { _ = try await orders.accept(slot: slot) }
         let (duties, _) = try Duties.testing(
-            drs: drs, tokens: tokens, status: try StatusBook(stateDirectory: directory) { _ in }, slots: slots,
+            drs: drs, tokens: tokens, status: try DutyBook(stateDirectory: directory) { _ in }, slots: slots,
             clock: clock, wallTime: wallTime)
         await StepDriver(clock: clock, tokens.step, orders.step, duties.step).pass(.seconds(3600))
         #expect(clockAtStart.duration(to: clock.now) == .seconds(3600))
@@ -176,7 +176,7 @@ import Testing
         await #expect(throws: AgentError.self) { try await orders.accept(slot: "slot-1") }
         try FileManager.default.removeItem(atPath: obstacle)
         // The write is retried within the first backoff step (2.5-5 s).
-        await StepDriver(clock: clock, orders.step).pass(Backoff.tokenWrite.ceiling(attempt: 1))
+        await StepDriver(clock: clock, orders.step).pass(Backoff.stateWrite.ceiling(attempt: 1))
         #expect(try outboxOnDisk(directory)?.entries.isEmpty == true)
         #expect(drs.requestCount == 1)
     }
@@ -215,7 +215,7 @@ import Testing
         #expect(try await tokens.accessToken() == Secret("Atza|new"))
         #expect(lwa.requests.count == 1)
         let (duties, _) = try Duties.testing(
-            drs: drs, tokens: tokens, status: try StatusBook(stateDirectory: directory) { _ in }, slots: ["slot-1"],
+            drs: drs, tokens: tokens, status: try DutyBook(stateDirectory: directory) { _ in }, slots: ["slot-1"],
             clock: clock, wallTime: wallTime, clockTrusted: { trusted.withLock { $0 } })
         let driver = StepDriver(clock: clock, duties.step)
         await driver.pass(.seconds(120))

@@ -88,7 +88,7 @@ import Testing
         _ = await startedServers.next()
         #expect(serving.withLock { $0 } == 1 && starts.withLock { $0 } == 2)
         await service.handle(.paired)
-        await driver.pass(PairingPort<ManualClock.Instant>.answerGrace - .milliseconds(1))
+        await driver.pass(PairingPortTiming<ManualClock.Instant>.answerGrace - .milliseconds(1))
         #expect(serving.withLock { $0 } == 1, "the port stays open until the app has its answer")
         answered.withLock { $0 }?.ring()
         await driver.drain()
@@ -99,7 +99,7 @@ import Testing
         await driver.drain()
         _ = await startedServers.next()
         await service.handle(.paired)
-        await driver.pass(PairingPort<ManualClock.Instant>.answerGrace)
+        await driver.pass(PairingPortTiming<ManualClock.Instant>.answerGrace)
         #expect(serving.withLock { $0 } == 0 && starts.withLock { $0 } == 3)
         // What the LED and the status file were told: closed (the first look, before the start), then open
         // (closing 600 s after the start) and closed, three times.
@@ -119,7 +119,7 @@ import Testing
             length: .seconds(600), clock: clock, wallTime: clock.wallTime(from: 1_800_000_000),
             logger: .init(label: "test"))
         let directory = temporaryDirectory()
-        let status = try StatusBook(stateDirectory: directory) { _ in }
+        let status = try DutyBook(stateDirectory: directory) { _ in }
         let runtime = temporaryDirectory()
         let shown = ShownStatusBook(runtimeDirectory: runtime, logger: .init(label: "test"))
         await service.handle(.pairingLost)
@@ -132,14 +132,14 @@ import Testing
         case .everything: try await status.wipe()
         case .pairing: try await status.forgetAccount()
         }
-        await PairingEntry.window(service, minutes: 10).afterWipe()
+        await PairingByMode.window(service, minutes: 10).afterWipe()
         service.changes.finish()
         let (tokens, noTokens) = AsyncStream.makeStream(of: TokenEvent.self)
         let (linking, noLinking) = AsyncStream.makeStream(of: LinkingCode?.self)
         noTokens.finish()
         noLinking.finish()
         // The recorder, as the daemon runs it, over what was published after the wipe (it ends with the streams).
-        await StatusRecorder.follow(status: shown, tokens: tokens, window: changes, linking: linking)
+        await ShownStatusRecorder.follow(status: shown, tokens: tokens, window: changes, linking: linking)
         #expect(await shown.shown.pairingWindowClosesAt == 1_800_000_600)
         // In the runtime directory's file too, which `status` reads.
         guard
@@ -152,9 +152,9 @@ import Testing
         #expect(file.pairingWindowClosesAt == 1_800_000_600)
     }
 
-    // MARK: the port's timing (PairingPort, on instants)
+    // MARK: the port's timing (PairingPortTiming, on instants)
 
-    typealias Port = PairingPort<ManualClock.Instant>
+    typealias Port = PairingPortTiming<ManualClock.Instant>
 
     @Test func thePortIsServedWhileTheWindowIsOpenAndStoppedWhenItClosesOnItsTime() {
         var port = Port()

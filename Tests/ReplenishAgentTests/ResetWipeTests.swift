@@ -36,8 +36,8 @@ import Testing
         // into outbox.json (`Orders.movingLegacyOrders`).
         try #"""
         {"version":1,"slots":{"slot-1":{"subscribed":true}},"orders":[{"slot":"slot-1","detailCode":"STANDARD_ORDER_PLACED","eventInstanceId":"e1","answeredAt":\#(epoch - 60),"open":true}]}
-        """#.write(toFile: StatusBook.path(stateDirectory: directory), atomically: true, encoding: .utf8)
-        let status = try StatusBook(stateDirectory: directory) { _ in }
+        """#.write(toFile: DutyBook.path(stateDirectory: directory), atomically: true, encoding: .utf8)
+        let status = try DutyBook(stateDirectory: directory) { _ in }
         let orders = try Orders(
             stateDirectory: directory, slots: ["slot-1"], drs: DRSSession(client: drs, tokens: tokens),
             tokens: tokens, clock: clock, wallTime: wallTime, random: .seeded(state: 2), boot: nil,
@@ -92,7 +92,7 @@ import Testing
         defer { _ = lock }
         #expect(try pendingOnDisk(outbox) == 0, "the previous owner's press is left queued")
         #expect(try queuedDeregistration(directory)?.refreshToken == Secret("Atzr|r"))
-        let status = try StateFile.load(StatusRecord.self, from: StatusBook.path(stateDirectory: directory)) { _ in }
+        let status = try StateFile.load(DutyRecord.self, from: DutyBook.path(stateDirectory: directory)) { _ in }
         switch scope {
         case .everything:
             #expect(status == nil, "status.json is left")
@@ -140,6 +140,6 @@ import Testing
         defer { _ = lock }
         #expect(try pendingOnDisk(outbox) == 0, "the previous owner's press is left queued")
         #expect(try queuedDeregistration(directory)?.refreshToken == Secret("Atzr|r"))
-        #expect(!FileManager.default.fileExists(atPath: StatusBook.path(stateDirectory: directory)))
+        #expect(!FileManager.default.fileExists(atPath: DutyBook.path(stateDirectory: directory)))
     }
 }

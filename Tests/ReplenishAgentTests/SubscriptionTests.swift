@@ -37,10 +37,10 @@ import Testing
             )
         }
         let directory = temporaryDirectory()
-        var record = StatusRecord()
+        var record = DutyRecord()
         record.slots["slot-1"] = .init(subscribed: false)
-        try StateFile.saveNow(record, to: StatusBook.path(stateDirectory: directory))
-        let status = try StatusBook(stateDirectory: directory) { _ in }
+        try StateFile.saveNow(record, to: DutyBook.path(stateDirectory: directory))
+        let status = try DutyBook(stateDirectory: directory) { _ in }
         let tokens = try TokenManager(
             store: MemoryTokenStore(
                 TokenSet(

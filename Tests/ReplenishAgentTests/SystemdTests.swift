@@ -142,7 +142,7 @@ final class NotifySocket {
 
     @Test func linesGoOutBetweenReadyAndStoppingOnlyWhenTheyChange() async throws {
         let socket = try NotifySocket()
-        let status = SystemdStatus<ManualClock>(
+        let status = SystemdStatusKeeper<ManualClock>(
             notifier: socket.notifier(), token: .unpaired, pending: 0, parked: 0)
         await status.update(pending: 1, parked: 0)
         #expect(socket.receive() == nil)  // not ready yet

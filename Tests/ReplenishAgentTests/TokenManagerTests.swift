@@ -164,7 +164,7 @@ import Testing
         #expect(store.tokens?.refreshToken == Secret("Atzr|old"))
         store.failSaves = false
         // The write backoff is 5 minutes at most.
-        await driver.pass(Backoff.tokenWrite.ceiling(attempt: 100))
+        await driver.pass(Backoff.stateWrite.ceiling(attempt: 100))
         #expect(store.tokens?.refreshToken == Secret("Atzr|r2"))
         #expect(await manager.isPaired)
         #expect(!presented.withLock { $0 }.dropFirst().contains("Atzr|old"))

@@ -93,8 +93,8 @@ struct StatusCommand: AsyncParsableCommand {
         outbox.adoptLegacyOrders(
             stateDirectory: config.stateDirectory, owner: StateDirectory.agentUID(config.stateDirectory))
         let record =
-            (try? readState(StatusRecord.self, StatusBook.path(stateDirectory: config.stateDirectory), &problems))
-            ?? StatusRecord()
+            (try? readState(DutyRecord.self, DutyBook.path(stateDirectory: config.stateDirectory), &problems))
+            ?? DutyRecord()
         // What the daemon shows while it runs (and its last word, until the next boot empties the runtime
         // directory). A file that cannot be used is the daemon's to replace: it shows nothing here.
         let shownPath = ShownStatus.path(runtimeDirectory: config.runtimeDirectory)

@@ -45,7 +45,7 @@ struct Agent {
             clockTrusted: WallClock.isTrusted(), identity: DeviceIdentity(config.device), logger: logger)
         // Every DRS call of the pairing goes through this one session (token, one refresh on a rejection).
         let session = DRSSession(client: drs, tokens: tokens)
-        let status = try StatusBook(stateDirectory: config.stateDirectory) { logger.error("\($0)") }
+        let status = try DutyBook(stateDirectory: config.stateDirectory) { logger.error("\($0)") }
         let shown = ShownStatusBook(runtimeDirectory: config.runtimeDirectory, logger: logger)
         // This boot, known under the unit's sandbox too (its /proc hides the kernel's boot id).
         let boot = BootIdentity.current(runtimeDirectory: config.runtimeDirectory, create: true)
@@ -74,7 +74,7 @@ struct Agent {
         let window = PairingWindowKeeper(
             length: .seconds(60 * config.pairingWindowMinutes), clock: clock, wallTime: wallTime, logger: logger)
         let linking = try Self.codeLinking(config: config, lwa: lwa, tokens: tokens, clock: clock, logger: logger)
-        let pairingEntry: PairingEntry<Clock> =
+        let pairingEntry: PairingByMode<Clock> =
             linking.map { .code($0) } ?? .window(window, minutes: config.pairingWindowMinutes)
         let deregistration = DeregistrationQueue(
             stateDirectory: config.stateDirectory, lwa: lwa, drs: drs, clock: clock, logger: logger)
@@ -135,7 +135,7 @@ struct Agent {
             Lights.Part(
                 lights: lights, tokens: tokens.events.subscribe(), orders: orders.updates.subscribe(),
                 window: window.changes.subscribe(), linking: linkingChanges(), presses: presses.signals.subscribe()),
-            StatusRecorder.Part(
+            ShownStatusRecorder.Part(
                 status: shown, tokens: tokens.events.subscribe(), window: window.changes.subscribe(),
                 linking: linkingChanges()),
             LoopPart(service: tokens, description: "tokens"),

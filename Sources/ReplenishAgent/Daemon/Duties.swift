@@ -9,7 +9,7 @@ actor Duties<C: Clock> where C.Duration == Duration {
 
     private let drs: DRSSession
     private let tokens: TokenManager<C>
-    private let status: StatusBook
+    private let status: DutyBook
     private let subscriptions: Subscriptions<C>
     private let slots: [String]
     private let clock: C
@@ -23,7 +23,7 @@ actor Duties<C: Clock> where C.Duration == Duration {
     private let clockTrusted: @Sendable () -> Bool
 
     init(
-        drs: DRSSession, tokens: TokenManager<C>, status: StatusBook, subscriptions: Subscriptions<C>,
+        drs: DRSSession, tokens: TokenManager<C>, status: DutyBook, subscriptions: Subscriptions<C>,
         slots: [String], clock: C,
         wallTime: @escaping @Sendable () -> Double, clockTrusted: @escaping @Sendable () -> Bool = { true },
         logger: Logger

@@ -10,7 +10,7 @@ struct FactoryReset<C: Clock>: Sendable where C.Duration == Duration {
     let stateDirectory: String
     let tokens: TokenManager<C>
     let orders: Orders<C>
-    let status: StatusBook
+    let status: DutyBook
     let deregistration: DeregistrationQueue<C>
     let logger: Logger
     /// How the device pairs again, for the answer (the pairing window, or code-based linking).
@@ -206,7 +206,7 @@ enum ResetWipe {
         }
         try POSIX.shred(POSIX.join(stateDirectory, "tokens.json"))
         let outbox = Orders<ContinuousClock>.path(stateDirectory: stateDirectory)
-        let status = StatusBook.path(stateDirectory: stateDirectory)
+        let status = DutyBook.path(stateDirectory: stateDirectory)
         switch scope {
         case .everything:
             try POSIX.shred(outbox)
@@ -219,7 +219,7 @@ enum ResetWipe {
                 orders.forgetAccount()
                 if orders != before { try StateFile.saveNow(orders, to: outbox) }
             }
-            if var record = try StateFile.load(StatusRecord.self, from: status, onCorrupt: report) {
+            if var record = try StateFile.load(DutyRecord.self, from: status, onCorrupt: report) {
                 let before = record
                 record.forgetAccount()
                 if record != before { try StateFile.saveNow(record, to: status) }

@@ -84,7 +84,7 @@ actor Orders<C: Clock> where C.Duration == Duration {
     }
 
     /// Builds before issue 30 kept each slot's orders and the order history in `status.json`: the first start of
-    /// this build moves them here (written now, at the start, before the event loop serves), and `StatusBook`
+    /// this build moves them here (written now, at the start, before the event loop serves), and `DutyBook`
     /// leaves them out of its next write.
     static func movingLegacyOrders(into loaded: Outbox, stateDirectory: String, logger: Logger) throws(AgentError)
         -> Outbox
@@ -431,7 +431,7 @@ actor Orders<C: Clock> where C.Duration == Duration {
             return true
         } catch {
             saveFailures += 1
-            let delay = Backoff.tokenWrite.delay(attempt: saveFailures, using: &random)
+            let delay = Backoff.stateWrite.delay(attempt: saveFailures, using: &random)
             timeline.written(failedRetryingIn: delay, at: clock.now)
             logger.error(
                 "could not write the outbox; nothing is sent until it is written",

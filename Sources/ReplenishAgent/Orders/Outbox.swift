@@ -250,7 +250,7 @@ extension Outbox {
 }
 
 /// What the device knows of one slot's orders, for its decisions after a restart and for `status`. Until
-/// issue 30 these fields were in `status.json` (`StatusRecord.Slot`), and a start moves them here
+/// issue 30 these fields were in `status.json` (`DutyRecord.Slot`), and a start moves them here
 /// (`Orders`).
 struct SlotOrders: Codable, Sendable, Equatable {
     var lastResult: String?

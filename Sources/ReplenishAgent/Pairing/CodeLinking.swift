@@ -120,7 +120,7 @@ struct CodeLinking<Instant: InstantProtocol>: Sendable where Instant.Duration ==
         case .installFailed:
             guard case .storing(let grant) = phase else { return }
             installFailures += 1
-            let wait = Backoff.tokenWrite.delay(attempt: installFailures, using: &random)
+            let wait = Backoff.stateWrite.delay(attempt: installFailures, using: &random)
             phase = .installing(grant, notBefore: now.advanced(by: wait))
         case .retryNow:
             switch phase {

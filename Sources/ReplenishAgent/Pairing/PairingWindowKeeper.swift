@@ -83,7 +83,7 @@ actor PairingWindowKeeper<C: Clock> where C.Duration == Duration {
 
     private var server: (task: Task<Void, any Error>, answered: PairingAnswered)?
     /// When the port is served: the window, the app's answer, a failed server's restart.
-    private var port = PairingPort<C.Instant>()
+    private var port = PairingPortTiming<C.Instant>()
 
     /// Serves (`serve`) while the window is open, until cancelled.
     func run(serve: @escaping Serve) async {
@@ -91,11 +91,11 @@ actor PairingWindowKeeper<C: Clock> where C.Duration == Duration {
         if let server { await stop(server) }
     }
 
-    /// Carries out `PairingPort`'s actions (start the server, stop it) until it says wait; returns the wait.
+    /// Carries out `PairingPortTiming`'s actions (start the server, stop it) until it says wait; returns the wait.
     func step(serve: @escaping Serve) async -> LoopStep<C.Instant> {
         var worked = false
         while !Task.isCancelled {
-            let facts = PairingPort<C.Instant>.Facts(
+            let facts = PairingPortTiming<C.Instant>.Facts(
                 closesAt: check(), paired: window.paired, serving: server != nil,
                 answered: server?.answered.isAnswered ?? false)
             switch port.next(facts, at: clock.now) {

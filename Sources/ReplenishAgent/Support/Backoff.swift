@@ -17,7 +17,7 @@ struct Backoff: Sendable, Equatable {
     static let duties = Backoff(base: .seconds(2), cap: .seconds(30 * 60))
     static let tokenRefresh = Backoff(base: .seconds(2), cap: .seconds(10 * 60))
     /// Writing the token file after a failed write (disk full): often enough to catch a freed disk soon.
-    static let tokenWrite = Backoff(base: .seconds(5), cap: .seconds(5 * 60))
+    static let stateWrite = Backoff(base: .seconds(5), cap: .seconds(5 * 60))
     /// Configuration faults (`invalid_client`): never hammer LWA.
     static let configurationFault = Backoff(base: .seconds(5 * 60), cap: .seconds(60 * 60))
 

@@ -20,7 +20,7 @@ enum SystemdNotifications {
     ) async -> Part<C>? where C.Duration == Duration {
         guard notifier.isEnabled else { return nil }
         let outbox = await orders.snapshot
-        let status = SystemdStatus<C>(
+        let status = SystemdStatusKeeper<C>(
             notifier: notifier, token: await tokens.state, pending: outbox.pending.count,
             parked: outbox.parked.count,
             waitingFor: pairingMode == .code
@@ -54,7 +54,7 @@ enum SystemdNotifications {
     /// the notifications run (READY=1, watchdog pings, STOPPING=1).
     struct Part<C: Clock>: DaemonPart where C.Duration == Duration {
         let notifier: SystemdNotifier
-        let status: SystemdStatus<C>
+        let status: SystemdStatusKeeper<C>
         let tokens: AsyncStream<TokenEvent>
         let orders: AsyncStream<Orders<C>.Update>
         let probes: [HealthProbe]
@@ -70,7 +70,7 @@ enum SystemdNotifications {
 
     /// READY=1, then watchdog pings while every probe answers, then STOPPING=1 when cancelled.
     fileprivate static func runNotifications<C: Clock>(
-        notifier: SystemdNotifier, status: SystemdStatus<C>, probes healthProbes: [HealthProbe], logger: Logger
+        notifier: SystemdNotifier, status: SystemdStatusKeeper<C>, probes healthProbes: [HealthProbe], logger: Logger
     ) async where C.Duration == Duration {
         if let failure = await status.ready() { logger.warning("systemd: \(failure)") }
         if let interval = notifier.watchdogInterval {
@@ -96,7 +96,7 @@ enum SystemdNotifications {
     }
 }
 
-extension SystemdStatus {
+extension SystemdStatusKeeper {
     /// Keeps the STATUS= line up to date with the token state and the outbox.
     nonisolated func follow(tokens: AsyncStream<TokenEvent>, orders: AsyncStream<Orders<C>.Update>) async {
         await withDiscardingTaskGroup { group in

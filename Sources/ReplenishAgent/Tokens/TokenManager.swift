@@ -282,7 +282,7 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
             saveFailures = 0
         } catch {
             saveFailures += 1
-            let delay = Backoff.tokenWrite.delay(attempt: saveFailures, using: &random)
+            let delay = Backoff.stateWrite.delay(attempt: saveFailures, using: &random)
             timeline.written(failedRetryingIn: delay, at: clock.now)
             logger.error(
                 "could not write the tokens; keeping them in memory and trying again",

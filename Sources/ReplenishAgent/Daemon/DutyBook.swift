@@ -1,13 +1,14 @@
 import FoundationEssentials
 
-/// What the device remembers beyond tokens and the outbox, for its decisions after a restart and for
-/// `status`: per-slot last results, open orders, consumption and subscription, and when the duties last ran.
-/// Kept in `status.json` of the state directory, replaced atomically on the disk lane. What only the running
-/// daemon shows (the token state, the pairing window, the linking code) is `ShownStatus`.
+/// What the duties learn and the device remembers of them, for its decisions after a restart and for `status`:
+/// whether each slot is subscribed and to what (`Subscriptions`), and when device status was last sent and the
+/// subscriptions last checked. Kept in `status.json` of the state directory, replaced atomically on the disk
+/// lane. The slots' orders are `Orders`' (`outbox.json`); what only the running daemon shows (the token state,
+/// the pairing window, the linking code) is `ShownStatus`.
 ///
 /// Format (see `StateFormat` for the rule): version 1, every field optional. The first builds wrote a
 /// `lastError` field that later ones dropped; it is ignored like any field this build does not know.
-struct StatusRecord: Codable, Sendable, Equatable, StateFormat {
+struct DutyRecord: Codable, Sendable, Equatable, StateFormat {
     static let formatVersion = 1
 
     struct Slot: Codable, Sendable, Equatable {
@@ -16,7 +17,7 @@ struct StatusRecord: Codable, Sendable, Equatable, StateFormat {
         var products: [SubscriptionInfo.Product]?
     }
 
-    var version = StatusRecord.formatVersion
+    var version = DutyRecord.formatVersion
     var slots: [String: Slot] = [:]
     var lastDeviceStatusAt: Double?
     var lastSubscriptionCheckAt: Double?
@@ -25,7 +26,7 @@ struct StatusRecord: Codable, Sendable, Equatable, StateFormat {
     // history (`SlotOrders` and `Outbox.orders` now, in `outbox.json`; a start moves them, `LegacyOrders`).
 }
 
-extension StatusRecord {
+extension DutyRecord {
     /// The device left the customer's account (`deregister`): what DRS said of this account's slots no longer
     /// holds.
     mutating func forgetAccount() {
@@ -47,7 +48,7 @@ struct LegacyOrders: Decodable, Sendable {
     static func read(stateDirectory: String, owner: UserID = POSIX.effectiveUserID()) -> LegacyOrders? {
         guard
             case .read(let bytes)? = try? StateFile.readBytes(
-                StatusBook.path(stateDirectory: stateDirectory), limit: StateFile.readLimit, owner: owner),
+                DutyBook.path(stateDirectory: stateDirectory), limit: StateFile.readLimit, owner: owner),
             let legacy = try? JSONDecoder().decode(LegacyOrders.self, from: Data(bytes)), !legacy.isEmpty
         else { return nil }
         return legacy
@@ -70,15 +71,15 @@ extension Outbox {
 
 /// The daemon's single writer of `status.json`: each fact is changed through a method named for what happened,
 /// called from the one file that owns that fact; `update` stays private.
-actor StatusBook {
+actor DutyBook {
     private let path: String
-    private(set) var record: StatusRecord
+    private(set) var record: DutyRecord
     /// One change at a time across its write (`DiskLane`).
     private let turns = WriteTurns()
 
     init(stateDirectory: String, onCorrupt: (String) -> Void) throws(AgentError) {
         path = Self.path(stateDirectory: stateDirectory)
-        record = try StateFile.load(StatusRecord.self, from: path, onCorrupt: onCorrupt) ?? StatusRecord()
+        record = try StateFile.load(DutyRecord.self, from: path, onCorrupt: onCorrupt) ?? DutyRecord()
     }
 
     static func path(stateDirectory: String) -> String { POSIX.join(stateDirectory, "status.json") }
@@ -119,13 +120,13 @@ actor StatusBook {
         await turns.take()
         defer { turns.release() }
         try await DiskLane.shared.shred(path)
-        record = StatusRecord()
+        record = DutyRecord()
     }
 
     /// The device left the customer's account: what DRS said of its slots no longer holds.
     func forgetAccount() async throws(AgentError) { try await update { $0.forgetAccount() } }
 
-    private func update(_ change: (inout StatusRecord) -> Void) async throws(AgentError) {
+    private func update(_ change: (inout DutyRecord) -> Void) async throws(AgentError) {
         await turns.take()
         defer { turns.release() }
         var next = record

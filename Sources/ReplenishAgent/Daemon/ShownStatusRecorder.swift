@@ -1,7 +1,7 @@
 /// Records what `status` reads of the running daemon (`ShownStatus`, in the runtime directory): the token state
 /// (never a token), when the pairing window closes, and the code of code-based linking. It follows the streams
 /// in its own task, so no token, window or linking change waits for the file.
-enum StatusRecorder {
+enum ShownStatusRecorder {
     static func follow<C: Clock>(
         status: ShownStatusBook, tokens: AsyncStream<TokenEvent>, window: AsyncStream<PairingWindowKeeper<C>.State>,
         linking: AsyncStream<LinkingCode?>
@@ -20,7 +20,7 @@ enum StatusRecorder {
     }
 }
 
-extension StatusRecorder {
+extension ShownStatusRecorder {
     /// The shown status's recorder as the daemon runs it.
     struct Part<C: Clock>: DaemonPart where C.Duration == Duration {
         let status: ShownStatusBook
@@ -30,7 +30,7 @@ extension StatusRecorder {
         var description: String { "status" }
 
         func work() async {
-            await StatusRecorder.follow(status: status, tokens: tokens, window: window, linking: linking)
+            await ShownStatusRecorder.follow(status: status, tokens: tokens, window: window, linking: linking)
         }
     }
 }

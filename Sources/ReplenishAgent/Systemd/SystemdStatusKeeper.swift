@@ -23,7 +23,7 @@ enum SystemdStatusLine {
 }
 
 /// Keeps the latest facts for the `STATUS=` line and sends the line to systemd whenever its text changes.
-actor SystemdStatus<C: Clock> where C.Duration == Duration {
+actor SystemdStatusKeeper<C: Clock> where C.Duration == Duration {
     private let notifier: SystemdNotifier
     private var token: TokenState
     private var pending: Int

@@ -1,6 +1,6 @@
 /// The configured way into a pairing, for what the long press and a reset do about it: the companion app's
 /// pairing window (`pairing.mode` `companion`), or code-based linking (`code`).
-enum PairingEntry<C: Clock>: Sendable where C.Duration == Duration {
+enum PairingByMode<C: Clock>: Sendable where C.Duration == Duration {
     case window(PairingWindowKeeper<C>, minutes: Int)
     case code(CodeLinker<C>)
 

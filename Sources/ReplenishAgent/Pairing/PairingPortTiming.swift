@@ -6,7 +6,7 @@
 /// until the app has its answer (the 204), `answerGrace` at most; once the window has closed, that server is
 /// stopped even if the window opens again meanwhile (the new window gets a new server, and a new answer); a
 /// server that failed is not started again before `restartDelay`.
-struct PairingPort<Instant: InstantProtocol>: Sendable where Instant.Duration == Duration {
+struct PairingPortTiming<Instant: InstantProtocol>: Sendable where Instant.Duration == Duration {
     enum Action: Equatable, Sendable {
         case startServer
         case stopServer
