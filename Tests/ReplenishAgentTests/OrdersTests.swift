@@ -88,7 +88,7 @@ import Testing
         outbox.markSending(slot: "slot-1", at: epoch - 2 * 86400, boot: "boot-before")
         _ = outbox.accept(slot: "slot-2", at: epoch - 7200)
         outbox.markSending(slot: "slot-2", at: epoch - 3600, boot: "boot-before")
-        try StateFile.saveNow(outbox, to: Orders<ManualClock>.path(stateDirectory: directory))
+        try DiskLane.saveNow(outbox, to: Orders<ManualClock>.path(stateDirectory: directory))
         let drs = ScriptedHTTPClient { _ in json(200, #"{"detailCode":"ORDER_INPROGRESS"}"#) }
         let tokens = try tokenManager(
             ScriptedHTTPClient { _ in json(503, "") }, store: MemoryTokenStore(tokenSet(expiresAt: epoch + 3600)))
@@ -115,7 +115,7 @@ import Testing
         outbox.markSending(slot: "slot-1", at: epoch - 2 * 86400, boot: "this-boot")
         _ = outbox.accept(slot: "slot-2", at: epoch - 7200)
         outbox.markSending(slot: "slot-2", at: epoch - 3600, boot: "this-boot")
-        try StateFile.saveNow(outbox, to: Orders<ManualClock>.path(stateDirectory: directory))
+        try DiskLane.saveNow(outbox, to: Orders<ManualClock>.path(stateDirectory: directory))
         let drs = ScriptedHTTPClient { _ in json(200, #"{"detailCode":"ORDER_INPROGRESS"}"#) }
         let tokens = try tokenManager(
             ScriptedHTTPClient { _ in json(503, "") }, store: MemoryTokenStore(tokenSet(expiresAt: epoch + 3600)))
@@ -185,7 +185,7 @@ import Testing
         let directory = temporaryDirectory()
         var outbox = Outbox()
         _ = outbox.accept(slot: "slot-gone", at: epoch - 60)
-        try StateFile.saveNow(outbox, to: Orders<ManualClock>.path(stateDirectory: directory))
+        try DiskLane.saveNow(outbox, to: Orders<ManualClock>.path(stateDirectory: directory))
         let drs = ScriptedHTTPClient { _ in json(200, #"{"detailCode":"TEST_ORDER_PLACED"}"#) }
         let tokens = try tokenManager(
             ScriptedHTTPClient { _ in json(503, "") }, store: MemoryTokenStore(tokenSet(expiresAt: epoch + 3600)))
@@ -231,7 +231,7 @@ import Testing
         let directory = temporaryDirectory()
         var outbox = Outbox()
         _ = outbox.accept(slot: "slot-1", at: epoch - 60, pairingId: "previous-owner")
-        try StateFile.saveNow(outbox, to: Orders<ManualClock>.path(stateDirectory: directory))
+        try DiskLane.saveNow(outbox, to: Orders<ManualClock>.path(stateDirectory: directory))
         let drs = ScriptedHTTPClient { _ in json(200, #"{"detailCode":"TEST_ORDER_PLACED"}"#) }
         var tokens = tokenSet(expiresAt: epoch + 3600)
         tokens.pairingId = "new-owner"

@@ -142,7 +142,7 @@ import Testing
         var outbox = Outbox()
         _ = outbox.accept(slot: "slot-1", at: epoch - age - 1)
         outbox.markSending(slot: "slot-1", at: epoch - age, boot: "boot-before")
-        try StateFile.saveNow(outbox, to: Orders<ManualClock>.path(stateDirectory: directory))
+        try DiskLane.saveNow(outbox, to: Orders<ManualClock>.path(stateDirectory: directory))
     }
 
     func onDisk(_ directory: String) throws -> Outbox.Entry? {

@@ -110,8 +110,8 @@ import Testing
         let path = directory + "/" + name
         switch name {
         case "tokens.json": try await FileTokenStore(stateDirectory: directory).save(tokens)
-        case "outbox.json": try StateFile.saveNow(Outbox(), to: path)
-        default: try StateFile.saveNow(DutyRecord(), to: path)
+        case "outbox.json": try DiskLane.saveNow(Outbox(), to: path)
+        default: try DiskLane.saveNow(DutyRecord(), to: path)
         }
         #expect(chown(path, 4242, 4242) == 0)
         try expectMovedAside(name, in: directory, reason: "is owned by uid 4242, not the agent's uid \(geteuid())")

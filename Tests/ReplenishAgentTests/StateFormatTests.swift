@@ -101,7 +101,7 @@ import Testing
         #expect(outbox.parked.map(\.slot) == ["slot-3"])
         #expect(outbox.entry(for: "slot-3")?.parkedReason == "made under an earlier pairing")
         // Written back as this build's version.
-        try StateFile.saveNow(outbox, to: path)
+        try DiskLane.saveNow(outbox, to: path)
         let written = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path)))
         #expect((written as? [String: Any])?["version"] as? Int == Outbox.formatVersion)
         #expect(try StateFile.load(Outbox.self, from: path) { reports.append($0) } == outbox)
@@ -145,7 +145,7 @@ import Testing
         }
         let before = try String(contentsOfFile: path, encoding: .utf8)
         #expect(before.contains("\"linking\"") && before.contains("\"tokenState\""))
-        try StateFile.saveNow(record, to: path)
+        try DiskLane.saveNow(record, to: path)
         let after = try String(contentsOfFile: path, encoding: .utf8)
         #expect(!after.contains("\"linking\"") && !after.contains("\"tokenState\""))
         #expect(try StateFile.load(DutyRecord.self, from: path) { _ in } == record)

@@ -103,7 +103,7 @@ import Testing
         let path = directory + "/outbox.json"
         var outbox = Outbox()
         _ = outbox.accept(slot: "a", at: 1)
-        try StateFile.saveNow(outbox, to: path)
+        try DiskLane.saveNow(outbox, to: path)
         var reports: [String] = []
         #expect(try StateFile.load(Outbox.self, from: path) { reports.append($0) } == outbox)
         try "garbage".write(toFile: path, atomically: false, encoding: .utf8)
@@ -132,7 +132,7 @@ import Testing
         outbox.park(slot: "a", reason: "not subscribed")
         #expect(outbox.pending.map(\.slot) == ["b"], "a parked slot has nothing left to send")
         // Written back with one entry per slot.
-        try StateFile.saveNow(outbox, to: path)
+        try DiskLane.saveNow(outbox, to: path)
         #expect(try StateFile.load(Outbox.self, from: path) { _ in } == outbox)
     }
 

@@ -39,7 +39,7 @@ import Testing
         let directory = temporaryDirectory()
         var record = DutyRecord()
         record.slots["slot-1"] = .init(subscribed: false)
-        try StateFile.saveNow(record, to: DutyBook.path(stateDirectory: directory))
+        try DiskLane.saveNow(record, to: DutyBook.path(stateDirectory: directory))
         let status = try DutyBook(stateDirectory: directory) { _ in }
         let tokens = try TokenManager(
             store: MemoryTokenStore(

@@ -29,7 +29,7 @@ actor DeregistrationQueue<C: Clock> where C.Duration == Duration {
     /// Writes the call now, on the calling thread: for the commands without the daemon and a wipe on the disk
     /// lane (`ResetWipe`). The queue itself writes through `DiskLane`.
     static func writeNow(_ pending: Pending, stateDirectory: String) throws(AgentError) {
-        try StateFile.saveNow(pending, to: path(stateDirectory: stateDirectory))
+        try DiskLane.saveNow(pending, to: path(stateDirectory: stateDirectory))
     }
 
     private let stateDirectory: String

@@ -148,7 +148,7 @@ enum ResetWipe {
 
     /// Writes the mark, durably: from here on the wipe is finished, at the latest at the next start.
     static func begin(_ scope: Scope, pairingId: String? = nil, stateDirectory: String) throws(AgentError) {
-        try StateFile.saveNow(Mark(scope: scope, pairingId: pairingId), to: markPath(stateDirectory: stateDirectory))
+        try DiskLane.saveNow(Mark(scope: scope, pairingId: pairingId), to: markPath(stateDirectory: stateDirectory))
     }
 
     /// Removes the mark, durably: the wipe is done.
@@ -217,12 +217,12 @@ enum ResetWipe {
                 orders.adoptLegacyOrders(stateDirectory: stateDirectory)
                 let before = orders
                 orders.forgetAccount()
-                if orders != before { try StateFile.saveNow(orders, to: outbox) }
+                if orders != before { try DiskLane.saveNow(orders, to: outbox) }
             }
             if var record = try StateFile.load(DutyRecord.self, from: status, onCorrupt: report) {
                 let before = record
                 record.forgetAccount()
-                if record != before { try StateFile.saveNow(record, to: status) }
+                if record != before { try DiskLane.saveNow(record, to: status) }
             }
         }
         return old

@@ -60,7 +60,7 @@ actor ShownStatusBook {
             // (made at its start with the boot's mark, `BootIdentity`), or made here, 0700, when it is missing.
             try await DiskLane.shared.run { () throws(AgentError) in
                 if try POSIX.status(directory) == nil { try POSIX.makeDirectory(directory, 0o700) }
-                try POSIX.writeFileAtomically(path, bytes, durable: false)
+                try DiskLane.writeNow(bytes, to: path)
             }
         } catch {
             guard !refusalLogged else { return }

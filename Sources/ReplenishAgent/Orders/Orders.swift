@@ -91,7 +91,7 @@ actor Orders<C: Clock> where C.Duration == Duration {
     {
         var outbox = loaded
         guard outbox.adoptLegacyOrders(stateDirectory: stateDirectory) else { return loaded }
-        try StateFile.saveNow(outbox, to: path(stateDirectory: stateDirectory))
+        try DiskLane.saveNow(outbox, to: path(stateDirectory: stateDirectory))
         logger.notice("the slots' orders and the order history moved from status.json to outbox.json")
         return outbox
     }

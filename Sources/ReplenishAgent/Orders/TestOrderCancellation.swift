@@ -89,7 +89,7 @@ extension TestOrderCancellation {
             let path = Orders<ContinuousClock>.path(stateDirectory: stateDirectory)
             var outbox = try StateFile.load(Outbox.self, from: path) { logger.error("\($0)") } ?? Outbox()
             outbox.recordTestOrdersCancelled(slots: slots, at: at)
-            try StateFile.saveNow(outbox, to: path)
+            try DiskLane.saveNow(outbox, to: path)
         }
     }
 }

@@ -29,7 +29,7 @@ enum BootIdentity {
         do {
             try POSIX.makeDirectory(runtimeDirectory, 0o700)
             // A tmpfs: nothing to make durable, and a half-written mark cannot outlive the boot.
-            try POSIX.writeFileAtomically(marker, Array((id + "\n").utf8), durable: false)
+            try DiskLane.writeNow(Array((id + "\n").utf8), to: marker)
         } catch {
             // No runtime directory to be had: the kernel's id (which a later start reads the same) or none.
             return kernel

@@ -59,6 +59,20 @@ final class DiskLane: Sendable {
         try await run(isolation: isolation) { () throws(AgentError) in try POSIX.writeFileAtomically(path, bytes) }
     }
 
+    /// Writes `value` to `path` now, on the calling thread, atomically and durably: for the commands that run
+    /// without the daemon (`reset`, `deregister`, `cancel-test-orders` with no daemon running), for the daemon's
+    /// start before the event loop serves, and for work already on a lane (a reset's wipe). Everything else
+    /// writes through a lane (`save`).
+    static func saveNow<T: StateFormat>(_ value: T, to path: String) throws(AgentError) {
+        try POSIX.writeFileAtomically(path, try StateFile.encode(value, for: path))
+    }
+
+    /// `bytes` to `path` now, on the calling thread, without fsync: a file of the runtime directory (a tmpfs),
+    /// the boot mark at the daemon's start (`BootIdentity`) and the shown status on the lane (`ShownStatusBook`).
+    static func writeNow(_ bytes: [UInt8], to path: String) throws(AgentError) {
+        try POSIX.writeFileAtomically(path, bytes, durable: false)
+    }
+
     /// Overwrites `path` with zeros, syncs and unlinks it (`POSIX.shred`).
     func shred(isolation: isolated (any Actor)? = #isolation, _ path: String) async throws(AgentError) {
         try await run(isolation: isolation) { () throws(AgentError) in try POSIX.shred(path) }

@@ -91,13 +91,6 @@ enum StateFile {
         do { return Array(try encoder.encode(current)) } catch { throw AgentError(.storage, "cannot encode \(path)") }
     }
 
-    /// Writes `value` to `path` now, on the calling thread: for the commands that run without the daemon
-    /// (`reset`, `deregister` with no daemon running) and for work already on the disk lane. The daemon writes
-    /// through `DiskLane.save`.
-    static func saveNow<T: StateFormat>(_ value: T, to path: String) throws(AgentError) {
-        try POSIX.writeFileAtomically(path, try encode(value, for: path))
-    }
-
     /// The bytes of a state file, or why it cannot be used: a symbolic link, not a regular file, owned by another
     /// uid, over `limit` bytes, or not openable for its permissions. Other failures (no descriptors left, an I/O
     /// error) are thrown: they say nothing about the file, so it is not moved aside for them.
