@@ -64,8 +64,8 @@ struct Agent {
             notSubscribed: { await subscriptions.refused(slot: $0) }, clock: clock, wallTime: wallTime, boot: boot,
             logger: logger)
         let duties = Duties(
-            drs: session, tokens: tokens, status: status, subscriptions: subscriptions, slots: config.slots,
-            clock: clock,
+            drs: session, tokens: tokens, status: status,
+            checkSubscriptions: { () throws(AgentError) in try await subscriptions.check() }, clock: clock,
             wallTime: wallTime, clockTrusted: { WallClock.isTrusted() }, logger: logger)
         let followUp = OrderTracker(
             drs: session, tokens: tokens, orders: orders, slots: config.slots, phase: config.device.phase, clock: clock,

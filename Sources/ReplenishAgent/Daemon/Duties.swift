@@ -10,8 +10,8 @@ actor Duties<C: Clock> where C.Duration == Duration {
     private let drs: DRSSession
     private let tokens: TokenManager<C>
     private let status: DutyBook
-    private let subscriptions: Subscriptions<C>
-    private let slots: [String]
+    /// Checked with device status, at the same times (`Subscriptions.check`).
+    private let checkSubscriptions: @Sendable () async throws(AgentError) -> Void
     private let clock: C
     private let wallTime: @Sendable () -> Double
     private let logger: Logger
@@ -23,8 +23,8 @@ actor Duties<C: Clock> where C.Duration == Duration {
     private let clockTrusted: @Sendable () -> Bool
 
     init(
-        drs: DRSSession, tokens: TokenManager<C>, status: DutyBook, subscriptions: Subscriptions<C>,
-        slots: [String], clock: C,
+        drs: DRSSession, tokens: TokenManager<C>, status: DutyBook,
+        checkSubscriptions: @escaping @Sendable () async throws(AgentError) -> Void, clock: C,
         wallTime: @escaping @Sendable () -> Double, clockTrusted: @escaping @Sendable () -> Bool = { true },
         logger: Logger
     ) {
@@ -32,8 +32,7 @@ actor Duties<C: Clock> where C.Duration == Duration {
         self.drs = drs
         self.tokens = tokens
         self.status = status
-        self.subscriptions = subscriptions
-        self.slots = slots
+        self.checkSubscriptions = checkSubscriptions
         self.clock = clock
         self.wallTime = wallTime
         self.logger = logger
@@ -109,7 +108,7 @@ actor Duties<C: Clock> where C.Duration == Duration {
         try await drs.sendExpectingSuccess(.deviceStatus(mostRecentlyActive: now))
         logger.info("device status sent")
         try await status.recordDeviceStatus(at: now)
-        try await subscriptions.check()
+        try await checkSubscriptions()
     }
 }
 

@@ -19,12 +19,8 @@ actor Subscriptions<C: Clock> where C.Duration == Duration {
         drs: DRSSession, status: DutyBook, slots: [String], clock: C, wallTime: @escaping @Sendable () -> Double,
         logger: Logger
     ) {
-        self.drs = drs
-        self.status = status
-        self.slots = slots
-        self.clock = clock
-        self.wallTime = wallTime
-        self.logger = logger
+        (self.drs, self.status, self.slots) = (drs, status, slots)
+        (self.clock, self.wallTime, self.logger) = (clock, wallTime, logger)
     }
 
     /// Asks DRS which slots are subscribed (and to what) and records it (the duties' daily check).

@@ -113,7 +113,8 @@ extension Duties where C == ManualClock {
             drs: session, status: status, slots: slots, clock: clock, wallTime: wallTime,
             logger: .init(label: "test"))
         let duties = Duties(
-            drs: session, tokens: tokens, status: status, subscriptions: subscriptions, slots: slots, clock: clock,
+            drs: session, tokens: tokens, status: status,
+            checkSubscriptions: { () throws(AgentError) in try await subscriptions.check() }, clock: clock,
             wallTime: wallTime, clockTrusted: clockTrusted, logger: .init(label: "test"))
         return (duties, subscriptions)
     }
