@@ -284,11 +284,11 @@ runtime_libraries() {
   echo "$folder"
 }
 
-# The unit suites: those tagged `.unit` but not `.realTime` (scripts/unit-tests.sh --list-emulated); the
+# The unit suites: those tagged `.unit` (scripts/unit-tests.sh --list: manual clocks, no real deadlines); the
 # `.process` suites start the agent and the emulator as processes (README "Tests": x86-only, and why). The test
 # bundle runs under qemu-aarch64.
 unit_suites() {
-  "$root"/scripts/unit-tests.sh --list-emulated
+  "$root"/scripts/unit-tests.sh --list
 }
 
 test_arm64() {

@@ -5,12 +5,11 @@
 # tag, so the tag is read from the `@Suite(…, .tags(.unit…)) struct Name` declarations here.
 #   scripts/unit-tests.sh          build the tests if needed, run the unit suites
 #   scripts/unit-tests.sh --list   print the unit suites' names, one a line
-#   scripts/unit-tests.sh --list-emulated   the same without the `.realTime` ones (scripts/arm64.sh, qemu-user)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 unit_suites() {
-  grep -rhoE '^@Suite\(.*\.tags\(\.unit[^)]*\)\) struct [A-Za-z0-9_]+' Tests | grep -v "${1:-^$}" |
+  grep -rhoE '^@Suite\(.*\.tags\(\.unit[^)]*\)\) struct [A-Za-z0-9_]+' Tests |
     awk '{ print $NF }' | sort -u
 }
 
@@ -20,7 +19,6 @@ untagged=$(grep -rhE '^@Suite' Tests | grep -vE '\.tags\(\.(unit|process)' || tr
 
 case "${1:-}" in
 --list) unit_suites; exit 0 ;;
---list-emulated) unit_suites '\.realTime'; exit 0 ;;
 esac
 suites=$(unit_suites)
 [ -n "$suites" ] || { echo "no suite is tagged .unit" >&2; exit 1; }

@@ -19,13 +19,13 @@ import Testing
     func theFirstDutiesLandInTheStartUpWindowThenDaily(seed: UInt64) throws {
         var timeline = DutyTimeline(startedAt: start, random: .seeded(state: seed))
         let first = try #require(waitUntil(timeline.next(at: start, paired: true, clockTrusted: true)))
-        #expect(first >= start && first <= start.advanced(by: DutySchedule.startupWindow))
+        #expect(first >= start && first <= start.advanced(by: FleetSpread.startupWindow))
         #expect(timeline.next(at: first, paired: true, clockTrusted: true) == .performDuties)
         timeline.dutiesDone(at: first)
         let second = try #require(waitUntil(timeline.next(at: first, paired: true, clockTrusted: true)))
         let day = first.duration(to: second)
-        #expect(day >= .seconds(24 * 3600) - DutySchedule.dailyJitter)
-        #expect(day <= .seconds(24 * 3600) + DutySchedule.dailyJitter)
+        #expect(day >= .seconds(24 * 3600) - FleetSpread.dailyJitter)
+        #expect(day <= .seconds(24 * 3600) + FleetSpread.dailyJitter)
     }
 
     @Test func unpairedNothingIsDueAndANewPairingMakesTheDutiesDueAtOnce() {

@@ -3,7 +3,7 @@ import Testing
 @testable import ReplenishAgent
 
 /// 10,000 devices back from the same power cut in the same second, scheduled by the agent's own rules
-/// (`DutySchedule`, `RefreshSchedule`, the token manager's start-up catch-up): LWA and DRS requests per
+/// (`FleetSpread`, `RefreshSchedule`, the token manager's start-up catch-up): LWA and DRS requests per
 /// minute over the first hour. `scripts/fleet-sim.sh` runs this and prints the table.
 @Suite(.tags(.unit)) struct FleetSimulationTests {
     struct Result {
@@ -23,7 +23,7 @@ import Testing
         // A press queued before the cut (2 % of devices) goes out at start.
         if Double.random(in: 0..<1, using: &random) < 0.02 { times.append(0) }
         // Device status and subscription info at a moment of the start-up window (`Duties.run`).
-        let duties = seconds(DutySchedule.startupDelay(window: window, using: &random))
+        let duties = seconds(FleetSpread.startupDelay(window: window, using: &random))
         times += [duties, duties]
         // The token: refreshed at its schedule; one that is already due waits a moment of the start-up window
         // (`TokenManager.run`), unless the duties need a token first (`accessToken()` refreshes on demand).
@@ -31,7 +31,7 @@ import Testing
             now: 0, expiresAt: expiresAt, lifetime: lifetime, jitter: jitter)
         if refresh <= 0 {
             let tokenWindow = min(window, .milliseconds(Int64(lifetime * 100)))
-            refresh = seconds(DutySchedule.startupDelay(window: tokenWindow, using: &random))
+            refresh = seconds(FleetSpread.startupDelay(window: tokenWindow, using: &random))
         }
         if RefreshSchedule.isTooCloseToExpiry(now: duties, expiresAt: expiresAt, lifetime: lifetime) {
             refresh = min(refresh, duties)
@@ -74,7 +74,7 @@ import Testing
     }
 
     @Test func tenThousandDevicesBackInTheSameSecond() {
-        let contract = Self.simulate(devices: 10_000, window: DutySchedule.startupWindow, seed: 2026)
+        let contract = Self.simulate(devices: 10_000, window: FleetSpread.startupWindow, seed: 2026)
         let fleet = Self.simulate(devices: 10_000, window: .seconds(600), seed: 2026)
         print("FLEET-SIM requests per minute, 10,000 devices, seed 2026")
         print(Self.table([("25 s start-up window (CONTRACT.md)", contract), ("600 s start-up window", fleet)]))

@@ -3,7 +3,7 @@ import Testing
 @testable import ReplenishAgent
 
 /// The timing of the follow-up of open orders, of a queued deregistration and of a press's re-check, on
-/// instants alone (`FollowUpTimeline`, `DeregistrationTimeline`, `RecheckSpacing`): no clock, no DRS.
+/// instants alone (`FollowUpTimeline`, `DeregistrationTimeline`, `PressRecheckLimit`): no clock, no DRS.
 @Suite(.tags(.unit)) struct FollowUpTimelineTests: OnInstants {
 
     func followUpWait(_ action: FollowUpTimeline<Instant>.Action) -> Instant? {
@@ -45,7 +45,7 @@ import Testing
     }
 
     @Test func aRecheckAsksAtMostOnceAMinutePerKeyAndRemembersWhatItFound() {
-        var spacing = RecheckSpacing<Instant, String, Bool>()
+        var spacing = PressRecheckLimit<Instant, String, Bool>()
         guard case .ask = spacing.decide("order-1", at: start) else { return #expect(Bool(false)) }
         // Within the minute, before an answer: nothing known.
         guard case .askedRecently(nil) = spacing.decide("order-1", at: at(10)) else { return #expect(Bool(false)) }

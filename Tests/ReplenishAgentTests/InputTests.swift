@@ -134,7 +134,8 @@ import Testing
     @Test func pipelineDebouncesOnAManualClockAndSleepsWhenIdle() async throws {
         let clock = ManualClock()
         let seen = Mutex<[ButtonPress]>([])
-        let pipeline = InputPipeline(board: Self.buttonBoard, clock: clock, logger: Self.quiet) { press in
+        let pipeline = InputPipeline(board: Self.buttonBoard, clock: clock, handing: .awaited, logger: Self.quiet) {
+            press in
             seen.withLock { $0.append(press) }
             return .success("ok")
         }
@@ -167,7 +168,8 @@ import Testing
     /// down made no press of its own (issue 29, item 7: dead clients' waiters took the next presses' answers).
     @Test func aPressIsAnsweredToTheRequestThatMadeItAndAForgottenOneTakesNothing() async throws {
         let clock = ManualClock()
-        let pipeline = InputPipeline(board: Self.buttonBoard, clock: clock, logger: Self.quiet) { press in
+        let pipeline = InputPipeline(board: Self.buttonBoard, clock: clock, handing: .awaited, logger: Self.quiet) {
+            press in
             .success("\(press.kind.rawValue)")
         }
         let driver = StepDriver(clock: clock, pipeline.step)
@@ -235,7 +237,7 @@ import Testing
         let seen = PressLog()
         let monotonicNow: @Sendable () -> Duration = { origin + clock.now.offset }
         let pipeline = InputPipeline(
-            board: Self.buttonBoard, clock: clock, monotonicNow: monotonicNow, logger: Self.quiet,
+            board: Self.buttonBoard, clock: clock, monotonicNow: monotonicNow, handing: .awaited, logger: Self.quiet,
             handler: { press in
                 seen.append(press)
                 return .success("ok")

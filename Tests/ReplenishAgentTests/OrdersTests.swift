@@ -155,6 +155,30 @@ import Testing
         #expect(try outboxOnDisk(directory)?.entry(for: "slot-1")?.attempts == 2)
     }
 
+    /// A press marked "sent, answer unknown" in its own write whose entry is parked before its call is tried:
+    /// the next press of the slot makes a new entry, marked in its own write again (nothing of the parked
+    /// entry's mark is remembered for it).
+    @Test func anEntryParkedBeforeItsCallLeavesTakesItsRememberedMarkWithIt() async throws {
+        let directory = temporaryDirectory()
+        let drs = ScriptedHTTPClient { _ in json(200, #"{"detailCode":"TEST_ORDER_PLACED"}"#) }
+        let tokens = try tokenManager(
+            ScriptedHTTPClient { _ in json(503, "") }, store: MemoryTokenStore(tokenSet(expiresAt: epoch + 3600)))
+        let orders = try orderService(directory: directory, drs: drs, tokens: tokens)
+        // A slot the config no longer has: marked with the press, parked at the first step, never sent.
+        #expect(try await orders.accept(slot: "slot-gone") == .queued)
+        #expect(try outboxOnDisk(directory)?.entry(for: "slot-gone")?.unansweredSince == epoch)
+        let driver = StepDriver(clock: clock, orders.step)
+        await driver.drain()
+        #expect(try outboxOnDisk(directory)?.entry(for: "slot-gone")?.parkedReason == "slot no longer configured")
+        #expect(drs.requests.isEmpty)
+        clock.advance(by: .seconds(10))
+        #expect(try await orders.accept(slot: "slot-gone") == .queued)
+        let replaced = try #require(try outboxOnDisk(directory)?.entry(for: "slot-gone"))
+        #expect(replaced.parkedReason == nil)
+        #expect(replaced.unansweredSince == epoch + 10)
+        #expect(replaced.pressedAt == [epoch + 10])
+    }
+
     @Test func anAcknowledgementThatCannotBeWrittenIsWrittenLaterAndNothingIsSentMeanwhile() async throws {
         let directory = temporaryDirectory()
         let drs = GatedHTTPClient(json(200, #"{"detailCode":"TEST_ORDER_PLACED"}"#))

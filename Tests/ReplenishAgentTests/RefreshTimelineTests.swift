@@ -26,7 +26,7 @@ import Testing
 
     @Test func aTokenDueAtStartIsRefreshedInTheStartUpWindowOnceAndATenthOfTheLifetimeAtMost() {
         var timeline = Timeline(fromDisk: true)
-        #expect(timeline.next(paired(due: -10), at: start) == .startupDelay(window: DutySchedule.startupWindow))
+        #expect(timeline.next(paired(due: -10), at: start) == .startupDelay(window: FleetSpread.startupWindow))
         // After the start-up moment (or a change that ended it early), the refresh is due.
         #expect(timeline.next(paired(due: -10), at: at(3)) == .refresh(.scheduled))
 
@@ -41,7 +41,7 @@ import Testing
 
     @Test func theStartUpMomentHoldsWhileTheTokenIsDueAndEndsWhenACallerRefreshedIt() {
         var timeline = Timeline(fromDisk: true)
-        #expect(timeline.next(paired(due: -1), at: start) == .startupDelay(window: DutySchedule.startupWindow))
+        #expect(timeline.next(paired(due: -1), at: start) == .startupDelay(window: FleetSpread.startupWindow))
         timeline.startupWait(until: at(12))
         // Asked again at the same instant or later, it still waits for the moment drawn.
         #expect(timeline.next(paired(due: -1), at: start) == .wait(until: at(12)))

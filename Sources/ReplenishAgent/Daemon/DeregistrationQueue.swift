@@ -107,7 +107,7 @@ actor DeregistrationQueue<C: Clock> where C.Duration == Duration {
         } catch {
             pending = current
             lastError = error
-            let delay = DutySchedule.retryDelay(after: error, attempt: timeline.failures + 1, using: &random)
+            let delay = FleetSpread.retryDelay(after: error, attempt: timeline.failures + 1, using: &random)
             timeline.failed(at: clock.now, backoff: delay)
             logger.warning(
                 "DRS deregistration failed; will retry",

@@ -34,7 +34,7 @@ struct DutyTimeline<Instant: InstantProtocol>: Sendable where Instant.Duration =
     /// Started at `now`: the first duties in the start-up window.
     init(startedAt now: Instant, random: RandomSource = .system) {
         self.random = random
-        dueAt = now.advanced(by: DutySchedule.startupDelay(using: &self.random))
+        dueAt = now.advanced(by: FleetSpread.startupDelay(using: &self.random))
     }
 
     mutating func next(at now: Instant, paired: Bool, clockTrusted: Bool) -> Action {
@@ -70,13 +70,13 @@ struct DutyTimeline<Instant: InstantProtocol>: Sendable where Instant.Duration =
 
     mutating func dutiesDone(at now: Instant) {
         failures = 0
-        dueAt = now.advanced(by: DutySchedule.dailyDelay(using: &random))
+        dueAt = now.advanced(by: FleetSpread.dailyDelay(using: &random))
     }
 
     /// Returns the wait before the retry (for the log).
     mutating func dutiesFailed(_ error: AgentError, at now: Instant) -> Duration {
         failures += 1
-        let delay = DutySchedule.retryDelay(after: error, attempt: failures, using: &random)
+        let delay = FleetSpread.retryDelay(after: error, attempt: failures, using: &random)
         dueAt = now.advanced(by: delay)
         return delay
     }
@@ -89,7 +89,7 @@ struct DutyTimeline<Instant: InstantProtocol>: Sendable where Instant.Duration =
     /// Returns the wait before the retry (for the log).
     mutating func reportFailed(_ error: AgentError, at now: Instant) -> Duration {
         reportFailures += 1
-        let delay = DutySchedule.retryDelay(after: error, attempt: reportFailures, using: &random)
+        let delay = FleetSpread.retryDelay(after: error, attempt: reportFailures, using: &random)
         reportsNotBefore = now.advanced(by: delay)
         return delay
     }

@@ -13,7 +13,7 @@ actor Subscriptions<C: Clock> where C.Duration == Duration {
     private let wallTime: @Sendable () -> Double
     private let logger: Logger
     /// When a press last made the agent ask DRS again (one question answers for every slot).
-    private var recheck = RecheckSpacing<C.Instant, String, Never>()
+    private var recheck = PressRecheckLimit<C.Instant, String, Never>()
 
     init(
         drs: DRSSession, status: DutyBook, slots: [String], clock: C, wallTime: @escaping @Sendable () -> Double,

@@ -97,6 +97,7 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
     private let monotonicNow: @Sendable () -> Duration
     private let logger: Logger
     private let handler: @Sendable (ButtonPress) async -> Outcome
+    private let handing: Handing
     private var machines: [String: InputMachine<C.Instant>] = [:]
     /// The time of each input's latest edge: an input's edges are never taken to go back in time.
     private var latestEdgeAt: [String: C.Instant] = [:]
@@ -111,11 +112,22 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
     private var waiters: [Waiter] = []
     private var nextWaiterID = 0
 
+    /// How the timer loop hands a recognised press to the handler.
+    enum Handing: Sendable {
+        /// Each in a task of its own: the edges and the timers never wait for a handler, which may be calling
+        /// DRS (the agent, `gpio-watch`).
+        case detached
+        /// In turn, the step returning once the handler answered: a test on a manual clock sees every outcome
+        /// of a step when the step returns (`StepDriver`).
+        case awaited
+    }
+
     init(
         board: BoardFile, clock: C, monotonicNow: @escaping @Sendable () -> Duration = { POSIX.monotonicNow() },
-        logger: Logger, handler: @escaping @Sendable (ButtonPress) async -> Outcome
+        handing: Handing = .detached, logger: Logger, handler: @escaping @Sendable (ButtonPress) async -> Outcome
     ) {
         self.clock = clock
+        self.handing = handing
         self.monotonicNow = monotonicNow
         self.logger = logger
         self.handler = handler
@@ -128,28 +140,29 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
             group.addTask { await self.runTimers() }
             for await edge in edges { receive(edge) }
             // A press the last edges completed goes to the handler even though the timer loop stops now.
-            for press in takeDue().presses { Task { await self.deliver(press) } }
+            for press in takeDue().presses { await hand(press) }
             group.cancelAll()
         }
     }
 
-    /// The debounce timers, as one loop: settles what is due, hands each press to the handler in a task of its
-    /// own (the edges and the timers never wait for a handler, which may be calling DRS), then waits for the
-    /// next deadline or edge.
+    /// The debounce timers, as one loop of `step`s, each waiting for the next deadline or edge.
     func runTimers() async {
-        while !Task.isCancelled {
-            let (presses, until) = takeDue()
-            for press in presses { Task { await self.deliver(press) } }
-            await waker.wait(for: LoopStep<C.Instant>.wait(until: until, worked: false), clock: clock)
-        }
+        while !Task.isCancelled { await waker.wait(for: await step(), clock: clock) }
     }
 
-    /// What the timer loop does once, with each press handed to the handler in turn and its outcome awaited:
-    /// for tests, which drive it on a manual clock (`StepDriver`).
+    /// What the timer loop does once: settles what is due, hands each press to the handler (`handing`), and
+    /// returns the next deadline.
     func step() async -> LoopStep<C.Instant> {
         let (presses, until) = takeDue()
-        for press in presses { await deliver(press) }
+        for press in presses { await hand(press) }
         return .wait(until: until, worked: !presses.isEmpty)
+    }
+
+    private func hand(_ press: Recognised) async {
+        switch handing {
+        case .detached: Task { await self.deliver(press) }
+        case .awaited: await deliver(press)
+        }
     }
 
     /// Settles every input whose debounce deadline has come; returns the presses ready (in order: an edge's,

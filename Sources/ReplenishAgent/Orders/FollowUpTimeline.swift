@@ -45,38 +45,8 @@ struct FollowUpTimeline<Instant: InstantProtocol>: Sendable where Instant.Durati
     /// The question failed: asked again after the backoff. Returns the wait, for the log.
     mutating func failed(slot: String, error: AgentError, at now: Instant) -> Duration {
         failures += 1
-        let delay = DutySchedule.retryDelay(after: error, attempt: failures, using: &random)
+        let delay = FleetSpread.retryDelay(after: error, attempt: failures, using: &random)
         dueAt[slot] = now.advanced(by: delay)
         return delay
-    }
-}
-
-/// "Ask DRS again because of a press, at most once a `spacing`", as a value: the spacing counts from the
-/// question (a failing DRS is not asked on every press either), and starts over for another `Key` (a slot's
-/// newer order). Within the spacing, the answer the last question got (nil: it got none).
-struct RecheckSpacing<Instant: InstantProtocol, Key: Equatable & Sendable, Answer: Sendable>: Sendable
-where Instant.Duration == Duration {
-    enum Decision {
-        case ask
-        /// Asked within the spacing: what that question found (nil: nothing).
-        case askedRecently(Answer?)
-    }
-
-    /// A minute: the rule every press-driven re-check follows.
-    static var spacing: Duration { .seconds(60) }
-
-    private var last: (key: Key, at: Instant, answer: Answer?)?
-
-    init() {}
-
-    /// Whether a press may ask now; `.ask` counts as the question (its answer comes through `record`).
-    mutating func decide(_ key: Key, at now: Instant) -> Decision {
-        if let last, last.key == key, now < last.at.advanced(by: Self.spacing) { return .askedRecently(last.answer) }
-        last = (key, now, nil)
-        return .ask
-    }
-
-    mutating func record(_ answer: Answer) {
-        last?.answer = answer
     }
 }

@@ -29,7 +29,7 @@ actor OrderTracker<C: Clock> where C.Duration == Duration {
     /// When each open order is asked about next (in memory: after a restart, one delay from the start).
     private var timeline: FollowUpTimeline<C.Instant>
     /// When each slot's open order was last asked about because of a press (`recheck`), per order.
-    private var rechecks: [String: RecheckSpacing<C.Instant, String, Bool>] = [:]
+    private var rechecks: [String: PressRecheckLimit<C.Instant, String, Bool>] = [:]
 
     init(
         drs: DRSSession, tokens: TokenManager<C>, orders: any FollowedOrders, slots: [String],

@@ -122,6 +122,9 @@ actor Orders<C: Clock> where C.Duration == Duration {
         let acceptance = next.accept(
             slot: slot, at: now, pairingId: await tokens.pairingId, replacesWaiting: replacesWaiting)
         if acceptance == .queued || fromSensor { next.recordConsumption(slot: slot, fromSensor: fromSensor, at: now) }
+        // A new entry (the first press, or one replacing a parked or waiting entry): what was remembered of an
+        // older entry's mark is not this entry's.
+        if acceptance == .queued { markedAtAccept[slot] = nil }
         // The call that follows at once (a token at hand, the slot not backing off) is marked "sent, answer
         // unknown" in this same write, so the press costs one write before its request leaves, not two; a call
         // that then does not leave takes the mark back (`deliver`).
@@ -413,6 +416,15 @@ actor Orders<C: Clock> where C.Duration == Duration {
         await turns.take()
         defer { turns.release() }
         change(&outbox)
+        forgetMarksOfGoneEntries()
+    }
+
+    /// A mark remembered from `accept` is kept only while its entry is still waiting to be tried with that mark:
+    /// an entry completed, parked or replaced before its call was tried takes its remembered state with it.
+    private func forgetMarksOfGoneEntries() {
+        markedAtAccept = markedAtAccept.filter { slot, _ in
+            outbox.entry(for: slot).map { !$0.isParked && $0.unansweredSince != nil } ?? false
+        }
     }
 
     @discardableResult
@@ -423,6 +435,7 @@ actor Orders<C: Clock> where C.Duration == Duration {
         change(&next)
         if next == outbox, !rewrite, timeline.writeRetryAt == nil { return true }
         outbox = next
+        forgetMarksOfGoneEntries()
         do {
             try await DiskLane.outbox.save(next, to: path)
             if timeline.writeRetryAt != nil { logger.notice("the outbox is written now") }

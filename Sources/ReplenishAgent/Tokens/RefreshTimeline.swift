@@ -62,7 +62,7 @@ struct RefreshTimeline<Instant: InstantProtocol>: Sendable where Instant.Duratio
             if facts.paired && facts.secondsUntilRefresh <= 0 {
                 // Short-lived tokens cannot wait long: at most a tenth of the lifetime.
                 return .startupDelay(
-                    window: min(DutySchedule.startupWindow, .milliseconds(Int64(facts.lifetime * 100))))
+                    window: min(FleetSpread.startupWindow, .milliseconds(Int64(facts.lifetime * 100))))
             }
         }
         guard facts.paired else { return .waitForPairing }

@@ -327,7 +327,7 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
                 return .wait(until: nil, worked: worked)
             case .startupDelay(let window):
                 timeline.startupWait(
-                    until: clock.now.advanced(by: DutySchedule.startupDelay(window: window, using: &random)))
+                    until: clock.now.advanced(by: FleetSpread.startupDelay(window: window, using: &random)))
             case .retryWrite:
                 if let tokens { await save(tokens) }
                 worked = true

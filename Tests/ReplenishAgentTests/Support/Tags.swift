@@ -9,8 +9,4 @@ extension Tag {
     @Tag static var process: Self
     /// A process test that runs for minutes (hundreds of presses or kills).
     @Tag static var soak: Self
-    /// A unit suite on real sockets with real deadlines: not run under qemu-user emulation (scripts/arm64.sh),
-    /// where its deadlines do not hold. No suite has it today (the local HTTP server's deadlines are tested on
-    /// NIO's EmbeddedChannel); `scripts/unit-tests.sh --list-emulated` keeps honouring it.
-    @Tag static var realTime: Self
 }

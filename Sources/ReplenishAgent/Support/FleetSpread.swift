@@ -1,6 +1,9 @@
-/// When the duties run: pure rules, used by `Duties` and by the fleet simulation (`fleet-sim`), so the
-/// simulation measures the agent's own schedule and not a copy of it.
-enum DutySchedule {
+/// How one device's background calls spread in time, so that a fleet started together (a power cut, an
+/// outage's end) does not call LWA and DRS in step: the start-up window (the duties' first round, the token
+/// manager's catch-up refresh), the daily device status's moment, and the wait after a failed background call
+/// (the duties, the order follow-up, the deregistration queue). Pure rules, also used by the fleet simulation
+/// (`fleet-sim`), so the simulation measures the agent's own schedule and not a copy of it.
+enum FleetSpread {
     /// The first duties after a start land uniformly in this window. CONTRACT.md promises device status
     /// within 30 s of a start; the rest of those 30 s is left for the request itself.
     static let startupWindow = Duration.seconds(25)
