@@ -40,9 +40,10 @@ arm64_prepare_log=.build/arm64-prepare.log
 echo "== arm64: preparing the toolchain and the device image in the background ($arm64_prepare_log)"
 (bash scripts/arm64.sh toolchain && bash scripts/vm-boot-test.sh arm64 rootfs-only) >"$arm64_prepare_log" 2>&1 &
 arm64_prepare=$!
-echo "== release device binary: no Foundation, no ICU"
-swift build -c release --product replenish-agent 2>&1 | tail -n 1
-binary="$(swift build -c release --show-bin-path)/replenish-agent"
+# The tests' build links the Swift libraries dynamically, so its ldd shows which the agent needs (the release
+# build has the same dependencies); the package's binary has them linked in, so its symbols are looked at below.
+echo "== device binary: no Foundation, no ICU"
+binary="$(swift build --show-bin-path)/replenish-agent"
 if ldd "$binary" | grep -iE 'libFoundation\.so|FoundationNetworking|FoundationInternationalization|FoundationXML|icu'; then
   echo "FAIL: $binary links Foundation or ICU" >&2
   exit 1
@@ -59,6 +60,17 @@ echo "ok: exposure $exposure"
 echo "== Debian package: make deb, then lintian (no errors allowed)"
 bash scripts/deb.sh
 deb=$(ls -t .build/deb/replenish-agent_*_"$(dpkg --print-architecture)".deb | head -n 1)
+# Swift mangles a symbol of module Foundation as $s10Foundation…, FoundationInternationalization as $s30…; ICU's
+# own are _FoundationICU's and its data icudt….
+packaged="$(swift build -c release --static-swift-stdlib --scratch-path .build-deb --show-bin-path)/replenish-agent"
+symbols=$(nm "$packaged") || { echo "FAIL: nm could not read $packaged" >&2; exit 1; }
+own=$(grep -c '\$s14ReplenishAgent' <<<"$symbols" || true)
+foreign=$(grep -cE '\$s10Foundation|\$s30FoundationInternationalization|_FoundationICU|icudt' <<<"$symbols" || true)
+if [ "$own" -eq 0 ] || [ "$foreign" -ne 0 ]; then
+  echo "FAIL: $packaged: $own symbols of the agent's own module, $foreign of Foundation or ICU" >&2
+  exit 1
+fi
+echo "ok: the packaged binary has $own symbols of the agent's module and none of Foundation or ICU"
 bash scripts/check-deb.sh "$deb"
 echo "== the packaged agent's system calls (strace over the demo flow) against the unit's SystemCallFilter="
 bash scripts/syscalls.sh
@@ -67,7 +79,7 @@ bash scripts/deb-chroot-test.sh "$deb"
 echo "== real-kernel GPIO: the agent on a gpio-sim chip in a QEMU VM, libgpiod v1 and v2 (scripts/vm-test.sh)"
 bash scripts/vm-test.sh all
 echo "== the device booted: Debian bookworm image, systemd, the .deb, gpio-sim, emulator in a QEMU VM (scripts/vm-boot-test.sh)"
-bash scripts/vm-boot-test.sh
+VM_BOOT_DEB=$deb bash scripts/vm-boot-test.sh
 echo "== arm64: waiting for the background preparation"
 if ! wait "$arm64_prepare"; then
   tail -n 40 "$arm64_prepare_log"

@@ -21,8 +21,8 @@
 # this script's image recipe; a change makes a new one and the old one is deleted), the gpio-sim module
 # (scripts/vm/common.sh). Per run: .build/vm/boot/ (the disk image, the packages, console logs
 # console-boot1.log and console-boot2.log).
-# The package: `make deb` (scripts/deb.sh), or $VM_BOOT_DEB. The emulator is built in deb.sh's scratch
-# folder (.build-deb) with the same flags, so the two share one build of their dependencies.
+# The package: `make deb` (scripts/deb.sh), or $VM_BOOT_DEB. The emulator: the tests' debug build (.build),
+# with the Swift runtime's libraries in the image.
 # Needs root (mmdebstrap --mode=root, chroot for dpkg -i into the image). Exit 0 only if every check passed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -132,17 +132,17 @@ fi
 [ "${2:-}" = rootfs-only ] && exit 0
 
 # --- the binaries and the packages ------------------------------------------------------------------------
-# Both with the Swift standard library (and the emulator's Foundation) linked in: the image has no Swift.
+# The agent comes in its package, with the Swift standard library linked in (the image has no Swift). The
+# emulator is the tests' debug build (it serves one device), with the Swift runtime's libraries beside it in the
+# image: a release build with the standard library linked in would compile every module again (about 4 min).
 mkdir -p "$work"
 build_log=$work/build.log
 if [ "$arch" = amd64 ]; then
-  step "building replenish-agent and replenish-emulator (release, --static-swift-stdlib)"
-  # The device's build settings for both (scripts/release-flags.sh): one set of flags per scratch folder, or
-  # each build would recompile the modules the other compiled.
-  mapfile -t flags < <(bash scripts/release-flags.sh)
-  swift build -c release --static-swift-stdlib --scratch-path .build-deb "${flags[@]}" >"$build_log" 2>&1 ||
-    { tail -n 40 "$build_log"; die "swift build failed"; }
-  emulator=$root/.build-deb/release/replenish-emulator
+  step "building replenish-emulator (debug, the tests' build)"
+  swift build --product replenish-emulator >"$build_log" 2>&1 || { tail -n 40 "$build_log"; die "swift build failed"; }
+  emulator=$(swift build --show-bin-path)/replenish-emulator
+  emulator_libraries=$(swift -print-target-info | sed -n '/"runtimeLibraryPaths"/,/]/p' | grep -o '"/[^"]*"' | tr -d '"' | head -n 1)
+  [ -f "$emulator_libraries/libswiftCore.so" ] || die "no Swift runtime libraries at '$emulator_libraries' (swift -print-target-info)"
 else
   # The emulator of the arm64 unit tests' build (debug; it serves one device), with the Swift runtime's
   # libraries beside it in the image (that build links them dynamically; the agent's package does not).

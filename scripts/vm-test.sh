@@ -67,16 +67,20 @@ fi
 # --- the agent --------------------------------------------------------------------------------------------
 # build API: builds the agent for the API; sets `binary` and `library_path` (for ldd).
 build_agent() {
-  local log=$vm/build-$1.log flags=() scratch=.build
+  local log=$vm/build-$1.log flags=() scratch=.build-deb
   library_path=""
   if [ "$1" = v2 ]; then
     scratch=.build-gpiod2
-    flags=(--scratch-path "$scratch" --pkg-config-path "$gpiod2/pkgconfig"
-      -Xcc "-I$gpiod2/usr/include" -Xlinker "-L$gpiod2_lib")
+    flags=(--pkg-config-path "$gpiod2/pkgconfig" -Xcc "-I$gpiod2/usr/include" -Xlinker "-L$gpiod2_lib")
     library_path=$gpiod2_lib
+  else
+    # The package's build (scripts/deb.sh: its scratch folder and flags), done already when CI gets here.
+    mapfile -t flags < <(bash scripts/release-flags.sh)
+    flags=(--static-swift-stdlib "${flags[@]}")
   fi
   step "building replenish-agent for libgpiod $1"
-  swift build -c release --product replenish-agent "${flags[@]}" >"$log" 2>&1 || { cat "$log"; die "swift build ($1) failed"; }
+  swift build -c release --product replenish-agent --scratch-path "$scratch" "${flags[@]}" >"$log" 2>&1 ||
+    { cat "$log"; die "swift build ($1) failed"; }
   tail -n 1 "$log"
   binary=$root/$scratch/release/replenish-agent # (--show-bin-path would wait for .build's lock again)
   [ -x "$binary" ] || die "$binary is missing after the build"
