@@ -10,8 +10,8 @@
 #   scripts/arm64.sh c-floor       the bench's C floor (bench/c-agent.c) for arm64, in .build-arm64/c-agent
 #   scripts/arm64.sh swift ARGS…   any `swift` command inside the toolchain's chroot, for the arm64 SDK
 #
-# Why this way (measured, ../shared/MACHINE-NOTES.md "arm64"): bookworm and trixie have no Swift; Debian sid has
-# `swiftlang` 6.2.3 for amd64 and arm64. The host's Swift 6.3.1 cannot use the 6.2.3 arm64 runtime (its
+# Why this way (measured): bookworm and trixie have no Swift; Debian sid has `swiftlang` 6.2.3 for amd64 and arm64,
+# the version pinned below (`swift_version`), so every arm64 build uses the compiler the tests ran with. The host's Swift 6.3.1 cannot use the 6.2.3 arm64 runtime (its
 # Dispatch and FoundationEssentials are binary modules of 6.2.3), and sid's amd64 compiler needs glibc 2.42, so
 # it runs in a sid chroot. Nothing runs emulated while building:
 # - .build/arm64/sid: a sid amd64 chroot (mmdebstrap minbase) with swiftlang, libc6-dev, git, pkgconf;
@@ -46,7 +46,10 @@ mirror=http://deb.debian.org/debian
 # The archive these machines reach is a snapshot whose Release files are past their Valid-Until.
 apt_options=(-o Acquire::Check-Valid-Until=false)
 sysroot_packages=(libc6-dev libgcc-14-dev libstdc++-14-dev linux-libc-dev libcurl4-openssl-dev libgpiod-dev libssl-dev)
-chroot_packages=(swiftlang libc6-dev git ca-certificates pkgconf)
+# The Swift the device binary is built with: Debian's swiftlang at this version, for the compiler (amd64) and the
+# runtime (arm64) alike. A newer one is taken by changing it here (and running the tests with it).
+swift_version=6.2.3-1+b1
+chroot_packages=("swiftlang=$swift_version" libc6-dev git ca-certificates pkgconf)
 started=$(date +%s)
 step() { echo "== arm64: $* ($(($(date +%s) - started)) s)"; }
 die() {
@@ -88,7 +91,13 @@ toolchain() {
     rm -rf "$chroot_dir" "$chroot_dir.tmp" "$cross"/*.recipe
     mmdebstrap --mode=root --variant=minbase --architectures=amd64,arm64 --aptopt='Acquire::Check-Valid-Until "false"' \
       --include="$(IFS=,; echo "${chroot_packages[*]}")" sid "$chroot_dir.tmp" "deb $mirror sid main" \
-      >"$cross/mmdebstrap-sid.log" 2>&1 || { tail -n 30 "$cross/mmdebstrap-sid.log"; die "mmdebstrap sid failed"; }
+      >"$cross/mmdebstrap-sid.log" 2>&1 || {
+      tail -n 30 "$cross/mmdebstrap-sid.log"
+      if grep -q "Version '$swift_version' for 'swiftlang' was not found" "$cross/mmdebstrap-sid.log"; then
+        die "Debian sid no longer has swiftlang $swift_version (the pinned swift_version in scripts/arm64.sh): pick one that sid has (apt-cache policy swiftlang in a sid chroot), set swift_version to it, and run the tests with it"
+      fi
+      die "mmdebstrap sid failed"
+    }
     chroot "$chroot_dir.tmp" git config --global url./opt/swift-packages/.insteadof https://github.com/
     chroot "$chroot_dir.tmp" git config --global --add safe.directory '*'
     mv "$chroot_dir.tmp" "$chroot_dir"
@@ -96,6 +105,7 @@ toolchain() {
   fi
   local version
   version=$(chroot "$chroot_dir" dpkg-query -W -f='${Version}' swiftlang)
+  [ "$version" = "$swift_version" ] || die "the sid chroot has swiftlang $version, not the pinned $swift_version"
   recipe="swiftlang $version"
   if ! fresh runtime "$recipe"; then
     step "aarch64 Swift runtime: swiftlang:arm64 and libswiftlang:arm64 $version"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Checks a built replenish-agent .deb without installing it: its file list and modes, its control fields,
 # that its Depends cover every shared library the binary needs, and lintian (errors fail; warnings are
-# printed). Usage: scripts/check-deb.sh .build/deb/replenish-agent_<version>_<arch>.deb
+# printed): bookworm's lintian (this machine's) for the amd64 package, trixie's (the arm64 steps' trixie chroot,
+# .build/vm/kbuild-trixie) for the arm64 one, each the release the package is for.
+# Usage: scripts/check-deb.sh .build/deb/replenish-agent_<version>_<arch>.deb
 set -euo pipefail
 deb=$1
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -10,19 +12,30 @@ apt_need_commands dpkg-deb=dpkg lintian=lintian file=file readelf=binutils
 
 contents=$(dpkg-deb -c "$deb")
 for entry in "-rwxr-xr-x root/root .* ./usr/bin/replenish-agent" \
-  "-rw-r--r-- root/root .* ./lib/systemd/system/replenish-agent.service" \
-  "-rw-r--r-- root/root .* ./lib/udev/rules.d/99-replenish-agent-gpio.rules" \
+  "-rw-r--r-- root/root .* ./usr/lib/systemd/system/replenish-agent.service" \
+  "-rw-r--r-- root/root .* ./usr/lib/udev/rules.d/99-replenish-agent-gpio.rules" \
   "-rw-r--r-- root/root .* ./usr/share/replenish-agent/board/raspberry-pi-4b.json" \
   "-rw-r--r-- root/root .* ./usr/share/replenish-agent/agent.example.json" \
   "-rw-r----- root/root .* ./etc/replenish-agent/agent.json" \
   "-rw-r--r-- root/root .* ./usr/share/doc/replenish-agent/copyright" \
   "-rw-r--r-- root/root .* ./usr/share/doc/replenish-agent/changelog.gz" \
   "-rw-r--r-- root/root .* ./usr/share/doc/replenish-agent/README.md" \
-  "-rw-r--r-- root/root .* ./usr/share/doc/replenish-agent/device-maker-checklist.md" \
-  "-rw-r--r-- root/root .* ./usr/share/doc/replenish-agent/time-sync.md" \
-  "-rw-r--r-- root/root .* ./usr/share/doc/replenish-agent/examples/agent.example.json"; do
+  "-rw-r--r-- root/root .* ./usr/share/doc/replenish-agent/docs/device-maker-checklist.md" \
+  "-rw-r--r-- root/root .* ./usr/share/doc/replenish-agent/docs/time-sync.md" \
+  "-rw-r--r-- root/root .* ./usr/share/man/man1/replenish-agent.1.gz" \
+  "-rw-r--r-- root/root .* ./usr/share/bash-completion/completions/replenish-agent" \
+  "-rw-r--r-- root/root .* ./usr/share/zsh/vendor-completions/_replenish-agent" \
+  "-rw-r--r-- root/root .* ./usr/share/fish/vendor_completions.d/replenish-agent.fish"; do
   grep -qE -- "^$entry\$" <<<"$contents" || fail "$deb lacks: $entry"
 done
+# Nothing under /lib (trixie's merged /usr), and the example config once besides the conffile.
+grep -qE ' \./lib/' <<<"$contents" && fail "$deb has files under /lib: $(grep -E ' \./lib/' <<<"$contents")"
+[ "$(grep -c 'agent\.example\.json$' <<<"$contents")" = 1 ] || fail "$deb ships the example config more than once"
+# The maker's Maintainer and Homepage (packaging/maker.conf), never a placeholder.
+{ read -r maintainer; read -r homepage; } < <(bash "$(dirname "$0")/maker.sh" 2>/dev/null) || fail "scripts/maker.sh"
+[[ "$(dpkg-deb -f "$deb" Maintainer)" == "$maintainer" ]] || fail "Maintainer is '$(dpkg-deb -f "$deb" Maintainer)', not '$maintainer'"
+[[ "$(dpkg-deb -f "$deb" Homepage)" == "$homepage" ]] || fail "Homepage is '$(dpkg-deb -f "$deb" Homepage)', not '$homepage'"
+echo "ok: Maintainer: $maintainer${homepage:+; Homepage: $homepage}"
 [[ "$(dpkg-deb -f "$deb" Package)" == replenish-agent ]] || fail "Package field"
 arch=$(dpkg-deb -f "$deb" Architecture)
 case "$arch" in
@@ -40,7 +53,7 @@ scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 dpkg-deb -x "$deb" "$scratch"
 # Every file the unit's Documentation= points to is in the package (what `systemctl help` opens).
-documents=$(sed -n 's/^Documentation=//p' "$scratch/lib/systemd/system/replenish-agent.service" | tr ' ' '\n' |
+documents=$(sed -n 's/^Documentation=//p' "$scratch/usr/lib/systemd/system/replenish-agent.service" | tr ' ' '\n' |
   sed -n 's|^file://||p')
 [[ -n "$documents" ]] || fail "the unit names no file:// Documentation="
 for document in $documents; do
@@ -97,8 +110,21 @@ grep -qE "commit [0-9a-f]{12}(-dirty)?\)" <<<"$said" || fail "--version says \"$
 echo "ok: $said"
 fi
 
-echo "== lintian $(lintian --version | awk '{print $2}')"
-report=$(lintian --tag-display-limit 0 "$deb" 2>&1 || true)
+if [[ "$arch" == amd64 ]]; then
+  echo "== lintian $(lintian --version | awk '{print $2}') (this machine's: bookworm)"
+  report=$(lintian --tag-display-limit 0 "$deb" 2>&1 || true)
+else
+  # trixie's lintian, in the trixie chroot of the arm64 steps (scripts/vm/arm64.sh installs lintian there).
+  trixie=$(cd "$(dirname "$0")/.." && pwd)/.build/vm/kbuild-trixie
+  [ -x "$trixie/usr/bin/lintian" ] ||
+    fail "no trixie lintian in $trixie: run scripts/vm-boot-test.sh arm64 rootfs-only first"
+  cp "$deb" "$trixie/tmp/check.deb"
+  in_trixie() { chroot "$trixie" env -i PATH=/usr/bin:/bin HOME=/root LANG=C.UTF-8 "$@"; }
+  echo "== lintian $(in_trixie lintian --version | awk '{print $2}') (trixie's)"
+  report=$(in_trixie lintian --tag-display-limit 0 /tmp/check.deb 2>&1 || true)
+  rm -f "$trixie/tmp/check.deb"
+fi
 echo "$report"
 if grep -q '^E: ' <<<"$report"; then fail "lintian reports errors"; fi
+if grep -qE 'no-manual-page|aliased-location' <<<"$report"; then fail "lintian: no-manual-page or aliased-location"; fi
 echo "ok: lintian reports no errors ($(grep -c '^W: ' <<<"$report" || true) warnings)"

@@ -11,14 +11,14 @@ if [ "$(id -u)" -ne 0 ]; then # chroot and dpkg --root need root: again through 
   exec sudo --preserve-env=PATH,HOME bash "$0" "$@"
 fi
 deb=${1:-$(ls -t .build/deb/replenish-agent_*.deb | head -n 1)}
-tarball=.build/deb-chroot.tar
+# man-db: the manual page is read as an owner would.
+include=adduser,init-system-helpers,libcurl4,libgpiod2,libssl3,ca-certificates,man-db
+tarball=.build/deb-chroot-$(echo "$include" | sha256sum | cut -c1-12).tar
 if [[ ! -f $tarball || ! -s $tarball ]]; then
   apt_need_commands mmdebstrap=mmdebstrap
-  rm -rf "$tarball" "$tarball.tmp"
+  rm -rf .build/deb-chroot*.tar "$tarball.tmp"
   # --format=tar: the temporary name has no .tar ending, from which mmdebstrap would choose a directory.
-  mmdebstrap --variant=apt --format=tar \
-    --include=adduser,init-system-helpers,libcurl4,libgpiod2,libssl3,ca-certificates \
-    bookworm "$tarball.tmp" && mv "$tarball.tmp" "$tarball"
+  mmdebstrap --variant=apt --format=tar --include="$include" bookworm "$tarball.tmp" && mv "$tarball.tmp" "$tarball"
 fi
 root=$(mktemp -d /tmp/replenish-chroot.XXXXXX)
 trap 'rm -rf "$root"' EXIT
@@ -54,6 +54,17 @@ check config-mode [ "$(mode /etc/replenish-agent/agent.json)" == "root:replenish
 check not-enabled-with-example-config [ ! -e "$root$wants" ]
 check tells-what-to-do grep -q "systemctl enable --now replenish-agent" "$root/tmp/install.log"
 check binary-runs bash -c "chroot '$root' /usr/bin/replenish-agent --help >/dev/null"
+# The manual page, as `man` shows it, has the subcommands; bash completes a subcommand from the package's script
+# (what bash-completion would load for the command: its `complete` line, then its function called as bash does).
+check manual-page bash -c "chroot '$root' env MANPAGER=cat MANWIDTH=100 man replenish-agent 2>/dev/null | grep -qE '^ +check-config( |\$)'"
+cat >"$root/tmp/complete.sh" <<'COMPLETE'
+. /usr/share/bash-completion/completions/replenish-agent
+complete -p replenish-agent >/dev/null || exit 1
+COMP_LINE="replenish-agent che" COMP_POINT=19 COMP_WORDS=(replenish-agent che) COMP_CWORD=1 COMPREPLY=()
+_replenish-agent replenish-agent che replenish-agent
+printf '%s\n' "${COMPREPLY[@]}"
+COMPLETE
+check bash-completes-check-config bash -c "chroot '$root' bash /tmp/complete.sh | grep -qx check-config"
 # The installed config is the example: check-config must refuse it (exit 1), with one line for each value still
 # at a placeholder, naming its key (a unit shipped like this could never pair or order).
 set +e
@@ -72,7 +83,7 @@ echo "== the owner edits the config and enables the unit; upgrade to $version"
 sed -i 's/"REPLACEWITHUNITSERIAL"/"SNEDITED"/' "$root/etc/replenish-agent/agent.json"
 # What `systemctl enable` does (no systemd runs here): the WantedBy= link.
 in_root mkdir -p "$(dirname "$wants")"
-in_root ln -s /lib/systemd/system/replenish-agent.service "$wants"
+in_root ln -s /usr/lib/systemd/system/replenish-agent.service "$wants"
 in_root mkdir -p /var/lib/replenish-agent
 echo '{"kept":true}' >"$root/var/lib/replenish-agent/tokens.json"
 in_root dpkg -i /tmp/new.deb

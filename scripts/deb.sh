@@ -22,6 +22,7 @@ command -v swift >/dev/null 2>&1 || { echo "deb.sh: no swift on PATH (README: Sw
 apt_need_commands dpkg=dpkg dpkg-deb=dpkg dpkg-shlibdeps=dpkg-dev dpkg-architecture=dpkg-dev strip=binutils \
   gzip=gzip md5sum=coreutils
 bash scripts/build-info.sh
+{ read -r maintainer; read -r homepage; } < <(bash scripts/maker.sh) || { echo "deb.sh: see packaging/maker.conf" >&2; exit 1; }
 DEB_VERSION=$(bash scripts/build-info.sh package-version)
 host_arch=$(dpkg --print-architecture)
 arch=${ARCH:-$host_arch}
@@ -53,33 +54,56 @@ fi
 staging=$(mktemp -d)
 trap 'rm -rf "$staging"' EXIT
 tree=$staging/tree
-install -d -m 0755 "$tree/DEBIAN" "$tree/usr/bin" "$tree/lib/systemd/system" "$tree/lib/udev/rules.d" \
-  "$tree/usr/share/$package/board" "$tree/usr/share/doc/$package" "$tree/etc/$package"
+# Under /usr/lib, not /lib: trixie's merged /usr (lintian's aliased-location), read as well by bookworm's systemd
+# and udev.
+install -d -m 0755 "$tree/DEBIAN" "$tree/usr/bin" "$tree/usr/lib/systemd/system" "$tree/usr/lib/udev/rules.d" \
+  "$tree/usr/share/$package/board" "$tree/usr/share/doc/$package" "$tree/etc/$package" "$tree/usr/share/man/man1" \
+  "$tree/usr/share/bash-completion/completions" "$tree/usr/share/zsh/vendor-completions" \
+  "$tree/usr/share/fish/vendor_completions.d"
 
 install -m 0755 "$binary" "$tree/usr/bin/replenish-agent"
 "$strip" --strip-unneeded --remove-section=.comment --remove-section=.note "$tree/usr/bin/replenish-agent"
-install -m 0644 config/replenish-agent.service "$tree/lib/systemd/system/replenish-agent.service"
-install -m 0644 board/99-replenish-agent-gpio.rules "$tree/lib/udev/rules.d/99-replenish-agent-gpio.rules"
+install -m 0644 config/replenish-agent.service "$tree/usr/lib/systemd/system/replenish-agent.service"
+install -m 0644 board/99-replenish-agent-gpio.rules "$tree/usr/lib/udev/rules.d/99-replenish-agent-gpio.rules"
 install -m 0644 board/*.json "$tree/usr/share/$package/board/"
 # The conffile; postinst gives it root:replenish 0640 through dpkg-statoverride (the group is made there).
 install -m 0640 config/agent.example.json "$tree/etc/$package/agent.json"
-# The pristine example, so postinst can tell an edited config from the shipped one.
+# The pristine example, so postinst can tell an edited config from the shipped one (and the unit's
+# Documentation= shows it): the one copy besides the conffile.
 install -m 0644 config/agent.example.json "$tree/usr/share/$package/agent.example.json"
 echo "/etc/$package/agent.json" >"$tree/DEBIAN/conffiles"
 
 install -m 0644 packaging/debian/copyright "$tree/usr/share/doc/$package/copyright"
-# What the unit's Documentation= names (file:// URLs, so `systemctl help` opens them on a device offline): the
-# README, the device maker's checklist, and the example config, which the README and the checklist annotate;
-# and how to give the agent a time-sync signal on a board without systemd-timesyncd (check-config names it).
-install -d -m 0755 "$tree/usr/share/doc/$package/examples"
-install -m 0644 README.md docs/device-maker-checklist.md docs/time-sync.md "$tree/usr/share/doc/$package/"
-install -m 0644 config/agent.example.json "$tree/usr/share/doc/$package/examples/agent.example.json"
+# The README and the docs a device owner or maker reads on the device (the unit's Documentation= names some, as
+# file:// URLs, so `systemctl help` opens them offline), in the repository's layout so their links between them
+# hold.
+install -d -m 0755 "$tree/usr/share/doc/$package/docs"
+install -m 0644 README.md "$tree/usr/share/doc/$package/"
+install -m 0644 docs/*.md "$tree/usr/share/doc/$package/docs/"
+
+# The manual page and the bash, zsh and fish completions, generated from the command definitions by
+# swift-argument-parser (its generate-manual plugin; --generate-completion-script) with this machine's debug
+# build (the tests' build: what they say does not depend on the CPU or the build's settings).
+generated=$staging/generated
+mkdir -p "$generated"
+manual_date=$(date -u -d "@${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}" +%Y-%m-%d)
+swift package plugin generate-manual --configuration debug --date "$manual_date" >"$generated/manual.log" 2>&1 ||
+  { cat "$generated/manual.log" >&2; echo "deb.sh: generate-manual failed" >&2; exit 1; }
+manual=$root/.build/plugins/GenerateManual/outputs/ReplenishAgent/replenish-agent.1
+[ -s "$manual" ] || { echo "deb.sh: generate-manual made no $manual" >&2; exit 1; }
+gzip -9n <"$manual" >"$tree/usr/share/man/man1/replenish-agent.1.gz"
+host_agent="$(swift build --show-bin-path)/replenish-agent"
+"$host_agent" --generate-completion-script bash >"$tree/usr/share/bash-completion/completions/replenish-agent"
+"$host_agent" --generate-completion-script zsh >"$tree/usr/share/zsh/vendor-completions/_replenish-agent"
+"$host_agent" --generate-completion-script fish >"$tree/usr/share/fish/vendor_completions.d/replenish-agent.fish"
+chmod 0644 "$tree/usr/share/man/man1/replenish-agent.1.gz" "$tree"/usr/share/bash-completion/completions/* \
+  "$tree"/usr/share/zsh/vendor-completions/* "$tree"/usr/share/fish/vendor_completions.d/*
 {
   echo "$package ($DEB_VERSION) unstable; urgency=medium"
   echo
   echo "  * Built from commit $(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown) by scripts/deb.sh."
   echo
-  echo " -- Replenish Agent Maintainers <replenish-agent@example.com>  $(date -R -u -d "@${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}")"
+  echo " -- $maintainer  $(date -R -u -d "@${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}")"
 } | gzip -9n >"$tree/usr/share/doc/$package/changelog.gz"
 chmod 0644 "$tree/usr/share/doc/$package/changelog.gz"
 
@@ -98,8 +122,12 @@ depends=$(cd "$shlib" && dpkg-shlibdeps "${shlibdeps_options[@]}" -O -e"$tree/us
 depends="adduser, $depends"
 
 installed_size=$(du -k -s --exclude=DEBIAN "$tree" | cut -f1)
+# (sed's replacement: & and | escaped; the Homepage line is left out when there is none.)
+maintainer_sed=$(printf '%s' "$maintainer" | sed 's/[&|\\]/\\&/g')
+homepage_line=$(printf '%s' "${homepage:+Homepage: $homepage\n}" | sed 's/[&|]/\\&/g')
 sed -e "s/@VERSION@/$DEB_VERSION/" -e "s/@ARCH@/$arch/" -e "s/@DEPENDS@/$depends/" \
-  -e "s/@SIZE@/$installed_size/" packaging/debian/control.in >"$tree/DEBIAN/control"
+  -e "s/@SIZE@/$installed_size/" -e "s|@MAINTAINER@|$maintainer_sed|" -e "s|@HOMEPAGE@|$homepage_line|" \
+  packaging/debian/control.in >"$tree/DEBIAN/control"
 chmod 0644 "$tree/DEBIAN/control" "$tree/DEBIAN/conffiles"
 (cd "$tree" && find . -type f ! -path './DEBIAN/*' -printf '%P\0' | sort -z | xargs -0 md5sum) >"$tree/DEBIAN/md5sums"
 chmod 0644 "$tree/DEBIAN/md5sums"

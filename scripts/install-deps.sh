@@ -1,7 +1,15 @@
 #!/usr/bin/env bash
-# Installs the Debian/Ubuntu packages the agent builds against (and the demo uses), if any are missing.
+# Installs the Debian/Ubuntu packages the agent builds against (and the demo uses), if any are missing: nothing
+# is installed, and no root is needed, when they are all there.
+#   scripts/install-deps.sh           the build's and the demo's packages
+#   scripts/install-deps.sh --tests   those and the tests' own: libfaketime (the process tests move the agent's
+#                                     wall clock with it: a day offline, RealHomesTests)
 set -euo pipefail
 . "$(dirname "$0")/apt.sh"
-# libfaketime: the process tests move the agent's wall clock with it (a day offline, RealHomesTests).
-packages=(libcurl4-openssl-dev libgpiod-dev libssl-dev pkg-config openssl curl libfaketime)
+packages=(libcurl4-openssl-dev libgpiod-dev libssl-dev pkg-config openssl curl)
+case "${1:-}" in
+"") ;;
+--tests) packages+=(libfaketime) ;;
+*) echo "usage: scripts/install-deps.sh [--tests]" >&2; exit 2 ;;
+esac
 apt_install "${packages[@]}"

@@ -4,6 +4,6 @@
 # requests the emulator received for which the agent logged no attempt. Usage: scripts/soak.sh [PRESSES] [SEED]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
+scripts/install-deps.sh --tests
 SOAK_PRESSES=${1:-1000} SOAK_SEED=${2:-20261122} swift test --filter 'SoakTests/pressesAreNeverLost' 2>&1 \
   | grep -E "^soak:|✘|✔ Test run|Test run with|error" 

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/apt.sh
-scripts/install-deps.sh
+scripts/install-deps.sh --tests
 # What the arm64 steps need from the host, installed now, before anything runs in the background (apt allows
 # one installer at a time).
 arm64_host_packages=(mmdebstrap arch-test qemu-user-static binfmt-support qemu-system-arm e2fsprogs xz-utils kmod
@@ -31,6 +31,8 @@ if grep -E "/(Sources|Tests)/[^:]*:[0-9]+:[0-9]+: warning:" "$build_log" | grep 
 fi
 rm -f "$build_log"
 swift test
+echo "== docs: links, subcommands in code blocks, benchmark figures and their commands (scripts/check-docs.sh)"
+bash scripts/check-docs.sh
 # The arm64 toolchain (a sid chroot, the aarch64 runtime, the trixie sysroot) and the booted arm64 image's root
 # file system are mostly downloads and package scripts run under qemu-aarch64: they are made in the background
 # while the host's package and VM steps run, and waited for before the arm64 steps. (Not during `swift test`:

@@ -238,6 +238,13 @@ import Testing
         #expect(found.contains { $0.hasSuffix("outputs[0].line: is required on a gpiod board") })
     }
 
+    /// A board file that is not an object is named as the board file's problem, not the config's.
+    @Test func aBoardFileThatIsNotAnObjectNamesTheBoardFile() throws {
+        var problems = Problems()
+        #expect(BoardFile.parse(.array([]), file: "board.json", problems: &problems) == nil)
+        #expect(problems.lines == ["board.json: (top level): must be an object, found an array"])
+    }
+
     @Test func shippedConfigsAndBoardsAreValid() throws {
         let root = packageRoot()
         for config in ["config/simulated.json", "config/agent.example.json"] {

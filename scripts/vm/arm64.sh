@@ -15,7 +15,8 @@ vm_arm64_mirror=http://deb.debian.org/debian
 vm_arm64_chroot() { chroot "$vm_arm64_kbuild" env -i PATH=/usr/bin:/bin HOME=/root LANG=C.UTF-8 "$@"; }
 
 vm_arm64_prepare() {
-  local recipe packages=(make gcc-aarch64-linux-gnu libc6-dev kmod xz-utils) abi deb
+  # lintian: scripts/check-deb.sh checks the arm64 package with trixie's.
+  local recipe packages=(make gcc-aarch64-linux-gnu libc6-dev kmod xz-utils lintian) abi deb
   need_packages mmdebstrap kmod
   mkdir -p "$vm"
   recipe="trixie amd64,arm64 ${packages[*]}"

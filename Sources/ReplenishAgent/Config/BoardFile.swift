@@ -43,8 +43,11 @@ struct BoardFile: Sendable, Equatable {
 extension BoardFile {
     /// Decodes and checks a board file, recording every problem against `file`.
     static func parse(_ json: JSONValue, file: String, problems: inout Problems) -> BoardFile? {
-        guard var top = ObjectReader(json, path: "", problems: &problems) else { return nil }
         var local = Problems()
+        guard var top = ObjectReader(json, path: "", problems: &local) else {
+            for line in local.lines { problems.add(file, line) }
+            return nil
+        }
         let name = top.string("name", required: false, problems: &local) ?? "unnamed board"
         let backendName = top.string("backend", problems: &local)
         let backend = backendName.flatMap(Backend.init(rawValue:))
@@ -130,6 +133,7 @@ extension BoardFile {
         }
         top.reportUnknownKeys(problems: &local)
         for line in local.lines { problems.add(file, line) }
+        problems.read(keys: local.keysRead.map { "board:\($0)" })
         guard local.isEmpty, let backend else { return nil }
         return BoardFile(name: name, backend: backend, chip: chip, inputs: inputs, outputs: outputs)
     }

@@ -2,9 +2,14 @@
 /// `buttons[0].slot`) or the file, so `check-config` can print them all, one a line.
 struct Problems: Sendable {
     private(set) var lines: [String] = []
+    /// Every key the reading asked for, with its path (`device.serial`, `buttons[0].slot`), present or not: what
+    /// `reportUnknownKeys` accepts. The configuration reference (docs/configuration.md) is checked against it.
+    private(set) var keysRead: Set<String> = []
     var isEmpty: Bool { lines.isEmpty }
 
     mutating func add(_ path: String, _ message: String) { lines.append("\(path): \(message)") }
+
+    mutating func read(keys: some Sequence<String>) { keysRead.formUnion(keys) }
 
     /// The bytes of the regular file `path`, or nil with the problem added under `key`: `missing` when there is
     /// no such file, the read's own message otherwise (not a regular file, too large, unreadable).
@@ -94,6 +99,7 @@ struct ObjectReader {
 
     /// Records every key of the object that no reader asked for.
     func reportUnknownKeys(problems: inout Problems) {
+        problems.read(keys: known.map(child))
         for key in fields.keys.sorted() where !known.contains(key) {
             problems.add(child(key), "unknown key")
         }

@@ -1,7 +1,8 @@
 import Testing
 
-/// What a suite needs, so that a developer runs the fast part alone and CI runs everything
-/// (README "Tests"): `swift test --skip-build --filter tag:unit`.
+/// What a suite needs, so that a developer runs the fast part alone and CI runs everything (docs/testing.md):
+/// `scripts/unit-tests.sh` runs the `.unit` suites (it reads the tags from the suites' declarations, since
+/// swift-testing's command line filters by name).
 extension Tag {
     /// In this process only: manual clocks, doubles, files in a temporary directory. Seconds in all.
     @Tag static var unit: Self
