@@ -1,7 +1,8 @@
 import ServiceLifecycle
 
 /// A long-running part of the daemon as the service group runs it. Each part is a named type declared next to
-/// the code it runs (`TokenManager.Part`, `Orders.Part`, …); `Agent` only lists them.
+/// the code it runs (`InputPipeline.Part`, `OrderTracker.Part`, `LoopPart` for the actors with a loop, …); `Agent`
+/// only lists them.
 /// - `work()` runs until the group's graceful shutdown begins; then it is cancelled, and a cancellation is its
 ///   normal end (not an error of the group).
 /// - `follow()` reads the streams the part follows (token events, outbox updates) in a task of its own beside

@@ -21,7 +21,7 @@ struct DutyRecord: Codable, Sendable, Equatable, StateFormat {
     var slots: [String: Slot] = [:]
     var lastDeviceStatusAt: Double?
     var lastSubscriptionCheckAt: Double?
-    // Versions before issue 30 kept the token state, the pairing window and the linking code here too (they are
+    // Earlier builds kept the token state, the pairing window and the linking code here too (they are
     // `ShownStatus` now, in the runtime directory, and ignored here), and each slot's orders and the order
     // history (`SlotOrders` and `Outbox.orders` now, in `outbox.json`; a start moves them, `LegacyOrders`).
 }
@@ -37,7 +37,7 @@ extension DutyRecord {
     }
 }
 
-/// The order facts that `status.json` held before issue 30, read once to move them into `outbox.json`.
+/// The order facts that `status.json` held in earlier builds, read once to move them into `outbox.json`.
 struct LegacyOrders: Decodable, Sendable {
     var slots: [String: SlotOrders]?
     var orders: [OrderRecord]?
@@ -56,7 +56,7 @@ struct LegacyOrders: Decodable, Sendable {
 }
 
 extension Outbox {
-    /// An outbox written before issue 30 knows no orders: it takes those `status.json` still holds. True when it
+    /// An outbox written by an earlier build knows no orders: it takes those `status.json` still holds. True when it
     /// took any (the caller writes it, or shows it).
     @discardableResult
     mutating func adoptLegacyOrders(stateDirectory: String, owner: UserID = POSIX.effectiveUserID()) -> Bool {

@@ -83,7 +83,7 @@ actor Orders<C: Clock> where C.Duration == Duration {
             stateDirectory: stateDirectory, logger: logger)
     }
 
-    /// Builds before issue 30 kept each slot's orders and the order history in `status.json`: the first start of
+    /// Earlier builds kept each slot's orders and the order history in `status.json`: the first start of
     /// this build moves them here (written now, at the start, before the event loop serves), and `DutyBook`
     /// leaves them out of its next write.
     static func movingLegacyOrders(into loaded: Outbox, stateDirectory: String, logger: Logger) throws(AgentError)

@@ -17,7 +17,7 @@ struct Outbox: Codable, Sendable, Equatable {
         /// Wall-clock time of the first replenish call for this entry whose answer never came (written before
         /// the call leaves): DRS may have placed that order. Cleared by any answer.
         var unansweredSince: Double?
-        /// The boot (`/proc/sys/kernel/random/boot_id`) during which `unansweredSince` was last marked: after a
+        /// The boot (`BootIdentity`: the agent's mark of this boot) during which `unansweredSince` was last marked: after a
         /// reboot the wall clock may be a restored one (fake-hwclock, timesyncd's clock file) that makes an old
         /// call look seconds old, so such an entry waits for a synchronised clock (`waitsForClock`).
         var unansweredBoot: String?
@@ -249,8 +249,8 @@ extension Outbox {
     }
 }
 
-/// What the device knows of one slot's orders, for its decisions after a restart and for `status`. Until
-/// issue 30 these fields were in `status.json` (`DutyRecord.Slot`), and a start moves them here
+/// What the device knows of one slot's orders, for its decisions after a restart and for `status`. Earlier
+/// builds kept these fields in `status.json` (`DutyRecord.Slot`), and a start moves them here
 /// (`Orders`).
 struct SlotOrders: Codable, Sendable, Equatable {
     var lastResult: String?

@@ -178,8 +178,8 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     /// The refresh's result. The refresh runs in a task of its own (callers share it), which a caller's
     /// cancellation does not reach by itself: a cancelled caller (the agent stopping: the schedule and every
     /// service are cancelled) cancels it, and curl then aborts the LWA call within about a second, so a stop
-    /// during a refresh that LWA does not answer is as short as any other (issue #29.3: it took 28.7 s, and
-    /// systemd's SIGKILL could land in the middle of a rotation). A refresh cut short that way may have reached
+    /// during a refresh that LWA does not answer is as short as any other (left to the refresh's own timeout it
+    /// took 28.7 s, and systemd's SIGKILL could land in the middle of a rotation). A refresh cut short that way may have reached
     /// LWA; a refresh token it rotated is lost as it would be with the power, and the next start pairs again
     /// only if LWA ended the old one.
     private static func value(of task: Task<TokenSet, any Error>) async throws(AgentError) -> TokenSet {
