@@ -93,7 +93,8 @@ manual=$root/.build/plugins/GenerateManual/outputs/ReplenishAgent/replenish-agen
 [ -s "$manual" ] || { echo "deb.sh: generate-manual made no $manual" >&2; exit 1; }
 gzip -9n <"$manual" >"$tree/usr/share/man/man1/replenish-agent.1.gz"
 host_agent="$(swift build --show-bin-path)/replenish-agent"
-"$host_agent" --generate-completion-script bash >"$tree/usr/share/bash-completion/completions/replenish-agent"
+# (bash-completion sources its scripts: the generated #! line goes, as lintian asks.)
+"$host_agent" --generate-completion-script bash | sed '1{/^#!/d}' >"$tree/usr/share/bash-completion/completions/replenish-agent"
 "$host_agent" --generate-completion-script zsh >"$tree/usr/share/zsh/vendor-completions/_replenish-agent"
 "$host_agent" --generate-completion-script fish >"$tree/usr/share/fish/vendor_completions.d/replenish-agent.fish"
 chmod 0644 "$tree/usr/share/man/man1/replenish-agent.1.gz" "$tree"/usr/share/bash-completion/completions/* \
