@@ -212,6 +212,32 @@ import Testing
 
     // MARK: 16. Not dumpable
 
+    /// The emulator serves a user without privileges, as the demo runs it on a developer's machine: it once set
+    /// TCP_NODELAY at the socket level, which is SO_DEBUG there, refused to all but root (CAP_NET_ADMIN), and NIO
+    /// closed every connection it accepted (the demo's pairing failed with "connection reset by peer").
+    @Test(.enabled(if: geteuid() != 0 || FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")))
+    func theEmulatorServesAnUnprivilegedUser() throws {
+        let harness = Harness()
+        let port = try Harness.freePort()
+        let serve = ["serve", "--listen", "127.0.0.1:\(port)", "--slots", "slot-1"]
+        let emulator: Process
+        if geteuid() == 0 {
+            let ids = ["--reuid=4245", "--regid=4245", "--clear-groups"]
+            emulator = try harness.start(
+                "/usr/bin/setpriv", ids + [Harness.binDirectory + "/replenish-emulator"] + serve,
+                log: "emulator-unprivileged.log")
+        } else {
+            emulator = try harness.start("replenish-emulator", serve, log: "emulator-unprivileged.log")
+        }
+        defer { if emulator.isRunning { kill(emulator.processIdentifier, SIGKILL) } }
+        try harness.waitUntil("the emulator to answer", timeout: 30) {
+            (try? harness.stats("http://127.0.0.1:\(port)")) != nil || !emulator.isRunning
+        }
+        #expect(emulator.isRunning, "\(harness.read("emulator-unprivileged.log"))")
+        // An answer, not a connection closed at once (the wait above ends on an answer or on the emulator's end).
+        #expect((try? harness.stats("http://127.0.0.1:\(port)")) != nil)
+    }
+
     /// The running agent is not dumpable: the kernel then makes its /proc files root's, whoever it runs as (so
     /// the agent runs as a user of its own here). Before, they were the agent's user's.
     @Test(.enabled(if: geteuid() != 0 || FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")))
