@@ -60,6 +60,14 @@ for document in $documents; do
   [[ -f "$scratch$document" ]] || fail "the unit's Documentation= names $document, which the package lacks"
 done
 echo "ok: the unit's Documentation= files are in the package: $(echo $documents)"
+# Every link in the installed README and docs leads to a file of the package (deb.sh unlinks the rest).
+for doc in "$scratch/usr/share/doc/replenish-agent/README.md" "$scratch"/usr/share/doc/replenish-agent/docs/*.md; do
+  while IFS= read -r target; do
+    case "$target" in http://* | https://* | mailto:* | man:* | '#'*) continue ;; esac
+    [ -e "$(dirname "$doc")/${target%%#*}" ] || fail "${doc#"$scratch"}: the link '$target' leads nowhere on a device"
+  done < <(grep -oE '\]\([^) ]+\)' "$doc" | sed -E 's/^\]\(//; s/\)$//' | sort -u)
+done
+echo "ok: every link in the installed docs leads to a file of the package"
 binary=$scratch/usr/bin/replenish-agent
 file -b "$binary" | grep -q "ELF 64-bit.*[ ,]$machine," || fail "the binary is not for $arch: $(file -b "$binary")"
 needed=$(readelf -d "$binary" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')

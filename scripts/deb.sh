@@ -23,6 +23,8 @@ apt_need_commands dpkg=dpkg dpkg-deb=dpkg dpkg-shlibdeps=dpkg-dev dpkg-architect
   gzip=gzip md5sum=coreutils
 bash scripts/build-info.sh
 { read -r maintainer; read -r homepage; } < <(bash scripts/maker.sh) || { echo "deb.sh: see packaging/maker.conf" >&2; exit 1; }
+# The build's date (the manual page's, the changelog's): SOURCE_DATE_EPOCH, else the commit's.
+build_epoch=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}
 DEB_VERSION=$(bash scripts/build-info.sh package-version)
 host_arch=$(dpkg --print-architecture)
 arch=${ARCH:-$host_arch}
@@ -80,13 +82,24 @@ install -m 0644 packaging/debian/copyright "$tree/usr/share/doc/$package/copyrig
 install -d -m 0755 "$tree/usr/share/doc/$package/docs"
 install -m 0644 README.md "$tree/usr/share/doc/$package/"
 install -m 0644 docs/*.md "$tree/usr/share/doc/$package/docs/"
+# A link to a repository file the package does not ship (the sources, the scripts) becomes its plain text, so no
+# link in the installed docs leads nowhere.
+for doc in "$tree/usr/share/doc/$package/README.md" "$tree/usr/share/doc/$package"/docs/*.md; do
+  while IFS= read -r target; do
+    case "$target" in http://* | https://* | mailto:* | man:* | '#'*) continue ;; esac
+    [ -e "$(dirname "$doc")/${target%%#*}" ] && continue
+    pattern=$(printf '%s' "$target" | sed 's/[][\\.*^$|+?(){}]/\\&/g')
+    # (The text may hold brackets of its own: [`scripts/soak.sh [PRESSES]`](…).)
+    sed -i -E "s@\\[(([^][]|\\[[^]]*\\])*)\\]\\($pattern\\)@\\1@g" "$doc"
+  done < <(grep -oE '\]\([^) ]+\)' "$doc" | sed -E 's/^\]\(//; s/\)$//' | sort -u)
+done
 
 # The manual page and the bash, zsh and fish completions, generated from the command definitions by
 # swift-argument-parser (its generate-manual plugin; --generate-completion-script) with this machine's debug
 # build (the tests' build: what they say does not depend on the CPU or the build's settings).
 generated=$staging/generated
 mkdir -p "$generated"
-manual_date=$(date -u -d "@${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}" +%Y-%m-%d)
+manual_date=$(date -u -d "@$build_epoch" +%Y-%m-%d)
 swift package plugin generate-manual --configuration debug --date "$manual_date" >"$generated/manual.log" 2>&1 ||
   { cat "$generated/manual.log" >&2; echo "deb.sh: generate-manual failed" >&2; exit 1; }
 manual=$root/.build/plugins/GenerateManual/outputs/ReplenishAgent/replenish-agent.1
@@ -104,7 +117,7 @@ chmod 0644 "$tree/usr/share/man/man1/replenish-agent.1.gz" "$tree"/usr/share/bas
   echo
   echo "  * Built from commit $(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown) by scripts/deb.sh."
   echo
-  echo " -- $maintainer  $(date -R -u -d "@${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}")"
+  echo " -- $maintainer  $(date -R -u -d "@$build_epoch")"
 } | gzip -9n >"$tree/usr/share/doc/$package/changelog.gz"
 chmod 0644 "$tree/usr/share/doc/$package/changelog.gz"
 
