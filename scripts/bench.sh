@@ -52,6 +52,10 @@ build_release
 # AGENT_BIN=FILE measures that agent binary instead of the one just built (the emulator stays the build's):
 # how scripts/footprint-steps.sh measures one link variant at a time.
 agent_bin=${AGENT_BIN:-$bin/replenish-agent}
+# AGENT_PRELOAD=LIB starts the agent with that library preloaded (LD_PRELOAD), the C floor without: how
+# footprint-steps.sh measures a change of the process's own settings (bench/text-advice.c) without building it in.
+agent_cmd=("$agent_bin")
+[ -n "${AGENT_PRELOAD:-}" ] && agent_cmd=(env "LD_PRELOAD=$AGENT_PRELOAD" "$agent_bin")
 work=$(mktemp -d /tmp/replenish-bench.XXXXXX)
 cc -O2 -Wall -o "$work/c-agent" bench/c-agent.c -lcurl -lgpiod
 pids=()
@@ -79,7 +83,7 @@ stop_all_but_emulator
 echo "== exec → ready, $starts starts each"
 cp -a "$work/state" "$work/state-copy"
 sed "s|$work/state\"|$work/state-copy\"|" "$work/agent.json" >"$work/agent-copy.json"
-agent_ready=$(driver ready --count "$starts" -- "$agent_bin" run --config "$work/agent-copy.json")
+agent_ready=$(driver ready --count "$starts" -- "${agent_cmd[@]}" run --config "$work/agent-copy.json")
 python3 -c "import json; print(json.load(open('$work/state/tokens.json'))['accessToken'])" >"$work/token"
 mkfifo "$work/line"
 mkdir -m 0700 "$work/c-state"
@@ -88,7 +92,7 @@ c_ready=$(driver ready --count "$starts" -- "${c_command[@]}")
 
 echo "== start"
 device_status_before=$(stat_of "['deviceStatusCalls']")
-"$agent_bin" run --config "$work/agent.json" 2>"$work/agent.log" &
+"${agent_cmd[@]}" run --config "$work/agent.json" 2>"$work/agent.log" &
 agent_pid=$!
 pids+=($agent_pid)
 device_status_sent() { (($(stat_of "['deviceStatusCalls']") > device_status_before)); }

@@ -1,20 +1,27 @@
 #!/usr/bin/env bash
-# What each build setting of scripts/release-flags.sh buys, one step at a time (README "Benchmarks", issue #21):
-# links the device binary in each variant from the same compiled objects, then measures every variant with
+# What each build setting of scripts/release-flags.sh buys, one step at a time (docs/benchmarks.md): links the
+# device binary in each variant from the same compiled objects, then measures every variant with
 # scripts/bench.sh (AGENT_BIN=…, the same emulator and C floor) and prints one table.
 #
-# Usage: scripts/footprint-steps.sh [IDLE [ORDERS [PRESSES [STARTS]]]]   (default 2 2000 300 10; about 25 min:
-# three release builds of every module, then one bench run per variant)
+# Usage: scripts/footprint-steps.sh [IDLE [ORDERS [PRESSES [STARTS]]]]   (default 2 2000 300 10; about 35 min:
+# three release builds of every module, then one bench run per variant). STEPS="ordered no-unwind icf" measures
+# only those variants (and builds only the objects they need).
 #
 # The variants, each adding to the one before it unless it says otherwise:
-#   swiftpm       SwiftPM's own release link: gold, -export-dynamic, --gc-sections (the build before #21)
+#   swiftpm       SwiftPM's own release link: gold, -export-dynamic, --gc-sections
 #   no-export     + --no-export-dynamic
 #   lld           + lld instead of gold
 #   relr          + -z pack-relative-relocs
 #   fsections     + every Swift module compiled with -function-sections
-#   ordered       + --symbol-ordering-file bench/hot-symbols.txt         (= scripts/release-flags.sh)
-#   osize         ordered, every module compiled with -Osize instead of -O (tried, left out)
-#   icf           ordered + --icf=all (tried, left out)
+#   ordered       + --symbol-ordering-file bench/hot-symbols.txt
+#   no-unwind     + no .eh_frame (scripts/no-unwind-tables.ld)
+#   icf           + --icf=all                                                 (= scripts/release-flags.sh)
+#   osize         icf, every module compiled with -Osize instead of -O (tried, left out)
+#   text-advice   icf, its text mapping given madvise(MADV_RANDOM) before main (bench/text-advice.c, preloaded;
+#                 tried, left out)
+#
+# Then the kernel's fault-around on the binary's own file, with and without madvise(MADV_RANDOM)
+# (bench/fault-around.c): how much of a file mapping one page fault makes resident.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -48,29 +55,54 @@ link() {
   test -x "$out/$name" || { echo "link of $name failed" >&2; return 1; }
 }
 
-plain=$(build plain) || exit 1
-sections=$(build fsections -Xfrontend -function-sections) || exit 1
-small=$(build osize -Osize -Xfrontend -function-sections) || exit 1
+all_steps="swiftpm no-export lld relr fsections ordered no-unwind icf osize text-advice"
+read -r -a chosen <<<"${STEPS:-$all_steps}"
+for name in "${chosen[@]}"; do
+  [[ " $all_steps " == *" $name "* ]] || { echo "no variant $name (the variants: $all_steps)" >&2; exit 2; }
+done
+wants() { local name; for name in "$@"; do [[ " ${chosen[*]} " == *" $name "* ]] && return 0; done; return 1; }
+if wants swiftpm no-export lld relr; then plain=$(build plain) || exit 1; fi
+if wants fsections ordered no-unwind icf text-advice; then sections=$(build fsections -Xfrontend -function-sections) || exit 1; fi
+if wants osize; then small=$(build osize -Osize -Xfrontend -function-sections) || exit 1; fi
 lld=(-use-ld=lld -Xlinker --no-export-dynamic)
 relr=(-Xlinker -z -Xlinker pack-relative-relocs)
 ordered=(-Xlinker "--symbol-ordering-file=$root/bench/hot-symbols.txt" -Xlinker --no-warn-symbol-ordering)
-link "$plain" swiftpm
-link "$plain" no-export -Xlinker --no-export-dynamic
-link "$plain" lld "${lld[@]}"
-link "$plain" relr "${lld[@]}" "${relr[@]}"
-link "$sections" fsections "${lld[@]}" "${relr[@]}"
-link "$sections" ordered "${lld[@]}" "${relr[@]}" "${ordered[@]}"
-link "$small" osize "${lld[@]}" "${relr[@]}" "${ordered[@]}"
-link "$sections" icf "${lld[@]}" "${relr[@]}" "${ordered[@]}" -Xlinker --icf=all
+no_unwind=(-Xlinker -T -Xlinker "$root/scripts/no-unwind-tables.ld")
+if wants swiftpm; then link "$plain" swiftpm; fi
+if wants no-export; then link "$plain" no-export -Xlinker --no-export-dynamic; fi
+if wants lld; then link "$plain" lld "${lld[@]}"; fi
+if wants relr; then link "$plain" relr "${lld[@]}" "${relr[@]}"; fi
+if wants fsections; then link "$sections" fsections "${lld[@]}" "${relr[@]}"; fi
+if wants ordered; then link "$sections" ordered "${lld[@]}" "${relr[@]}" "${ordered[@]}"; fi
+if wants no-unwind; then link "$sections" no-unwind "${lld[@]}" "${relr[@]}" "${ordered[@]}" "${no_unwind[@]}"; fi
+if wants icf; then link "$sections" icf "${lld[@]}" "${relr[@]}" "${ordered[@]}" "${no_unwind[@]}" -Xlinker --icf=all; fi
+if wants text-advice; then
+  link "$sections" text-advice "${lld[@]}" "${relr[@]}" "${ordered[@]}" "${no_unwind[@]}" -Xlinker --icf=all
+  cc -O2 -Wall -shared -fPIC -o "$out/text-advice.so" bench/text-advice.c
+fi
+if wants osize; then link "$small" osize "${lld[@]}" "${relr[@]}" "${ordered[@]}" "${no_unwind[@]}" -Xlinker --icf=all; fi
 
-echo "| variant | stripped binary (bytes) | RSS after ${bench_args[1]} orders (C floor) | anonymous RSS (C floor) | exec → READY=1 median (C floor) | press → request p50 (C floor) |"
-echo "|---|---|---|---|---|---|"
-for name in swiftpm no-export lld relr fsections ordered osize icf; do
+echo "| variant | stripped binary (bytes) | RSS after ${bench_args[1]} orders (C floor) | anonymous RSS (C floor) | file-backed RSS (C floor) | resident code of the binary | exec → READY=1 median (C floor) | press → request p50 (C floor) |"
+echo "|---|---|---|---|---|---|---|---|"
+for name in "${chosen[@]}"; do
   strip -o "$out/$name.stripped" "$out/$name"
-  AGENT_BIN=$out/$name scripts/bench.sh "${bench_args[@]}" >"$out/$name.bench" 2>&1 ||
+  preload=""
+  [ "$name" = text-advice ] && preload=$out/text-advice.so
+  AGENT_BIN=$out/$name AGENT_PRELOAD=$preload scripts/bench.sh "${bench_args[@]}" >"$out/$name.bench" 2>&1 ||
     { echo "bench of $name failed:" >&2; tail -n 20 "$out/$name.bench" >&2; exit 1; }
   cell() { grep -F "| $1" "$out/$name.bench" | head -n 1 | awk -F' [|] ' '{printf "%s (%s)", $2, $3}'; }
-  echo "| $name | $(stat -c %s "$out/$name.stripped") | $(cell "RSS after ${bench_args[1]} orders") | $(cell "anonymous RSS") | $(cell "exec → READY=1") | $(cell "press → request at the emulator, p50") |"
+  code=$(awk '/^  r-xp: / {print $2 " kB"; exit}' "$out/$name.bench")
+  echo "| $name | $(stat -c %s "$out/$name.stripped") | $(cell "RSS after ${bench_args[1]} orders") | $(cell "anonymous RSS") | $(cell "file-backed RSS") | ${code:--} | $(cell "exec → READY=1") | $(cell "press → request at the emulator, p50") |"
 done
+echo
+# The kernel's fault-around, on a copy of the last variant that is not in the page cache yet (written with
+# O_DIRECT), touched one byte every MiB: what each fault made resident, with the default advice and with
+# MADV_RANDOM.
+cc -O2 -Wall -o "$out/fault-around" bench/fault-around.c
+for advice in normal random; do
+  dd if="$out/$name.stripped" of="$out/fault-around.file" bs=1M oflag=direct status=none
+  "$out/fault-around" "$out/fault-around.file" "$advice"
+done
+rm -f "$out/fault-around.file"
 echo
 echo "machine: $(nproc) cores, $(uname -m), kernel $(uname -r); scripts/bench.sh ${bench_args[*]} per variant at commit $(git rev-parse --short HEAD)"

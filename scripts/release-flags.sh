@@ -3,10 +3,9 @@
 # that builds it (deb.sh, bench.sh and order-file.sh through lib.sh, arm64.sh, vm-boot-test.sh): `mapfile -t flags < <(bash
 # scripts/release-flags.sh [ROOT])`, then `swift build -c release --static-swift-stdlib "${flags[@]}"`. ROOT is
 # where the repository is as the compiler sees it (default: this checkout; arm64.sh passes its path inside
-# the build chroot). Each setting was measured on its own with scripts/footprint-steps.sh (README
-# "Benchmarks", issue #21). Measured and left out: -Osize (a smaller binary, but more resident memory and slower
-# presses) and lld's --icf=all (1.1 MB smaller, but the kept copy of a folded function lies outside the ordered
-# hot code, so more of the text is resident). The settings:
+# the build chroot). Each setting was measured on its own with scripts/footprint-steps.sh (docs/benchmarks.md,
+# "The footprint steps"). Measured and left out: -Osize (a smaller binary, but more resident memory and slower
+# presses). The settings:
 #
 # - -function-sections (every Swift module, the packages' too): each function in a section of its own, so
 #   that --gc-sections can drop the ones nothing calls and the ordering file below can move single functions.
@@ -24,6 +23,15 @@
 #   reads at every start.
 # - --symbol-ordering-file bench/hot-symbols.txt (scripts/order-file.sh): the functions that start, pairing
 #   and orders run, first in .text, so the pages the kernel maps around each fault are code that runs.
+# - scripts/no-unwind-tables.ld: no .eh_frame (3.1 MB of the stripped binary). Nothing unwinds at run time:
+#   Swift errors are return values, the Swift runtime and libdispatch use no C++ exceptions (the shared
+#   libraries keep their own tables), and a release build's trap prints no text either way. The agent writes no
+#   core file for a debugger to unwind (it would hold the tokens); a crash prints its own line, through the
+#   frame pointers (Sources/CProcess/crashreport.c; docs/behaviour.md, "When the agent crashes").
+# - --icf=all: one copy of each set of identical functions (0.6 MB; Swift's objects carry no address-significance
+#   tables, so --icf=safe folds almost nothing). The ordering file still places the kept copies: lld points every
+#   folded symbol at its kept copy before it orders, and the functions the ordering file names lie within the
+#   same 3.8 MB at the front of .text with and without it.
 set -euo pipefail
 root=${1:-$(cd "$(dirname "$0")/.." && pwd)}
 printf '%s\n' \
@@ -31,4 +39,6 @@ printf '%s\n' \
   -Xswiftc -use-ld=lld \
   -Xlinker --no-export-dynamic \
   -Xlinker -z -Xlinker pack-relative-relocs \
-  -Xlinker "--symbol-ordering-file=$root/bench/hot-symbols.txt" -Xlinker --no-warn-symbol-ordering
+  -Xlinker "--symbol-ordering-file=$root/bench/hot-symbols.txt" -Xlinker --no-warn-symbol-ordering \
+  -Xlinker -T -Xlinker "$root/scripts/no-unwind-tables.ld" \
+  -Xlinker --icf=all

@@ -27,4 +27,9 @@ void **cprocess_enqueue_global_with_delay_hook(void);
 /// The address of `swift_task_enqueueGlobalWithDeadline_hook`.
 void **cprocess_enqueue_global_with_deadline_hook(void);
 
+/// Installs the crash report (crashreport.c): on SIGSEGV, SIGBUS, SIGILL, SIGTRAP, SIGFPE or SIGABRT, one line on
+/// stderr with the signal, the faulting address and the return addresses as offsets into the binary, and `label`
+/// (the build); then the signal's default action. 0 when installed, -1 when not (another CPU or system).
+int cprocess_install_crash_report(const char *label);
+
 #endif

@@ -18,6 +18,7 @@ struct RunCommand: AsyncParsableCommand {
     static let configurationExitCode: Int32 = 78
 
     func run() async throws {
+        POSIX.installCrashReport(build: BuildInfo.description)
         POSIX.unblockAllSignals()
         // Everything the daemon creates is private from the moment it exists, whatever umask it was started
         // with: the control socket is bound before it can be chmod-ed, and a SIGKILL in between must not leave

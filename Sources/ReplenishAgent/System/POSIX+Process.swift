@@ -57,6 +57,13 @@ extension POSIX {
     /// nor on a kernel older than 3.15.
     static var transparentHugePagesFlagReadable: Bool { cprocess_get_thp_disable() >= 0 }
 
+    /// Makes a crash print one line on stderr (the journal) before the process ends: the signal, where, the return
+    /// addresses as offsets into the binary, and `build` (Sources/CProcess/crashreport.c). The agent writes no
+    /// core file and the device binary has no unwind tables, so this line is what an operator gets. False where
+    /// it is not available (a CPU other than x86_64 and arm64).
+    @discardableResult
+    static func installCrashReport(build: String) -> Bool { cprocess_install_crash_report("build " + build) == 0 }
+
     /// Sets RLIMIT_CORE to 0 (soft and hard), so no core file of this process can ever be written.
     static func disableCoreDumps() {
         var none = rlimit(rlim_cur: 0, rlim_max: 0)

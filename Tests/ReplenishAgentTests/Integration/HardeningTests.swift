@@ -271,4 +271,28 @@ import Testing
         let thp = status.split(separator: "\n").first { $0.hasPrefix("THP_enabled:") }
         #expect(thp?.split(separator: "\t").last == "0", "\(thp ?? "no THP_enabled line")")
     }
+
+    /// A crash leaves one line in the journal, although the agent writes no core file and the device binary has
+    /// no unwind tables: the signal, where it happened and the return addresses as offsets into the binary (for
+    /// `addr2line` on the unstripped copy), and the build. Then the process ends by that signal, as before.
+    @Test func aCrashLeavesOneLineWithTheSignalTheOffsetsAndTheBuild() throws {
+        let harness = Harness()
+        let emulator = try harness.startEmulator()
+        let config = try harness.writeConfig(emulator: emulator, pairingPort: try Harness.freePort())
+        let agent = try harness.start("replenish-agent", ["run", "--config", config], log: "agent-crash.log")
+        defer { if agent.isRunning { kill(agent.processIdentifier, SIGKILL) } }
+        try harness.waitUntil("the agent's control socket") {
+            harness.read("agent-crash.log").contains("control socket ready") || !agent.isRunning
+        }
+        #expect(kill(agent.processIdentifier, SIGSEGV) == 0)
+        try harness.waitUntil("the agent to end") { !agent.isRunning }
+        #expect(agent.terminationReason == .uncaughtSignal && agent.terminationStatus == SIGSEGV)
+        let log = harness.read("agent-crash.log")
+        let line = log.split(separator: "\n").first { $0.hasPrefix("replenish-agent: crashed: ") }
+        #expect(line?.hasPrefix("replenish-agent: crashed: SIGSEGV (11, sent by a process) at ") == true, "\(log)")
+        // The signal comes in the C library (a wait), which keeps no frame pointer: the line then lists the code
+        // addresses on the stack, the agent's own among them.
+        #expect(line?.contains(" replenish-agent+0x") == true, "\(line ?? "no crash line")")
+        #expect(line?.hasSuffix("; build \(BuildInfo.description)") == true, "\(line ?? "no crash line")")
+    }
 }
