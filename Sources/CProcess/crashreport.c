@@ -100,7 +100,7 @@ static void report(int number, siginfo_t *info, void *context) {
     uintptr_t frame = (uintptr_t)state->uc_mcontext.regs[29];
     uintptr_t stack = (uintptr_t)state->uc_mcontext.sp;
 #endif
-    char line[1024];
+    char line[2048];
     size_t at = put(line, 0, sizeof line, "replenish-agent: crashed: ");
     at = put(line, at, sizeof line, signal_name(number));
     at = put(line, at, sizeof line, " (");
@@ -113,19 +113,22 @@ static void report(int number, siginfo_t *info, void *context) {
     // stack; it ends at a zero, at a step down, past 8 MiB from the stack pointer, or at an unreadable word.
     uintptr_t words[2];
     int frames = 0;
+    // A user-space code address fits in 48 bits on both CPUs; anything wider is not a return address.
     while (frames < frames_max && frame > stack && frame - stack < (8u << 20) && read_words(frame, words) &&
-           words[1] != 0) {
+           words[1] != 0 && words[1] >> 48 == 0) {
         at = put(line, at, sizeof line, " ");
         at = put_address(line, at, sizeof line, words[1]);
         frames++;
         if (words[0] <= frame) break;
         frame = words[0];
     }
-    if (frames == 0) {
-        // No frame chain: the signal came in code built without frame pointers (the C library: abort, a
+    if (frames == 0) at = put(line, at, sizeof line, " none");
+    if (frames < 3) {
+        // A short chain: the signal came in code built without frame pointers (the C library: abort, a
         // system call). The words on the stack that point into the binary's code, nearest first, are then the
         // best lead: most are return addresses, some are stale.
-        at = put(line, at, sizeof line, " none; code addresses on the stack:");
+        frames = 0;
+        at = put(line, at, sizeof line, "; code addresses on the stack:");
         for (int index = 0; index < scan_words && frames < frames_max; index += 2) {
             if (!read_words(stack + (uintptr_t)index * sizeof(uintptr_t), words)) break;
             for (int word = 0; word < 2 && frames < frames_max; word++) {
