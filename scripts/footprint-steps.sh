@@ -75,9 +75,12 @@ if wants relr; then link "$plain" relr "${lld[@]}" "${relr[@]}"; fi
 if wants fsections; then link "$sections" fsections "${lld[@]}" "${relr[@]}"; fi
 if wants ordered; then link "$sections" ordered "${lld[@]}" "${relr[@]}" "${ordered[@]}"; fi
 if wants no-unwind; then link "$sections" no-unwind "${lld[@]}" "${relr[@]}" "${ordered[@]}" "${no_unwind[@]}"; fi
-if wants icf; then link "$sections" icf "${lld[@]}" "${relr[@]}" "${ordered[@]}" "${no_unwind[@]}" -Xlinker --icf=all; fi
+if wants icf text-advice; then
+  link "$sections" icf "${lld[@]}" "${relr[@]}" "${ordered[@]}" "${no_unwind[@]}" -Xlinker --icf=all
+fi
 if wants text-advice; then
-  link "$sections" text-advice "${lld[@]}" "${relr[@]}" "${ordered[@]}" "${no_unwind[@]}" -Xlinker --icf=all
+  # The icf binary itself, started with bench/text-advice.c preloaded.
+  ln -f "$out/icf" "$out/text-advice"
   cc -O2 -Wall -shared -fPIC -o "$out/text-advice.so" bench/text-advice.c
 fi
 if wants osize; then link "$small" osize "${lld[@]}" "${relr[@]}" "${ordered[@]}" "${no_unwind[@]}" -Xlinker --icf=all; fi
@@ -95,12 +98,12 @@ for name in "${chosen[@]}"; do
   echo "| $name | $(stat -c %s "$out/$name.stripped") | $(cell "RSS after ${bench_args[1]} orders") | $(cell "anonymous RSS") | $(cell "file-backed RSS") | ${code:--} | $(cell "exec → READY=1") | $(cell "press → request at the emulator, p50") |"
 done
 echo
-# The kernel's fault-around, on a copy of the last variant that is not in the page cache yet (written with
+# The kernel's fault-around, on a copy of the last variant measured that is not in the page cache yet (written with
 # O_DIRECT), touched one byte every MiB: what each fault made resident, with the default advice and with
 # MADV_RANDOM.
 cc -O2 -Wall -o "$out/fault-around" bench/fault-around.c
 for advice in normal random; do
-  dd if="$out/$name.stripped" of="$out/fault-around.file" bs=1M oflag=direct status=none
+  dd if="$out/${chosen[-1]}.stripped" of="$out/fault-around.file" bs=1M oflag=direct status=none
   "$out/fault-around" "$out/fault-around.file" "$advice"
 done
 rm -f "$out/fault-around.file"
