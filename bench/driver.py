@@ -4,6 +4,9 @@
   driver.py presses  --target agent|c ...   presses a button N times, one order each, and times every press from
                                             the first edge to the emulator's receipt of the replenish call
   driver.py ready    --count N -- CMD...    starts CMD N times and times exec to READY=1 on $NOTIFY_SOCKET
+  driver.py footprint [--settle S] -- CMD... starts CMD once and, S seconds after its READY=1, prints its resident
+                                            memory (VmRSS, RssAnon, RssFile) and the resident part of its
+                                            executable's code mapping, in kB (scripts/swift-floor.sh)
 
 One order per press: before the next press the emulator's order in progress is delivered
 (`POST /admin/deliver/{slot}`, so the next replenish places a new order rather than ORDER_INPROGRESS) and the
@@ -15,6 +18,7 @@ import argparse
 import http.client
 import json
 import os
+import re
 import signal
 import socket
 import statistics
@@ -134,23 +138,32 @@ def presses(args):
     print(json.dumps(result))
 
 
-def ready(args):
+def notify_listener():
     folder = tempfile.mkdtemp(prefix="bench-notify.")
     path = os.path.join(folder, "notify.sock")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     listener.bind(path)
     listener.settimeout(30)
+    return folder, path, listener
+
+
+def wait_ready(listener):
+    while True:
+        message = listener.recv(4096).decode(errors="replace")
+        if "READY=1" in message.split("\n"):
+            return
+
+
+def ready(args):
+    folder, path, listener = notify_listener()
     environment = dict(os.environ, NOTIFY_SOCKET=path)
     times = []
     for _ in range(args.count):
         start = time.monotonic()
         process = subprocess.Popen(args.command, env=environment, stdout=subprocess.DEVNULL,
                                    stderr=subprocess.DEVNULL, close_fds=False)
-        while True:
-            message = listener.recv(4096).decode(errors="replace")
-            if "READY=1" in message.split("\n"):
-                times.append((time.monotonic() - start) * 1000)
-                break
+        wait_ready(listener)
+        times.append((time.monotonic() - start) * 1000)
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=30)
         # Whatever else it sent while stopping (STOPPING=1) must not count for the next start.
@@ -166,6 +179,37 @@ def ready(args):
     times.sort()
     print(json.dumps({"starts": len(times), "median": round(statistics.median(times), 2),
                       "min": round(times[0], 2), "max": round(times[-1], 2)}))
+
+
+def footprint(args):
+    folder, path, listener = notify_listener()
+    process = subprocess.Popen(args.command, env=dict(os.environ, NOTIFY_SOCKET=path),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, close_fds=False)
+    try:
+        wait_ready(listener)
+        time.sleep(args.settle)
+        fields = {}
+        with open(f"/proc/{process.pid}/status") as status:
+            for line in status:
+                name, _, value = line.partition(":")
+                if name in ("VmRSS", "RssAnon", "RssFile"):
+                    fields[name] = int(value.split()[0])
+        executable = os.path.realpath(f"/proc/{process.pid}/exe")
+        code, in_code = 0, False
+        with open(f"/proc/{process.pid}/smaps") as smaps:
+            for line in smaps:
+                parts = line.split()
+                if re.match(r"^[0-9a-f]+-[0-9a-f]+$", parts[0]):
+                    in_code = len(parts) >= 6 and parts[1].startswith("r-x") and parts[5] == executable
+                elif in_code and parts[0] == "Rss:":
+                    code += int(parts[1])
+        print(json.dumps({"rss": fields["VmRSS"], "anon": fields["RssAnon"], "file": fields["RssFile"],
+                          "code": code}))
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=30)
+        os.unlink(path)
+        os.rmdir(folder)
 
 
 def main():
@@ -186,12 +230,15 @@ def main():
     start = commands.add_parser("ready")
     start.add_argument("--count", type=int, required=True)
     start.add_argument("command", nargs=argparse.REMAINDER)
+    resident = commands.add_parser("footprint")
+    resident.add_argument("--settle", type=float, default=1.0, help="seconds to wait after READY=1")
+    resident.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     if args.mode == "presses":
         presses(args)
     else:
         args.command = [part for part in args.command if part != "--"]
-        ready(args)
+        ready(args) if args.mode == "ready" else footprint(args)
 
 
 if __name__ == "__main__":
