@@ -15,9 +15,11 @@
 #   fsections     + every Swift module compiled with -function-sections
 #   ordered       + --symbol-ordering-file bench/hot-symbols.txt
 #   no-unwind     + no .eh_frame (scripts/no-unwind-tables.ld)
-#   icf           + --icf=all                                                 (= scripts/release-flags.sh)
-#   osize         icf, every module compiled with -Osize instead of -O (tried, left out)
-#   text-advice   icf, its text mapping given madvise(MADV_RANDOM) before main (bench/text-advice.c, preloaded;
+#   icf           + --icf=all
+#   unnamed-first + the functions without a symbol (.text..L…) first in .text (scripts/unnamed-functions-first.ld)
+#                                                                             (= scripts/release-flags.sh)
+#   osize         unnamed-first, every module compiled with -Osize instead of -O (tried, left out)
+#   text-advice   unnamed-first, its text mapping given madvise(MADV_RANDOM) before main (bench/text-advice.c, preloaded;
 #                 tried, left out)
 #
 # Then the kernel's fault-around on the binary's own file, with and without madvise(MADV_RANDOM)
@@ -55,19 +57,20 @@ link() {
   test -x "$out/$name" || { echo "link of $name failed" >&2; return 1; }
 }
 
-all_steps="swiftpm no-export lld relr fsections ordered no-unwind icf osize text-advice"
+all_steps="swiftpm no-export lld relr fsections ordered no-unwind icf unnamed-first osize text-advice"
 read -r -a chosen <<<"${STEPS:-$all_steps}"
 for name in "${chosen[@]}"; do
   [[ " $all_steps " == *" $name "* ]] || { echo "no variant $name (the variants: $all_steps)" >&2; exit 2; }
 done
 wants() { local name; for name in "$@"; do [[ " ${chosen[*]} " == *" $name "* ]] && return 0; done; return 1; }
 if wants swiftpm no-export lld relr; then plain=$(build plain) || exit 1; fi
-if wants fsections ordered no-unwind icf text-advice; then sections=$(build fsections -Xfrontend -function-sections) || exit 1; fi
+if wants fsections ordered no-unwind icf unnamed-first text-advice; then sections=$(build fsections -Xfrontend -function-sections) || exit 1; fi
 if wants osize; then small=$(build osize -Osize -Xfrontend -function-sections) || exit 1; fi
 lld=(-use-ld=lld -Xlinker --no-export-dynamic)
 relr=(-Xlinker -z -Xlinker pack-relative-relocs)
 ordered=(-Xlinker "--symbol-ordering-file=$root/bench/hot-symbols.txt" -Xlinker --no-warn-symbol-ordering)
 no_unwind=(-Xlinker -T -Xlinker "$root/scripts/no-unwind-tables.ld")
+unnamed_first=(-Xlinker -T -Xlinker "$root/scripts/unnamed-functions-first.ld")
 if wants swiftpm; then link "$plain" swiftpm; fi
 if wants no-export; then link "$plain" no-export -Xlinker --no-export-dynamic; fi
 if wants lld; then link "$plain" lld "${lld[@]}"; fi
@@ -75,15 +78,21 @@ if wants relr; then link "$plain" relr "${lld[@]}" "${relr[@]}"; fi
 if wants fsections; then link "$sections" fsections "${lld[@]}" "${relr[@]}"; fi
 if wants ordered; then link "$sections" ordered "${lld[@]}" "${relr[@]}" "${ordered[@]}"; fi
 if wants no-unwind; then link "$sections" no-unwind "${lld[@]}" "${relr[@]}" "${ordered[@]}" "${no_unwind[@]}"; fi
-if wants icf text-advice; then
+if wants icf; then
   link "$sections" icf "${lld[@]}" "${relr[@]}" "${ordered[@]}" "${no_unwind[@]}" -Xlinker --icf=all
 fi
+if wants unnamed-first text-advice; then
+  link "$sections" unnamed-first "${lld[@]}" "${relr[@]}" "${ordered[@]}" "${no_unwind[@]}" "${unnamed_first[@]}" \
+    -Xlinker --icf=all
+fi
 if wants text-advice; then
-  # The icf binary itself, started with bench/text-advice.c preloaded.
-  ln -f "$out/icf" "$out/text-advice"
+  # The unnamed-first binary itself, started with bench/text-advice.c preloaded.
+  ln -f "$out/unnamed-first" "$out/text-advice"
   cc -O2 -Wall -shared -fPIC -o "$out/text-advice.so" bench/text-advice.c
 fi
-if wants osize; then link "$small" osize "${lld[@]}" "${relr[@]}" "${ordered[@]}" "${no_unwind[@]}" -Xlinker --icf=all; fi
+if wants osize; then
+  link "$small" osize "${lld[@]}" "${relr[@]}" "${ordered[@]}" "${no_unwind[@]}" "${unnamed_first[@]}" -Xlinker --icf=all
+fi
 
 echo "| variant | stripped binary (bytes) | RSS after ${bench_args[1]} orders (C floor) | anonymous RSS (C floor) | file-backed RSS (C floor) | resident code of the binary | exec → READY=1 median (C floor) | press → request p50 (C floor) |"
 echo "|---|---|---|---|---|---|---|---|"

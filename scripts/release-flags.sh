@@ -12,8 +12,8 @@
 #   The Swift compiler puts a whole module's code in one .text otherwise. The prebuilt standard library has a
 #   section per public function already (libswiftCore.a's Swift.o: 8,062 .text sections), but 1.6 MB of it (local
 #   functions, closures, specializations) stays in one plain .text, which this cannot split.
-# - SwiftPM does not know that the link reads the ordering file: after it changes, remove the binary so the
-#   next build links again (order-file.sh does).
+# - SwiftPM does not know that the link reads the ordering file and the two linker scripts: after one of them
+#   changes, remove the binary so the next build links again (order-file.sh does).
 # - lld instead of gold (the Swift driver's default on Linux): it has the two options below.
 # - --no-export-dynamic: the Swift driver exports every symbol of an executable (-export-dynamic), which makes
 #   each one a root that --gc-sections must keep and fills .dynsym. Nothing looks the agent's symbols up at
@@ -28,6 +28,10 @@
 #   libraries keep their own tables), and a release build's trap prints no text either way. The agent writes no
 #   core file for a debugger to unwind (it would hold the tokens); a crash prints its own line, through the
 #   frame pointers (Sources/CProcess/crashreport.c; docs/behaviour.md, "When the agent crashes").
+# - scripts/unnamed-functions-first.ld: the helpers the Swift compiler emits without a symbol (sections `.text..L…`:
+#   outlined copies and releases of values, closure-context destroyers; 37 kB), which the ordering file cannot
+#   name, at the front of .text instead of scattered through it, where each one that ran made the kernel map the
+#   64 kB around it.
 # - --icf=all: one copy of each set of identical functions (0.6 MB; Swift's objects carry no address-significance
 #   tables, so --icf=safe folds almost nothing). The ordering file still places the kept copies: lld points every
 #   folded symbol at its kept copy before it orders, and the functions the ordering file names lie within the
@@ -41,4 +45,5 @@ printf '%s\n' \
   -Xlinker -z -Xlinker pack-relative-relocs \
   -Xlinker "--symbol-ordering-file=$root/bench/hot-symbols.txt" -Xlinker --no-warn-symbol-ordering \
   -Xlinker -T -Xlinker "$root/scripts/no-unwind-tables.ld" \
+  -Xlinker -T -Xlinker "$root/scripts/unnamed-functions-first.ld" \
   -Xlinker --icf=all
