@@ -11,6 +11,7 @@
 # - the same with ArgumentParser's one Foundation file replaced (what upstream pull request #932, a package trait,
 #   would do: error texts through `String(describing:)`, no `--experimental-dump-help` JSON), so that nothing
 #   links FoundationEssentials (in .build-floor-nf; the agent's own JSON still would);
+# - the agent with that same ArgumentParser (in .build-floor-agent-nf): its own JSON still on FoundationEssentials;
 # - the C floor, bench/c-agent.c (`cc -O2`).
 # Then, for each: the stripped size; resident memory 1 s after READY=1, idle (VmRSS, RssAnon, RssFile, and the
 # resident part of the executable's code mapping); exec → READY=1, median of STARTS starts (bench/driver.py);
@@ -57,6 +58,17 @@ grep -q "$work/nf/swift-argument-parser" "$work/nf/floor/Package.swift" || { ech
   "${flags[@]}" 2>&1 | tail -n 1)
 cp "$root/.build-floor-nf/release/swift-floor" "$work/swift-floor-nf"
 
+echo "== building the agent with ArgumentParser without Foundation"
+mkdir -p "$work/nf/agent"
+cp -a Package.swift Sources Tests "$work/nf/agent/"
+[ -f Package.resolved ] && cp Package.resolved "$work/nf/agent/"
+sed -i "s|.package(url: \"https://github.com/apple/swift-argument-parser\", from: \"[^\"]*\")|.package(path: \"$work/nf/swift-argument-parser\")|" \
+  "$work/nf/agent/Package.swift"
+grep -q "$work/nf/swift-argument-parser" "$work/nf/agent/Package.swift" || { echo "could not point the agent at the copy" >&2; exit 1; }
+(cd "$work/nf/agent" && swift build -c release --product replenish-agent --static-swift-stdlib \
+  --scratch-path "$root/.build-floor-agent-nf" "${flags[@]}" 2>&1 | tail -n 1)
+cp "$root/.build-floor-agent-nf/release/replenish-agent" "$work/agent-nf"
+
 cc -O2 -Wall -o "$work/c-agent" bench/c-agent.c -lcurl -lgpiod
 
 # The agent, unpaired (nothing answers at the DRS and LWA addresses: it never calls them unpaired).
@@ -88,6 +100,8 @@ measure() {
 }
 measure "the agent (unpaired, serving pairing)" "$bin/replenish-agent" "$(foundation_mb "$bin/replenish-agent")" \
   "$bin/replenish-agent" run --config "$work/agent.json"
+measure "the agent (unpaired), ArgumentParser without Foundation" "$work/agent-nf" "$(foundation_mb "$work/agent-nf")" \
+  "$work/agent-nf" run --config "$work/agent.json"
 measure "Swift floor" "$work/swift-floor" "$(foundation_mb "$work/swift-floor")" "$work/swift-floor"
 measure "Swift floor, ArgumentParser without Foundation" "$work/swift-floor-nf" "$(foundation_mb "$work/swift-floor-nf")" \
   "$work/swift-floor-nf"
@@ -95,3 +109,14 @@ measure "C floor (bench/c-agent.c)" "$work/c-agent" "0" \
   "$work/c-agent" "$work/line" "$work/c-state" "$emulator/replenish/slot-2" "$work/token" 5
 echo
 echo "(x86_64, $(uname -r); exec → READY=1 over $starts starts each; resident figures 1 s after READY=1)"
+# What the agent runs, by size: the functions of the ordering file (scripts/order-file.sh) that the binary defines.
+nm -S --defined-only "$bin/replenish-agent" | python3 -c '
+import sys
+hot = set(line.strip() for line in open(sys.argv[1]) if line.strip())
+sizes = {}
+for line in sys.stdin:
+    fields = line.split()
+    if len(fields) == 4 and fields[2] in "tTwW" and fields[3] in hot:
+        sizes[fields[3]] = int(fields[1], 16)
+print(f"the functions the agent runs (bench/hot-symbols.txt): {len(sizes)}, {sum(sizes.values()) / 1e6:.2f} MB")
+' bench/hot-symbols.txt
