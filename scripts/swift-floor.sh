@@ -49,24 +49,28 @@ enum JSONEncoder {
   static func encode<T: Encodable>(_ value: T) -> String { "" }
 }
 SWIFT
-cp -a bench/swift-floor "$work/nf/floor"
-rm -rf "$work/nf/floor/.build"
-sed -i "s|.package(url: \"https://github.com/apple/swift-argument-parser\", from: \"[^\"]*\")|.package(path: \"$work/nf/swift-argument-parser\")|" \
-  "$work/nf/floor/Package.swift"
-grep -q "$work/nf/swift-argument-parser" "$work/nf/floor/Package.swift" || { echo "could not point the floor at the copy" >&2; exit 1; }
-(cd "$work/nf/floor" && swift build -c release --static-swift-stdlib --scratch-path "$root/.build-floor-nf" \
-  "${flags[@]}" 2>&1 | tail -n 1)
+# build_against_copy DIR SCRATCH SWIFT_BUILD_ARGS…: the package in DIR (a copy) built with its swift-argument-parser
+# dependency pointed at the copy above, in SCRATCH.
+build_against_copy() {
+  local dir=$1 scratch_path=$2
+  shift 2
+  # The agent's resolved versions, so that the copy builds what the device build does.
+  if [ -f "$root/Package.resolved" ]; then cp "$root/Package.resolved" "$dir/"; fi
+  sed -i "s|.package(url: \"https://github.com/apple/swift-argument-parser\", from: \"[^\"]*\")|.package(path: \"$work/nf/swift-argument-parser\")|" \
+    "$dir/Package.swift"
+  grep -q "$work/nf/swift-argument-parser" "$dir/Package.swift" || { echo "could not point $dir at the copy" >&2; return 1; }
+  (cd "$dir" && swift build -c release --static-swift-stdlib --scratch-path "$scratch_path" "$@" "${flags[@]}" 2>&1 |
+    tail -n 1)
+}
+mkdir -p "$work/nf/floor"
+cp -a bench/swift-floor/Package.swift bench/swift-floor/Sources "$work/nf/floor/"
+build_against_copy "$work/nf/floor" "$root/.build-floor-nf"
 cp "$root/.build-floor-nf/release/swift-floor" "$work/swift-floor-nf"
 
 echo "== building the agent with ArgumentParser without Foundation"
 mkdir -p "$work/nf/agent"
 cp -a Package.swift Sources Tests "$work/nf/agent/"
-[ -f Package.resolved ] && cp Package.resolved "$work/nf/agent/"
-sed -i "s|.package(url: \"https://github.com/apple/swift-argument-parser\", from: \"[^\"]*\")|.package(path: \"$work/nf/swift-argument-parser\")|" \
-  "$work/nf/agent/Package.swift"
-grep -q "$work/nf/swift-argument-parser" "$work/nf/agent/Package.swift" || { echo "could not point the agent at the copy" >&2; exit 1; }
-(cd "$work/nf/agent" && swift build -c release --product replenish-agent --static-swift-stdlib \
-  --scratch-path "$root/.build-floor-agent-nf" "${flags[@]}" 2>&1 | tail -n 1)
+build_against_copy "$work/nf/agent" "$root/.build-floor-agent-nf" --product replenish-agent
 cp "$root/.build-floor-agent-nf/release/replenish-agent" "$work/agent-nf"
 
 cc -O2 -Wall -o "$work/c-agent" bench/c-agent.c -lcurl -lgpiod
