@@ -1,8 +1,12 @@
-.PHONY: demo test bench build format deb arm64 arm64-test
+.PHONY: demo check test bench build format deb arm64 arm64-test
 
 # Runs the agent end to end on the simulated board against the emulator.
 demo:
 	bash scripts/demo.sh
+
+# The contributor's loop: format lint, the build with no warning, every Swift suite, the docs check.
+check:
+	bash scripts/check.sh
 
 # Runs every test (CI runs exactly this).
 test:

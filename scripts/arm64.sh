@@ -4,8 +4,10 @@
 #
 #   scripts/arm64.sh toolchain     the cross toolchain only (below)
 #   scripts/arm64.sh build         `make arm64`: the release device binary, static Swift standard library, in
-#                                  .build-arm64/aarch64-unknown-linux-gnu/release/replenish-agent
-#   scripts/arm64.sh build-tests   the debug build of every target and the test bundle (the VM's emulator too)
+#                                  .build-arm64/aarch64-unknown-linux-gnu/release/replenish-agent, and beside it
+#                                  the emulator the booted arm64 device runs (the same flags and scratch folder,
+#                                  so the modules they share are compiled once)
+#   scripts/arm64.sh build-tests   the debug build of the test bundle (the agent's modules and the tests)
 #   scripts/arm64.sh test          build-tests, then the unit suites under qemu-aarch64 (binfmt_misc)
 #   scripts/arm64.sh c-floor       the bench's C floor (bench/c-agent.c) for arm64, in .build-arm64/c-agent
 #   scripts/arm64.sh swift ARGS…   any `swift` command inside the toolchain's chroot, for the arm64 SDK
@@ -248,9 +250,15 @@ swift_arm64() {
 build() {
   toolchain
   step "swift build -c release --static-swift-stdlib for $triple (Swift $(chroot "$chroot_dir" dpkg-query -W -f='${Version}' swiftlang))"
-  local flags
+  local flags product
   mapfile -t flags < <(bash "$root/scripts/release-flags.sh" "$src")
-  swift_arm64 build -c release --product replenish-agent --static-swift-stdlib "${flags[@]}" 2>&1 | grep -E 'error|warning: |Compiling|Build' | grep -v '^\[' | tail -n 5
+  # The emulator with the device binary's flags, in its scratch folder: built with other flags it would compile
+  # every module they share again. The booted arm64 device runs it (it needs no Swift runtime in the image).
+  for product in replenish-agent replenish-emulator; do
+    swift_arm64 build -c release --product "$product" --static-swift-stdlib "${flags[@]}" 2>&1 |
+      grep -E 'error|warning: |Compiling|Build' | grep -v '^\[' | tail -n 5
+  done
+  [ -x "$scratch/$triple/release/replenish-emulator" ] || die "no $scratch/$triple/release/replenish-emulator"
   local binary=$scratch/$triple/release/replenish-agent
   [ -x "$binary" ] || die "no $binary"
   step "built $binary"
@@ -266,11 +274,10 @@ build() {
 build_tests() {
   toolchain
   # Debian ships swift-testing only as a shared library (no Testing module in swift_static), so this build
-  # links the Swift runtime dynamically: the test bundle runs with the runtime on its library path, and the
-  # arm64 VM image gets the runtime's libraries for the emulator (`runtime-libraries`). (A second, static
-  # build of the emulator would rebuild every module: --static-swift-stdlib is another resource folder.)
-  step "swift build --build-tests for $triple (debug: agent, emulator, test bundle)"
-  swift_arm64 build --build-tests 2>&1 | grep -E 'error|Build' | grep -v '^\[' | tail -n 5
+  # links the Swift runtime dynamically: the test bundle runs with the runtime on its library path. Only the
+  # test bundle's product: the unit suites start no emulator (the booted device's is `build`'s).
+  step "swift build --product replenish-agentPackageTests for $triple (debug: the agent's modules, the test bundle)"
+  swift_arm64 build --product replenish-agentPackageTests 2>&1 | grep -E 'error|Build' | grep -v '^\[' | tail -n 5
   [ -x "$scratch/$triple/debug/replenish-agentPackageTests.xctest" ] || die "no test bundle"
 }
 
@@ -285,13 +292,6 @@ c_floor() {
     -O2 -Wall -s -o "$src/.build-arm64/c-agent" "$src/bench/c-agent.c" -lcurl -lgpiod || die "building bench/c-agent.c failed"
   file -b "$scratch/c-agent" | grep -q 'ELF 64-bit LSB .*, ARM aarch64,' || die "$scratch/c-agent is not an aarch64 program"
   echo "arm64: $scratch/c-agent, $(stat -c %s "$scratch/c-agent") bytes"
-}
-
-# runtime_libraries: prints the folder of the aarch64 Swift runtime's shared libraries.
-runtime_libraries() {
-  local folder=$chroot_dir$opt/runtime/usr/libexec/swift/lib/swift/linux
-  [ -f "$folder/libswiftCore.so" ] || die "no aarch64 Swift runtime: run scripts/arm64.sh toolchain"
-  echo "$folder"
 }
 
 # The unit suites: those tagged `.unit` (scripts/unit-tests.sh --list: manual clocks, no real deadlines); the
@@ -322,7 +322,6 @@ build) build ;;
 build-tests) build_tests ;;
 test) test_arm64 ;;
 shlibs-admindir) shlibs_admindir ;;
-runtime-libraries) runtime_libraries ;;
 c-floor) c_floor ;;
 swift)
   shift

@@ -3,6 +3,8 @@
 # mmdebstrap, cached as .build/deb-chroot.tar). No systemd runs in a chroot, so this checks what the
 # maintainer scripts do to files, users and unit links; the booted VM test checks the running service.
 # Usage (root): scripts/deb-chroot-test.sh [.build/deb/replenish-agent_<version>_<arch>.deb]
+#               scripts/deb-chroot-test.sh --prepare   (only the chroot's tarball: scripts/test.sh makes it
+#                                                       in the background while it builds)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/apt.sh
@@ -10,7 +12,8 @@ if [ "$(id -u)" -ne 0 ]; then # chroot and dpkg --root need root: again through 
   command -v sudo >/dev/null 2>&1 || { echo "deb-chroot-test: needs root (chroot): run it as root" >&2; exit 1; }
   exec sudo --preserve-env=PATH,HOME bash "$0" "$@"
 fi
-deb=${1:-$(ls -t .build/deb/replenish-agent_*.deb | head -n 1)}
+prepare_only=0
+[ "${1:-}" = --prepare ] && prepare_only=1
 # man-db: the manual page is read as an owner would.
 include=adduser,init-system-helpers,libcurl4,libgpiod2,libssl3,ca-certificates,man-db
 tarball=.build/deb-chroot-$(echo "$include" | sha256sum | cut -c1-12).tar
@@ -20,6 +23,8 @@ if [[ ! -f $tarball || ! -s $tarball ]]; then
   # --format=tar: the temporary name has no .tar ending, from which mmdebstrap would choose a directory.
   mmdebstrap --variant=apt --format=tar --include="$include" bookworm "$tarball.tmp" && mv "$tarball.tmp" "$tarball"
 fi
+[ "$prepare_only" = 1 ] && exit 0
+deb=${1:-$(ls -t .build/deb/replenish-agent_*.deb | head -n 1)}
 root=$(mktemp -d /tmp/replenish-chroot.XXXXXX)
 trap 'rm -rf "$root"' EXIT
 tar -C "$root" -xf "$tarball"

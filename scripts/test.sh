@@ -1,101 +1,117 @@
 #!/usr/bin/env bash
-# The project's test command (README, CI): unit and integration tests, then the device binary's check:
-# the release `replenish-agent` must not link Foundation or ICU.
+# The project's test command (README, CI): every check, in stages, and at the end (on failure too) a table of
+# the stages with their wall times. docs/testing.md, "The whole run", says what each stage proves.
+#
+# The run is laid out for a 2-core machine. Each configuration is compiled once: the tests' debug build (.build),
+# the package's release build (.build-deb; vm-test's v1 binary is that build, its v2 binary the same objects
+# linked again against libgpiod 2.x), the arm64 release build (the device binary and the arm64 VM's emulator, one
+# scratch folder) and the arm64 debug build of the test bundle. What is only downloads and package scripts (the
+# images, the chroots, the arm64 toolchain) is made in the background while the host compiles, and the arm64
+# compiles run beside the host's VM boots, which leave a core idle for most of their time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/apt.sh
-scripts/install-deps.sh --tests
-# What the arm64 steps need from the host, installed now, before anything runs in the background (apt allows
-# one installer at a time).
-arm64_host_packages=(mmdebstrap arch-test qemu-user-static binfmt-support qemu-system-arm e2fsprogs xz-utils kmod
-  binutils-aarch64-linux-gnu dpkg-dev lintian file)
-apt_install "${arm64_host_packages[@]}"
-echo "== swift format lint --strict (the checked-in .swift-format)"
-swift format lint --strict --recursive Sources Tests Package.swift
-# No compiler warning in the project's own code (issue #22: repeated warnings buried real failures): the build's
-# output is kept and any `warning:` in Sources/ or Tests/ fails the run (CI builds a clean clone, so every file is
-# compiled and every warning printed; an up-to-date local build prints none).
-build_log=$(mktemp)
-if ! swift build --build-tests >"$build_log" 2>&1; then
-  cat "$build_log"
-  rm -f "$build_log"
-  exit 1
-fi
-grep -vE '^\[[0-9]+/[0-9]+\]' "$build_log" | tail -n 3
-# The project's files by their folder, not by $PWD (the compiler prints the real path, which differs from $PWD
-# under a symlink); the packages' checkouts under .build*/ are not the project's.
-if grep -E "/(Sources|Tests)/[^:]*:[0-9]+:[0-9]+: warning:" "$build_log" | grep -vE "/\.build[^/]*/" | sort -u | grep .; then
-  rm -f "$build_log"
-  echo "FAIL: the build printed the compiler warnings above" >&2
-  exit 1
-fi
-rm -f "$build_log"
-swift test
-echo "== docs: links, subcommands in code blocks, benchmark figures and their commands (scripts/check-docs.sh)"
-bash scripts/check-docs.sh
-# The arm64 toolchain (a sid chroot, the aarch64 runtime, the trixie sysroot) and the booted arm64 image's root
-# file system are mostly downloads and package scripts run under qemu-aarch64: they are made in the background
-# while the host's package and VM steps run, and waited for before the arm64 steps. (Not during `swift test`:
-# some manual-clock tests bound their settling in real time, and one failed once with this running beside it.)
-mkdir -p .build
-arm64_prepare_log=.build/arm64-prepare.log
-echo "== arm64: preparing the toolchain and the device image in the background ($arm64_prepare_log)"
-(bash scripts/arm64.sh toolchain && bash scripts/vm-boot-test.sh arm64 rootfs-only) >"$arm64_prepare_log" 2>&1 &
-arm64_prepare=$!
+. scripts/stages.sh
+. scripts/check.sh
+logs=.build/logs
+mkdir -p "$logs"
+stage_begin "scripts/test.sh"
+
+# Every Debian package any step installs on the host, before anything builds or runs in the background: apt
+# allows one installer at a time, and a package installed between two builds can replace a system header,
+# which makes the next build compile every C target and every Swift module above them again. The steps
+# still check their own (an installed package is not installed again), so each script also works alone.
+host_packages=(
+  libcurl4-openssl-dev libgpiod-dev libssl-dev pkg-config openssl curl libfaketime # scripts/install-deps.sh --tests
+  dpkg-dev binutils file lintian strace jq                                         # the package, its checks, syscalls
+  qemu-system-x86 busybox-static cpio kmod xz-utils make gcc libc6-dev e2fsprogs   # vm-test, vm-boot-test
+  mmdebstrap arch-test qemu-user-static binfmt-support qemu-system-arm binutils-aarch64-linux-gnu # arm64
+)
+host_packages_and_kernel_headers() { apt_install "${host_packages[@]}" && bash scripts/vm-test.sh packages; }
+stage "Debian packages for every step (apt; the VM kernel's headers)" host_packages_and_kernel_headers
+# The commit and version the binaries report, written once before anything builds in the background (every
+# build script runs it again and finds it current).
+bash scripts/build-info.sh
+
+# Downloads, chroots and images, in the background while the host compiles: the amd64 VMs' kernel, gpio-sim
+# module, libgpiod 2.x, booted image and the package's chroot; the arm64 toolchain (a sid chroot with Debian's
+# Swift, the aarch64 runtime, the trixie sysroot), trixie's kernel, gpio-sim module and booted image.
+stage_bg "prepare amd64: VM kernel, gpio-sim, libgpiod 2.x, bookworm image, package chroot" \
+  "$logs/prepare-amd64.log" bash -c 'bash scripts/vm-test.sh prepare && bash scripts/vm-boot-test.sh amd64 rootfs-only &&
+    bash scripts/deb-chroot-test.sh --prepare'
+stage_bg "prepare arm64: the toolchain (sid chroot with Debian's Swift, aarch64 runtime, trixie sysroot)" \
+  "$logs/prepare-arm64-toolchain.log" bash scripts/arm64.sh toolchain
+stage_bg "prepare arm64: trixie kernel, gpio-sim, trixie image and lintian (package scripts under qemu-aarch64)" \
+  "$logs/prepare-arm64-image.log" bash scripts/vm-boot-test.sh arm64 rootfs-only
+
+# The contributor's loop (make check): format lint, debug build without warnings, every Swift suite, docs.
+check_stages
+
 # The tests' build links the Swift libraries dynamically, so its ldd shows which the agent needs (the release
 # build has the same dependencies); the package's binary has them linked in, so its symbols are looked at below.
-echo "== device binary: no Foundation, no ICU"
-binary="$(swift build --show-bin-path)/replenish-agent"
-if ldd "$binary" | grep -iE 'libFoundation\.so|FoundationNetworking|FoundationInternationalization|FoundationXML|icu'; then
-  echo "FAIL: $binary links Foundation or ICU" >&2
-  exit 1
-fi
-echo "ok: $(ldd "$binary" | wc -l) shared libraries, none of them Foundation or ICU"
-echo "== systemd unit: systemd-analyze security --offline=true must rate it 2.0 or lower"
-exposure=$(systemd-analyze security --offline=true config/replenish-agent.service 2>&1 |
-  sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p')
-if [[ -z "$exposure" ]] || ! awk -v e="$exposure" 'BEGIN { exit !(e <= 2.0) }'; then
-  echo "FAIL: config/replenish-agent.service exposure ${exposure:-unreadable}, above 2.0" >&2
-  exit 1
-fi
-echo "ok: exposure $exposure"
-echo "== Debian package: make deb, then lintian (no errors allowed)"
-bash scripts/deb.sh
+no_foundation_linked() {
+  local binary
+  binary="$(swift build --show-bin-path)/replenish-agent"
+  if ldd "$binary" | grep -iE 'libFoundation\.so|FoundationNetworking|FoundationInternationalization|FoundationXML|icu'; then
+    echo "FAIL: $binary links Foundation or ICU" >&2
+    return 1
+  fi
+  echo "ok: $(ldd "$binary" | wc -l) shared libraries, none of them Foundation or ICU"
+}
+stage "device binary: no Foundation, no ICU (ldd)" no_foundation_linked
+
+unit_exposure() {
+  local exposure
+  exposure=$(systemd-analyze security --offline=true config/replenish-agent.service 2>&1 |
+    sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p')
+  if [[ -z "$exposure" ]] || ! awk -v e="$exposure" 'BEGIN { exit !(e <= 2.0) }'; then
+    echo "FAIL: config/replenish-agent.service exposure ${exposure:-unreadable}, above 2.0" >&2
+    return 1
+  fi
+  echo "ok: exposure $exposure"
+}
+stage "systemd unit: systemd-analyze security --offline=true rates it 2.0 or lower" unit_exposure
+
+# The arm64 release build starts once its toolchain is there, beside the host's release build: a release build
+# compiles each module whole, one at a time where modules depend on each other, so one core is often idle.
+stage_wait "prepare arm64: the toolchain (sid chroot with Debian's Swift, aarch64 runtime, trixie sysroot)"
+stage_bg "arm64: release build (the device binary, the VM's emulator) and its package (make deb ARCH=arm64)" \
+  "$logs/arm64-package.log" env ARCH=arm64 bash scripts/deb.sh
+
+stage "Debian package (scripts/deb.sh: release build, static Swift standard library)" bash scripts/deb.sh
 deb=$(ls -t .build/deb/replenish-agent_*_"$(dpkg --print-architecture)".deb | head -n 1)
+
 # Swift mangles a symbol of module Foundation as $s10Foundation…, FoundationInternationalization as $s30…; ICU's
 # own are _FoundationICU's and its data icudt….
-packaged="$(swift build -c release --static-swift-stdlib --scratch-path .build-deb --show-bin-path)/replenish-agent"
-symbols=$(nm "$packaged") || { echo "FAIL: nm could not read $packaged" >&2; exit 1; }
-own=$(grep -c '\$s14ReplenishAgent' <<<"$symbols" || true)
-foreign=$(grep -cE '\$s10Foundation|\$s30FoundationInternationalization|_FoundationICU|icudt' <<<"$symbols" || true)
-if [ "$own" -eq 0 ] || [ "$foreign" -ne 0 ]; then
-  echo "FAIL: $packaged: $own symbols of the agent's own module, $foreign of Foundation or ICU" >&2
-  exit 1
-fi
-echo "ok: the packaged binary has $own symbols of the agent's module and none of Foundation or ICU"
-bash scripts/check-deb.sh "$deb"
-echo "== the packaged agent's system calls (strace over the demo flow) against the unit's SystemCallFilter="
-bash scripts/syscalls.sh
-echo "== Debian package: install, upgrade, remove, purge in a bookworm chroot (scripts/deb-chroot-test.sh)"
-bash scripts/deb-chroot-test.sh "$deb"
-echo "== real-kernel GPIO: the agent on a gpio-sim chip in a QEMU VM, libgpiod v1 and v2 (scripts/vm-test.sh)"
-bash scripts/vm-test.sh all
-echo "== the device booted: Debian bookworm image, systemd, the .deb, gpio-sim, emulator in a QEMU VM (scripts/vm-boot-test.sh)"
-VM_BOOT_DEB=$deb bash scripts/vm-boot-test.sh
-echo "== arm64: waiting for the background preparation"
-if ! wait "$arm64_prepare"; then
-  tail -n 40 "$arm64_prepare_log"
-  echo "FAIL: the arm64 preparation failed (log: $arm64_prepare_log)" >&2
-  exit 1
-fi
-grep -E '^== ' "$arm64_prepare_log" || true
-echo "== arm64: the device binary cross-built with Debian's Swift 6.2.3 for trixie (make arm64, scripts/arm64.sh)"
-bash scripts/arm64.sh build
-echo "== arm64: the unit suites under qemu-aarch64 (scripts/arm64.sh test)"
-bash scripts/arm64.sh test
-echo "== arm64: Debian package (make deb ARCH=arm64), then its checks and lintian"
-ARCH=arm64 bash scripts/deb.sh
+packaged_symbols() {
+  local packaged symbols own foreign
+  packaged="$(swift build -c release --static-swift-stdlib --scratch-path .build-deb --show-bin-path)/replenish-agent"
+  symbols=$(nm "$packaged") || { echo "FAIL: nm could not read $packaged" >&2; return 1; }
+  own=$(grep -c '\$s14ReplenishAgent' <<<"$symbols" || true)
+  foreign=$(grep -cE '\$s10Foundation|\$s30FoundationInternationalization|_FoundationICU|icudt' <<<"$symbols" || true)
+  if [ "$own" -eq 0 ] || [ "$foreign" -ne 0 ]; then
+    echo "FAIL: $packaged: $own symbols of the agent's own module, $foreign of Foundation or ICU" >&2
+    return 1
+  fi
+  echo "ok: the packaged binary has $own symbols of the agent's module and none of Foundation or ICU"
+}
+stage "packaged binary: the agent's symbols, none of Foundation or ICU (nm)" packaged_symbols
+stage "package checks and lintian (scripts/check-deb.sh, amd64)" bash scripts/check-deb.sh "$deb"
+stage "system calls of the packaged agent against SystemCallFilter= (scripts/syscalls.sh)" bash scripts/syscalls.sh
+stage_wait "prepare amd64: VM kernel, gpio-sim, libgpiod 2.x, bookworm image, package chroot"
+stage "install, upgrade, remove, purge in a bookworm chroot (scripts/deb-chroot-test.sh)" \
+  bash scripts/deb-chroot-test.sh "$deb"
+stage "real-kernel GPIO, libgpiod v1 and v2 (scripts/vm-test.sh all)" bash scripts/vm-test.sh all
+stage "booted amd64 device: bookworm, systemd, the .deb, gpio-sim (scripts/vm-boot-test.sh)" \
+  env VM_BOOT_DEB="$deb" bash scripts/vm-boot-test.sh
+
+stage_wait "arm64: release build (the device binary, the VM's emulator) and its package (make deb ARCH=arm64)"
 deb_arm64=$(ls -t .build/deb/replenish-agent_*_arm64.deb | head -n 1)
-bash scripts/check-deb.sh "$deb_arm64"
-echo "== arm64: the device booted: Debian trixie arm64, its kernel, systemd, the arm64 .deb, gpio-sim (scripts/vm-boot-test.sh arm64)"
-VM_BOOT_DEB=$deb_arm64 bash scripts/vm-boot-test.sh arm64
+# The arm64 test bundle compiles while the arm64 device boots.
+stage_bg "arm64: debug build of the test bundle, the unit suites under qemu-aarch64 (scripts/arm64.sh test)" \
+  "$logs/arm64-test.log" bash scripts/arm64.sh test
+stage_wait "prepare arm64: trixie kernel, gpio-sim, trixie image and lintian (package scripts under qemu-aarch64)"
+stage "package checks and trixie's lintian (scripts/check-deb.sh, arm64)" bash scripts/check-deb.sh "$deb_arm64"
+stage "booted arm64 device: trixie arm64, its kernel, systemd, the arm64 .deb (scripts/vm-boot-test.sh arm64)" \
+  env VM_BOOT_DEB="$deb_arm64" bash scripts/vm-boot-test.sh arm64
+stage_wait "arm64: debug build of the test bundle, the unit suites under qemu-aarch64 (scripts/arm64.sh test)"

@@ -5,11 +5,14 @@
 # device exactly as on a board, while the test presses the simulated button through gpio-sim's sysfs.
 #
 #   scripts/vm-test.sh [v1|v2|all]      (default all)
+#   scripts/vm-test.sh packages         the host's packages only (QEMU, the kernel's headers: apt)
+#   scripts/vm-test.sh prepare          the kernel, the gpio-sim module and libgpiod 2.x only, nothing built or
+#                                       booted (scripts/test.sh runs it in the background while it compiles)
 #
-# v1: the agent built against the system's libgpiod 1.6 (libgpiod-dev), in .build.
-# v2: the agent built against libgpiod 2.1 from bookworm-backports, unpacked into .build/vm/gpiod2 through a
-#     private apt configuration (the machine's apt sources are not changed), in .build-gpiod2.
-# Everything downloaded or built goes under .build/vm (and .build-gpiod2) and is reused by the next run. The
+# v1: the package's binary (scripts/deb.sh's release build in .build-deb), against the system's libgpiod 1.6.
+# v2: the same build linked again against libgpiod 2.1 from bookworm-backports (unpacked into .build/vm/gpiod2
+#     through a private apt configuration; the machine's apt sources are not changed), in .build/vm/v2.
+# Everything downloaded or built goes under .build/vm and is reused by the next run. The
 # only network use is Debian's package archive (apt). Needs root or sudo for apt-get install only.
 # Exit status 0 only if every check passed for every requested API version.
 set -euo pipefail
@@ -20,9 +23,9 @@ mode=${1:-all}
 case "$mode" in
 v1) apis=(v1) ;;
 v2) apis=(v2) ;;
-all) apis=(v1 v2) ;;
+all | prepare | packages) apis=(v1 v2) ;;
 *)
-  echo "usage: scripts/vm-test.sh [v1|v2|all]" >&2
+  echo "usage: scripts/vm-test.sh [v1|v2|all|packages|prepare]" >&2
   exit 2
   ;;
 esac
@@ -34,7 +37,8 @@ checks=(ready api bias busy short-press bounce long-press idle stop ready-by-nam
 tag=vm-test
 . scripts/vm/common.sh
 
-vm_host_packages busybox-static cpio libgpiod-dev
+vm_host_packages busybox-static cpio libgpiod-dev jq
+[ "$mode" = packages ] && exit 0
 vm_prepare_kernel
 vm_prepare_gpio_sim
 
@@ -56,34 +60,42 @@ if [[ " ${apis[*]} " == *" v2 "* ]] && [ ! -e "$gpiod2_lib/libgpiod.so.3" ]; the
   rm -rf "$gpiod2" && mkdir -p "$gpiod2"
   for deb in "$apt_dir/debs/"*.deb; do dpkg-deb -x "$deb" "$gpiod2"; done
 fi
-if [[ " ${apis[*]} " == *" v2 "* ]]; then
-  # SwiftPM puts pkg-config's -L flags ahead of -Xlinker -L; the system's libcrypto.pc says
-  # -L/usr/lib/x86_64-linux-gnu, where -lgpiod would find libgpiod 1.6. The same .pc without that -L (the
-  # linker searches that folder anyway) lets -lgpiod find the unpacked 2.x first.
-  mkdir -p "$gpiod2/pkgconfig"
-  sed -E 's/^(Libs:.*)-L\$\{libdir\} ?/\1/' /usr/lib/x86_64-linux-gnu/pkgconfig/libcrypto.pc >"$gpiod2/pkgconfig/libcrypto.pc"
-fi
+[ "$mode" = prepare ] && exit 0
 
 # --- the agent --------------------------------------------------------------------------------------------
-# build API: builds the agent for the API; sets `binary` and `library_path` (for ldd).
+# v1 is the package's own binary: scripts/deb.sh's release build in .build-deb, with the device's flags; this
+# build finds it up to date (test.sh has just packaged it) and only checks that.
+#
+# v2 is the same build linked again, not compiled again: the Swift code sees one libgpiod API whichever
+# libgpiod is installed (Sources/CGpiod/include/cgpiod.h includes no libgpiod header; cgpiod.c chooses the API
+# from the installed header), so only cgpiod.c differs. It is compiled against the 2.x header with the
+# compile command SwiftPM used for it, and the agent is linked with SwiftPM's own link command (both read
+# from the build's manifest, .build-deb/release.yaml), its object list naming that object instead, and the
+# unpacked libgpiod 2.x's folder first on the library path. Same objects, flags, ordering file and linker
+# scripts as the package's binary: only the GPIO shim and the libgpiod it links differ.
+
+# manifest_args COMMAND: the arguments of COMMAND (a key of .build-deb/release.yaml), one a line.
+manifest_args() {
+  local manifest=$root/.build-deb/release.yaml
+  awk -v key="  \"$1\":" '$0 == key { found = 1; next } found && /^    args: / { sub(/^    args: /, ""); print; exit }' \
+    "$manifest" | jq -r '.[]'
+}
+
+# build API: the agent for the API; sets `binary` and `library_path` (for ldd).
 build_agent() {
   local log=$vm/build-$1.log flags=() scratch=.build-deb
   library_path=""
-  if [ "$1" = v2 ]; then
-    scratch=.build-gpiod2
-    flags=(--pkg-config-path "$gpiod2/pkgconfig" -Xcc "-I$gpiod2/usr/include" -Xlinker "-L$gpiod2_lib")
-    library_path=$gpiod2_lib
-  else
-    # The package's build (scripts/deb.sh: its scratch folder and flags), done already when CI gets here.
-    mapfile -t flags < <(bash scripts/release-flags.sh)
-    flags=(--static-swift-stdlib "${flags[@]}")
-  fi
-  step "building replenish-agent for libgpiod $1"
-  swift build -c release --product replenish-agent --scratch-path "$scratch" "${flags[@]}" >"$log" 2>&1 ||
-    { cat "$log"; die "swift build ($1) failed"; }
+  mapfile -t flags < <(bash scripts/release-flags.sh)
+  step "the package's build of replenish-agent (libgpiod v1: .build-deb, scripts/deb.sh)"
+  swift build -c release --product replenish-agent --static-swift-stdlib --scratch-path "$scratch" "${flags[@]}" \
+    >"$log" 2>&1 || { cat "$log"; die "swift build failed"; }
   tail -n 1 "$log"
   binary=$root/$scratch/release/replenish-agent # (--show-bin-path would wait for .build's lock again)
   [ -x "$binary" ] || die "$binary is missing after the build"
+  if [ "$1" = v2 ]; then
+    relink_for_gpiod2
+    library_path=$gpiod2_lib
+  fi
   local libgpiod
   libgpiod=$(LD_LIBRARY_PATH=$library_path ldd "$binary" | grep 'libgpiod\.so' || true)
   echo "vm-test: $1 binary: $libgpiod"
@@ -92,6 +104,47 @@ build_agent() {
   v2) [[ "$libgpiod" == *"libgpiod.so.3 => $gpiod2_lib/libgpiod.so.3 "* && "$libgpiod" != *"libgpiod.so.2"* ]] ||
     die "the v2 binary does not link $gpiod2_lib/libgpiod.so.3 (alone)" ;;
   esac
+}
+
+# relink_for_gpiod2: from the package's build in .build-deb, the agent against libgpiod 2.x in $vm/v2; sets
+# `binary`.
+relink_for_gpiod2() {
+  local out=$vm/v2 triple_dir compile=() link=() object new_object list arg args=()
+  step "linking replenish-agent again for libgpiod v2 (cgpiod.c compiled against the 2.x header)"
+  rm -rf "$out" && mkdir -p "$out"
+  triple_dir=$(swift build -c release --static-swift-stdlib --scratch-path .build-deb --show-bin-path)
+  object=$triple_dir/CGpiod.build/cgpiod.c.o
+  mapfile -t compile < <(manifest_args "$object")
+  [ ${#compile[@]} -gt 0 ] || die "no compile command for $object in .build-deb/release.yaml"
+  new_object=$out/cgpiod.c.o
+  # The 2.x header first; the output elsewhere; no dependency file (SwiftPM's own, which it reads).
+  for arg in "${compile[@]}"; do
+    case "$arg" in
+    "$object") args+=("$new_object") ;;
+    -MD | -MT | dependencies | -MF | *.d) ;;
+    *) args+=("$arg") ;;
+    esac
+  done
+  "${args[0]}" -I "$gpiod2/usr/include" "${args[@]:1}" || die "compiling cgpiod.c against libgpiod 2.x failed"
+  nm "$new_object" | grep -q ' U gpiod_request_config_new$' || die "$new_object was not built for the v2 API"
+  mapfile -t link < <(manifest_args "C.replenish-agent-x86_64-unknown-linux-gnu-release.exe")
+  [ ${#link[@]} -gt 0 ] || die "no link command for replenish-agent in .build-deb/release.yaml"
+  args=()
+  for arg in "${link[@]}"; do
+    case "$arg" in
+    @*)
+      list=$out/Objects.LinkFileList
+      grep -c "/CGpiod.build/cgpiod.c.o" "${arg#@}" | grep -qx 1 || die "${arg#@} does not list cgpiod.c.o once"
+      sed "s|^.*/CGpiod\.build/cgpiod\.c\.o$|$new_object|" "${arg#@}" >"$list"
+      args+=("@$list")
+      ;;
+    "$triple_dir/replenish-agent") args+=("$out/replenish-agent") ;;
+    *) args+=("$arg") ;;
+    esac
+  done
+  "${args[0]}" "-L$gpiod2_lib" "${args[@]:1}" >"$out/link.log" 2>&1 || { cat "$out/link.log"; die "linking for libgpiod v2 failed"; }
+  binary=$out/replenish-agent
+  [ -x "$binary" ] || die "$binary is missing after the link"
 }
 
 # make_initramfs API: busybox, /init, the modules, the agent and every library ldd lists for it.

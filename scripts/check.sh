@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# `make check`: the contributor's loop, and the first part of scripts/test.sh. The format lint, the tests' build
+# with no compiler warning allowed, every Swift suite (unit, process and soak) and the docs check; then the
+# stage table. No packages, no VMs, no arm64: scripts/test.sh runs those, and CI runs scripts/test.sh.
+#
+#   scripts/check.sh            run it (installs the build's and the tests' Debian packages when missing)
+#
+# scripts/test.sh sources this file for `check_stages`.
+
+# lint_sources: swift format lint --strict with the checked-in .swift-format.
+lint_sources() { swift format lint --strict --recursive Sources Tests Package.swift; }
+
+# build_without_warnings: `swift build --build-tests`, failing on any compiler warning in the project's own files
+# (repeated warnings once buried real failures). A clean clone compiles every file and so prints every warning;
+# an up-to-date build prints none, so this cannot miss one in CI.
+build_without_warnings() {
+  local build_log status=0
+  build_log=$(mktemp)
+  swift build --build-tests >"$build_log" 2>&1 || status=$?
+  if [ "$status" -ne 0 ]; then
+    cat "$build_log"
+    rm -f "$build_log"
+    return "$status"
+  fi
+  grep -vE '^\[[0-9]+/[0-9]+\]' "$build_log" | tail -n 3
+  # The project's files by their folder, not by $PWD (the compiler prints the real path, which differs from
+  # $PWD under a symlink); the packages' checkouts under .build*/ are not the project's.
+  if grep -E "/(Sources|Tests)/[^:]*:[0-9]+:[0-9]+: warning:" "$build_log" | grep -vE "/\.build[^/]*/" | sort -u | grep .; then
+    rm -f "$build_log"
+    echo "FAIL: the build printed the compiler warnings above" >&2
+    return 1
+  fi
+  rm -f "$build_log"
+}
+
+check_stages() {
+  stage "swift format lint --strict (the checked-in .swift-format)" lint_sources
+  stage "swift build --build-tests (debug; no compiler warning in Sources/ or Tests/)" build_without_warnings
+  stage "swift test: every suite (unit, process, soak)" swift test --skip-build
+  stage "docs: links, subcommands in code blocks, benchmark figures (scripts/check-docs.sh)" bash scripts/check-docs.sh
+}
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  set -euo pipefail
+  cd "$(dirname "$0")/.."
+  . scripts/stages.sh
+  stage_begin "scripts/check.sh"
+  stage "packages for the build and the tests (scripts/install-deps.sh --tests)" scripts/install-deps.sh --tests
+  check_stages
+fi

@@ -1,0 +1,113 @@
+# Sourced by scripts/test.sh and scripts/check.sh: runs the steps of a long command as named stages, some in
+# the background, and prints where the time went as a table at the end of the run, on success and on failure
+# alike, so a slow stage shows in every CI log.
+#
+#   stage NAME COMMAND…       runs COMMAND in the foreground; its output goes to the terminal
+#   stage_bg NAME LOG COMMAND…  starts COMMAND in the background with its output in LOG
+#   stage_wait NAME           waits for a background stage; on failure prints its log's last lines, and fails
+#   stage_table               the table (stage_begin installs it on EXIT)
+#   stage_begin TITLE         starts the clock; the table's title is TITLE
+#
+# A stage fails the run as any command under `set -e` does. Background stages are waited for (or ended) at
+# exit, so none outlives the run.
+
+stage_names=()
+stage_started=()
+stage_ended=()
+stage_result=()
+declare -A stage_index=() stage_pid=() stage_log=()
+
+stage_now() { date +%s; }
+
+stage_begin() {
+  stage_title=$1
+  stage_t0=$(stage_now)
+  trap 'stage_exit $?' EXIT
+}
+
+# stage_open NAME: a new row, started now; prints its index.
+stage_open() {
+  local i=${#stage_names[@]}
+  stage_names+=("$1")
+  stage_started+=("$(($(stage_now) - stage_t0))")
+  stage_ended+=("")
+  stage_result+=(running)
+  stage_index[$1]=$i
+}
+
+stage_close() { # NAME RESULT
+  local i=${stage_index[$1]}
+  stage_ended[i]=$(($(stage_now) - stage_t0))
+  stage_result[i]=$2
+}
+
+stage() {
+  local name=$1
+  shift
+  echo "== $name"
+  stage_open "$name"
+  local status=0
+  "$@" || status=$?
+  if [ "$status" -ne 0 ]; then
+    stage_close "$name" "FAILED ($status)"
+    return "$status"
+  fi
+  stage_close "$name" ok
+}
+
+stage_bg() {
+  local name=$1 log=$2
+  shift 2
+  echo "== $name: in the background (log: $log)"
+  stage_open "& $name"
+  stage_index[$name]=${stage_index["& $name"]}
+  mkdir -p "$(dirname "$log")"
+  # setsid: its own process group, so stage_exit can end all of it.
+  setsid "$@" >"$log" 2>&1 </dev/null &
+  stage_pid[$name]=$!
+  stage_log[$name]=$log
+}
+
+stage_wait() {
+  local name=$1 status=0
+  echo "== $name: waiting for it"
+  wait "${stage_pid[$name]}" || status=$?
+  unset "stage_pid[$name]"
+  if [ "$status" -ne 0 ]; then
+    stage_close "$name" "FAILED ($status)"
+    tail -n 60 "${stage_log[$name]}"
+    echo "FAIL: $name (log: ${stage_log[$name]})" >&2
+    return "$status"
+  fi
+  stage_close "$name" ok
+  # The background stage's own step lines, so the log says what it did.
+  grep -E '^(== |[a-z0-9-]+: [0-9]+ passed)' "${stage_log[$name]}" | sed "s/^/   [$name] /" || true
+}
+
+# m:ss
+stage_clock() { printf '%d:%02d' $(($1 / 60)) $(($1 % 60)); }
+
+stage_table() {
+  local now i end width=5
+  now=$(($(stage_now) - stage_t0))
+  for i in "${!stage_names[@]}"; do [ ${#stage_names[i]} -le "$width" ] || width=${#stage_names[i]}; done
+  echo
+  echo "== where the time went: $stage_title ($(stage_clock "$now") in all; background stages marked &)"
+  printf "%-${width}s %6s %6s %6s  %s\n" stage start end wall result
+  for i in "${!stage_names[@]}"; do
+    end=${stage_ended[i]:-$now}
+    printf "%-${width}s %6s %6s %6s  %s\n" "${stage_names[i]}" "$(stage_clock "${stage_started[i]}")" \
+      "$(stage_clock "$end")" "$(stage_clock $((end - stage_started[i])))" "${stage_result[i]}"
+  done
+}
+
+stage_exit() {
+  local status=$1 name
+  for name in "${!stage_pid[@]}"; do
+    kill -TERM -- "-${stage_pid[$name]}" 2>/dev/null || true
+    wait "${stage_pid[$name]}" 2>/dev/null || true
+    stage_close "$name" "ended (the run stopped)"
+  done
+  stage_table
+  exit "$status"
+}
