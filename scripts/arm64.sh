@@ -4,10 +4,9 @@
 #
 #   scripts/arm64.sh toolchain     the cross toolchain only (below)
 #   scripts/arm64.sh build         `make arm64`: the release device binary, static Swift standard library, in
-#                                  .build-arm64/aarch64-unknown-linux-gnu/release/replenish-agent, and beside it
-#                                  the emulator the booted arm64 device runs (the same flags and scratch folder,
-#                                  so the modules they share are compiled once)
-#   scripts/arm64.sh build-tests   the debug build of the test bundle (the agent's modules and the tests)
+#                                  .build-arm64/aarch64-unknown-linux-gnu/release/replenish-agent
+#   scripts/arm64.sh build-tests   the debug build of the test bundle and of the emulator the booted arm64 device
+#                                  runs, in .build-arm64-tests (no debug information: nothing debugs them)
 #   scripts/arm64.sh test          build-tests, then the unit suites under qemu-aarch64 (binfmt_misc)
 #   scripts/arm64.sh c-floor       the bench's C floor (bench/c-agent.c) for arm64, in .build-arm64/c-agent
 #   scripts/arm64.sh swift ARGS…   any `swift` command inside the toolchain's chroot, for the arm64 SDK
@@ -42,6 +41,10 @@ chroot_dir=$cross/sid
 opt=/opt/cross # inside the chroot
 src=/src # the repository, inside the chroot: one path whatever the clone's, so one build cache serves all
 scratch=$root/.build-arm64
+# The debug build (the test bundle, the VM's emulator) has a scratch folder of its own: SwiftPM locks a scratch
+# folder while it builds, and scripts/test.sh runs the release and the debug build side by side. (The two
+# configurations share no compiled module anyway.)
+scratch_tests=$root/.build-arm64-tests
 release=trixie
 triple=aarch64-unknown-linux-gnu
 mirror=http://deb.debian.org/debian
@@ -187,11 +190,20 @@ shlibs_admindir() {
   echo "$admindir"
 }
 
+# write_if_changed FILE: standard input into FILE, replaced only when it differs, and then by a rename (another
+# build may be reading it: scripts/test.sh builds the test bundle while the booted device's script runs).
+write_if_changed() {
+  local new
+  new=$(mktemp "$1.XXXXXX")
+  cat >"$new"
+  if cmp -s "$new" "$1"; then rm -f "$new"; else chmod 0644 "$new" && mv "$new" "$1"; fi
+}
+
 # The SDK bundle (paths as the chroot sees them).
 sdk() {
   local bundle=$chroot_dir$opt/sdk/aarch64-$release.artifactbundle
   mkdir -p "$bundle/aarch64-$release"
-  cat >"$bundle/info.json" <<EOF
+  write_if_changed "$bundle/info.json" <<EOF
 {
   "schemaVersion": "1.0",
   "artifacts": {
@@ -203,7 +215,7 @@ sdk() {
   }
 }
 EOF
-  cat >"$bundle/aarch64-$release/swift-sdk.json" <<EOF
+  write_if_changed "$bundle/aarch64-$release/swift-sdk.json" <<EOF
 {
   "schemaVersion": "4.0",
   "targetTriples": {
@@ -216,7 +228,7 @@ EOF
   }
 }
 EOF
-  cat >"$bundle/aarch64-$release/toolset.json" <<EOF
+  write_if_changed "$bundle/aarch64-$release/toolset.json" <<EOF
 {
   "schemaVersion": "1.0",
   "swiftCompiler": { "extraCLIOptions": ["-use-ld=lld"] },
@@ -242,23 +254,22 @@ in_chroot() {
   ' in-chroot "$chroot_dir" "$root" "$src" "$pkgconfig" "$opt/sysroot-$release" "$@"
 }
 
+# swift_arm64 SCRATCH ARGS…: `swift ARGS…` in the chroot for the arm64 SDK, with the scratch folder SCRATCH
+# (a folder of the repository, named as the chroot sees it).
 swift_arm64() {
+  local scratch_path=$1
+  shift
   in_chroot swift "$@" --package-path "$src" --swift-sdks-path "$opt/sdk" --swift-sdk "aarch64-$release" \
-    --scratch-path "$src/.build-arm64"
+    --scratch-path "$scratch_path"
 }
 
 build() {
   toolchain
   step "swift build -c release --static-swift-stdlib for $triple (Swift $(chroot "$chroot_dir" dpkg-query -W -f='${Version}' swiftlang))"
-  local flags product
+  local flags
   mapfile -t flags < <(bash "$root/scripts/release-flags.sh" "$src")
-  # The emulator with the device binary's flags, in its scratch folder: built with other flags it would compile
-  # every module they share again. The booted arm64 device runs it (it needs no Swift runtime in the image).
-  for product in replenish-agent replenish-emulator; do
-    swift_arm64 build -c release --product "$product" --static-swift-stdlib "${flags[@]}" 2>&1 |
-      grep -E 'error|warning: |Compiling|Build' | grep -v '^\[' | tail -n 5
-  done
-  [ -x "$scratch/$triple/release/replenish-emulator" ] || die "no $scratch/$triple/release/replenish-emulator"
+  swift_arm64 "$src/.build-arm64" build -c release --product replenish-agent --static-swift-stdlib "${flags[@]}" 2>&1 |
+    grep -E 'error|warning: |Compiling|Build' | grep -v '^\[' | tail -n 5
   local binary=$scratch/$triple/release/replenish-agent
   [ -x "$binary" ] || die "no $binary"
   step "built $binary"
@@ -274,11 +285,19 @@ build() {
 build_tests() {
   toolchain
   # Debian ships swift-testing only as a shared library (no Testing module in swift_static), so this build
-  # links the Swift runtime dynamically: the test bundle runs with the runtime on its library path. Only the
-  # test bundle's product: the unit suites start no emulator (the booted device's is `build`'s).
-  step "swift build --product replenish-agentPackageTests for $triple (debug: the agent's modules, the test bundle)"
-  swift_arm64 build --product replenish-agentPackageTests 2>&1 | grep -E 'error|Build' | grep -v '^\[' | tail -n 5
-  [ -x "$scratch/$triple/debug/replenish-agentPackageTests.xctest" ] || die "no test bundle"
+  # links the Swift runtime dynamically: the test bundle runs with the runtime on its library path, and the
+  # arm64 VM image gets the runtime's libraries for the emulator (`runtime-libraries`). The emulator is built
+  # here, in debug, where it shares the modules the test bundle compiles (a release build of it, static, would
+  # compile its TLS and HTTP client packages with optimisation: it cost more). No debug information: nothing
+  # debugs these builds, and writing it is part of every compile.
+  local product
+  for product in replenish-agentPackageTests replenish-emulator; do
+    step "swift build --product $product for $triple (debug, no debug information)"
+    swift_arm64 "$src/.build-arm64-tests" build --product "$product" -debug-info-format none 2>&1 |
+      grep -E 'error|Build' | grep -v '^\[' | tail -n 5
+  done
+  [ -x "$scratch_tests/$triple/debug/replenish-agentPackageTests.xctest" ] || die "no test bundle"
+  [ -x "$scratch_tests/$triple/debug/replenish-emulator" ] || die "no emulator"
 }
 
 # c_floor: the bench's C floor (bench/c-agent.c) for arm64, which scripts/vm-boot-test.sh runs beside the agent in
@@ -294,6 +313,13 @@ c_floor() {
   echo "arm64: $scratch/c-agent, $(stat -c %s "$scratch/c-agent") bytes"
 }
 
+# runtime_libraries: prints the folder of the aarch64 Swift runtime's shared libraries.
+runtime_libraries() {
+  local folder=$chroot_dir$opt/runtime/usr/libexec/swift/lib/swift/linux
+  [ -f "$folder/libswiftCore.so" ] || die "no aarch64 Swift runtime: run scripts/arm64.sh toolchain"
+  echo "$folder"
+}
+
 # The unit suites: those tagged `.unit` (scripts/unit-tests.sh --list: manual clocks, no real deadlines); the
 # `.process` suites start the agent and the emulator as processes (README "Tests": x86-only, and why). The test
 # bundle runs under qemu-aarch64.
@@ -304,14 +330,14 @@ unit_suites() {
 test_arm64() {
   build_tests
   binfmt
-  local bundle=$scratch/$triple/debug/replenish-agentPackageTests.xctest suites filter
+  local bundle=$scratch_tests/$triple/debug/replenish-agentPackageTests.xctest suites filter
   suites=$(unit_suites)
   filter=$(echo "$suites" | paste -sd'|')
   step "unit suites under qemu-aarch64: $(echo "$suites" | wc -l) suites ($(echo "$suites" | paste -sd' '))"
   [ "$(file -b "$bundle" | grep -c aarch64)" = 1 ] || die "$bundle is not an aarch64 program"
   # In the chroot, where the sources are at the path the bundle was built from (some suites read them).
   in_chroot env QEMU_LD_PREFIX="$opt/sysroot-$release" LD_LIBRARY_PATH="$opt/runtime/usr/libexec/swift/lib/swift/linux" \
-    "$src/.build-arm64/$triple/debug/${bundle##*/}" \
+    "$src/.build-arm64-tests/$triple/debug/${bundle##*/}" \
     --testing-library swift-testing --filter "^ReplenishAgentTests\.($filter)/"
   step "unit suites passed under qemu-aarch64"
 }
@@ -322,11 +348,12 @@ build) build ;;
 build-tests) build_tests ;;
 test) test_arm64 ;;
 shlibs-admindir) shlibs_admindir ;;
+runtime-libraries) runtime_libraries ;;
 c-floor) c_floor ;;
 swift)
   shift
   toolchain
-  swift_arm64 "$@"
+  swift_arm64 "$src/.build-arm64" "$@"
   ;;
 *) die "usage: scripts/arm64.sh toolchain|build|build-tests|test|c-floor|swift ARGS…" ;;
 esac

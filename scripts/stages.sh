@@ -3,7 +3,9 @@
 # alike, so a slow stage shows in every CI log.
 #
 #   stage NAME COMMAND…       runs COMMAND in the foreground; its output goes to the terminal
-#   stage_bg NAME LOG COMMAND…  starts COMMAND in the background with its output in LOG
+#   stage_bg NAME LOG [--after NAME…] -- COMMAND…
+#                             starts COMMAND in the background with its output in LOG; with --after, COMMAND
+#                             begins once those background stages have succeeded (and never if one failed)
 #   stage_wait NAME           waits for a background stage; on failure prints its log's last lines, and fails
 #   stage_table               the table (stage_begin installs it on EXIT)
 #   stage_begin TITLE         starts the clock; the table's title is TITLE
@@ -41,9 +43,21 @@ stage_close() { # NAME RESULT
   stage_result[i]=$2
 }
 
+# stage_failed_in_background: fails, naming it, when a background stage has already failed, so the run stops
+# at the next stage instead of at the end.
+stage_failed_in_background() {
+  local name
+  for name in "${!stage_pid[@]}"; do
+    if [ -s "${stage_log[$name]}.status" ] && [ "$(cat "${stage_log[$name]}.status")" != 0 ]; then
+      stage_wait "$name" || return 1
+    fi
+  done
+}
+
 stage() {
   local name=$1
   shift
+  stage_failed_in_background || return 1
   echo "== $name"
   stage_open "$name"
   local status=0
@@ -56,14 +70,36 @@ stage() {
 }
 
 stage_bg() {
-  local name=$1 log=$2
+  local name=$1 log=$2 after=() dependency
   shift 2
-  echo "== $name: in the background (log: $log)"
+  if [ "${1:-}" = --after ]; then
+    shift
+    while [ "$1" != -- ]; do after+=("${stage_log[$1]:?no background stage named $1}"); shift; done
+  fi
+  [ "${1:-}" = -- ] && shift
+  echo "== $name: in the background (log: $log)${after:+, after ${#after[@]} other stage(s)}"
   stage_open "& $name"
   stage_index[$name]=${stage_index["& $name"]}
   mkdir -p "$(dirname "$log")"
-  # setsid: its own process group, so stage_exit can end all of it.
-  setsid "$@" >"$log" 2>&1 </dev/null &
+  rm -f "$log.status" "$log.began" "$log.ended"
+  # The wrapper waits for the stages it comes after (each writes LOG.status when it ends), notes when its own
+  # work began (LOG.began: the table's start) and writes its own status. setsid: its own process group, so
+  # stage_exit can end all of it.
+  setsid bash -c '
+    log=$1; shift
+    while [ "$1" != -- ]; do
+      until [ -e "$1.status" ]; do sleep 1; done
+      [ "$(cat "$1.status")" = 0 ] || { echo "not started: ${1##*/} failed"; echo 1 >"$log.status"; exit 1; }
+      shift
+    done
+    shift
+    date +%s >"$log.began"
+    status=0
+    "$@" || status=$?
+    date +%s >"$log.ended"
+    echo "$status" >"$log.status"
+    exit "$status"
+  ' stage-bg "$log" "${after[@]}" -- "$@" >"$log" 2>&1 </dev/null &
   stage_pid[$name]=$!
   stage_log[$name]=$log
 }
@@ -73,13 +109,18 @@ stage_wait() {
   echo "== $name: waiting for it"
   wait "${stage_pid[$name]}" || status=$?
   unset "stage_pid[$name]"
+  # Its start: when its own work began, after the stages it waited for.
+  [ -s "${stage_log[$name]}.began" ] && stage_started[${stage_index[$name]}]=$(($(cat "${stage_log[$name]}.began") - stage_t0))
   if [ "$status" -ne 0 ]; then
     stage_close "$name" "FAILED ($status)"
+    [ -s "${stage_log[$name]}.ended" ] && stage_ended[${stage_index[$name]}]=$(($(cat "${stage_log[$name]}.ended") - stage_t0))
     tail -n 60 "${stage_log[$name]}"
     echo "FAIL: $name (log: ${stage_log[$name]})" >&2
     return "$status"
   fi
   stage_close "$name" ok
+  # Its end: when it ended, not when the run came to wait for it.
+  [ -s "${stage_log[$name]}.ended" ] && stage_ended[${stage_index[$name]}]=$(($(cat "${stage_log[$name]}.ended") - stage_t0))
   # The background stage's own step lines, so the log says what it did.
   grep -E '^(== |[a-z0-9-]+: [0-9]+ passed)' "${stage_log[$name]}" | sed "s/^/   [$name] /" || true
 }
@@ -103,10 +144,17 @@ stage_table() {
 
 stage_exit() {
   local status=$1 name
+  local log
   for name in "${!stage_pid[@]}"; do
-    kill -TERM -- "-${stage_pid[$name]}" 2>/dev/null || true
+    log=${stage_log[$name]}
+    if [ -s "$log.status" ]; then # it had ended by itself
+      stage_close "$name" "$([ "$(cat "$log.status")" = 0 ] && echo ok || echo "FAILED ($(cat "$log.status"))")"
+      [ -s "$log.ended" ] && stage_ended[${stage_index[$name]}]=$(($(cat "$log.ended") - stage_t0))
+    else
+      kill -TERM -- "-${stage_pid[$name]}" 2>/dev/null || true
+      stage_close "$name" "ended (the run stopped)"
+    fi
     wait "${stage_pid[$name]}" 2>/dev/null || true
-    stage_close "$name" "ended (the run stopped)"
   done
   stage_table
   exit "$status"

@@ -2,12 +2,13 @@
 # The project's test command (README, CI): every check, in stages, and at the end (on failure too) a table of
 # the stages with their wall times. docs/testing.md, "The whole run", says what each stage proves.
 #
-# The run is laid out for a 2-core machine. Each configuration is compiled once: the tests' debug build (.build),
-# the package's release build (.build-deb; vm-test's v1 binary is that build, its v2 binary the same objects
-# linked again against libgpiod 2.x), the arm64 release build (the device binary and the arm64 VM's emulator, one
-# scratch folder) and the arm64 debug build of the test bundle. What is only downloads and package scripts (the
-# images, the chroots, the arm64 toolchain) is made in the background while the host compiles, and the arm64
-# compiles run beside the host's VM boots, which leave a core idle for most of their time.
+# The run is laid out for a 2-core machine, whose two cores are the limit. Each configuration is compiled once:
+# the tests' debug build (.build), the package's release build (.build-deb; vm-test's v1 binary is that build,
+# its v2 binary the same objects linked again against libgpiod 2.x), the arm64 release build of the device
+# binary (.build-arm64) and the arm64 debug build of the test bundle and the VM's emulator (.build-arm64-tests).
+# Downloads and images are made in the background from the start; the arm64 builds, the arm64 device's boots and
+# the unit suites under qemu-aarch64 run in the background as soon as what each needs is there, so their waits
+# and the host's (VM idle minutes, the power cut, the watchdog) overlap compiles.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/apt.sh
@@ -36,13 +37,30 @@ bash scripts/build-info.sh
 # Downloads, chroots and images, in the background while the host compiles: the amd64 VMs' kernel, gpio-sim
 # module, libgpiod 2.x, booted image and the package's chroot; the arm64 toolchain (a sid chroot with Debian's
 # Swift, the aarch64 runtime, the trixie sysroot), trixie's kernel, gpio-sim module and booted image.
-stage_bg "prepare amd64: VM kernel, gpio-sim, libgpiod 2.x, bookworm image, package chroot" \
-  "$logs/prepare-amd64.log" bash -c 'bash scripts/vm-test.sh prepare && bash scripts/vm-boot-test.sh amd64 rootfs-only &&
+prepare_amd64="prepare amd64: VM kernel, gpio-sim, libgpiod 2.x, bookworm image, package chroot"
+stage_bg "$prepare_amd64" "$logs/prepare-amd64.log" -- bash -c 'bash scripts/vm-test.sh prepare && bash scripts/vm-boot-test.sh amd64 rootfs-only &&
     bash scripts/deb-chroot-test.sh --prepare'
-stage_bg "prepare arm64: the toolchain (sid chroot with Debian's Swift, aarch64 runtime, trixie sysroot)" \
-  "$logs/prepare-arm64-toolchain.log" bash scripts/arm64.sh toolchain
-stage_bg "prepare arm64: trixie kernel, gpio-sim, trixie image and lintian (package scripts under qemu-aarch64)" \
-  "$logs/prepare-arm64-image.log" bash scripts/vm-boot-test.sh arm64 rootfs-only
+arm64_toolchain="prepare arm64: the toolchain (sid chroot with Debian's Swift, aarch64 runtime, trixie sysroot)"
+arm64_image="prepare arm64: trixie kernel, gpio-sim, trixie image and lintian (package scripts under qemu-aarch64)"
+stage_bg "$arm64_toolchain" "$logs/prepare-arm64-toolchain.log" -- bash scripts/arm64.sh toolchain
+stage_bg "$arm64_image" "$logs/prepare-arm64-image.log" -- bash scripts/vm-boot-test.sh arm64 rootfs-only
+
+# The arm64 side runs in the background from here, each stage as soon as what it needs is there: the release
+# build and the debug build (test bundle, the VM's emulator) as soon as the toolchain is, beside the host's
+# compiles (a release build compiles each module whole, and modules that depend on each other one at a time, so
+# a core is often idle); the arm64 device boots and the unit suites run under qemu-aarch64 beside the host's
+# VMs, which wait for most of their time (idle minutes, the power cut, the watchdog).
+arm64_package="arm64: release build of the device binary and its package (make deb ARCH=arm64)"
+arm64_debug="arm64: debug build of the test bundle and the VM's emulator (scripts/arm64.sh build-tests)"
+arm64_test="arm64: the unit suites under qemu-aarch64 (scripts/arm64.sh test)"
+arm64_boot="arm64: package checks and trixie's lintian, then the booted arm64 device (scripts/vm-boot-test.sh arm64)"
+stage_bg "$arm64_package" "$logs/arm64-package.log" --after "$arm64_toolchain" -- env ARCH=arm64 bash scripts/deb.sh
+stage_bg "$arm64_debug" "$logs/arm64-debug.log" --after "$arm64_toolchain" -- bash scripts/arm64.sh build-tests
+stage_bg "$arm64_test" "$logs/arm64-test.log" --after "$arm64_debug" -- bash scripts/arm64.sh test
+# shellcheck disable=SC2016 # expanded by the stage's own shell, once the package exists
+stage_bg "$arm64_boot" "$logs/arm64-boot.log" --after "$arm64_package" "$arm64_debug" "$arm64_image" -- bash -c '
+  deb=$(ls -t .build/deb/replenish-agent_*_arm64.deb | head -n 1)
+  bash scripts/check-deb.sh "$deb" && VM_BOOT_DEB=$deb bash scripts/vm-boot-test.sh arm64'
 
 # The contributor's loop (make check): format lint, debug build without warnings, every Swift suite, docs.
 check_stages
@@ -72,12 +90,6 @@ unit_exposure() {
 }
 stage "systemd unit: systemd-analyze security --offline=true rates it 2.0 or lower" unit_exposure
 
-# The arm64 release build starts once its toolchain is there, beside the host's release build: a release build
-# compiles each module whole, one at a time where modules depend on each other, so one core is often idle.
-stage_wait "prepare arm64: the toolchain (sid chroot with Debian's Swift, aarch64 runtime, trixie sysroot)"
-stage_bg "arm64: release build (the device binary, the VM's emulator) and its package (make deb ARCH=arm64)" \
-  "$logs/arm64-package.log" env ARCH=arm64 bash scripts/deb.sh
-
 stage "Debian package (scripts/deb.sh: release build, static Swift standard library)" bash scripts/deb.sh
 deb=$(ls -t .build/deb/replenish-agent_*_"$(dpkg --print-architecture)".deb | head -n 1)
 
@@ -98,20 +110,16 @@ packaged_symbols() {
 stage "packaged binary: the agent's symbols, none of Foundation or ICU (nm)" packaged_symbols
 stage "package checks and lintian (scripts/check-deb.sh, amd64)" bash scripts/check-deb.sh "$deb"
 stage "system calls of the packaged agent against SystemCallFilter= (scripts/syscalls.sh)" bash scripts/syscalls.sh
-stage_wait "prepare amd64: VM kernel, gpio-sim, libgpiod 2.x, bookworm image, package chroot"
+stage_wait "$prepare_amd64"
 stage "install, upgrade, remove, purge in a bookworm chroot (scripts/deb-chroot-test.sh)" \
   bash scripts/deb-chroot-test.sh "$deb"
 stage "real-kernel GPIO, libgpiod v1 and v2 (scripts/vm-test.sh all)" bash scripts/vm-test.sh all
 stage "booted amd64 device: bookworm, systemd, the .deb, gpio-sim (scripts/vm-boot-test.sh)" \
   env VM_BOOT_DEB="$deb" bash scripts/vm-boot-test.sh
 
-stage_wait "arm64: release build (the device binary, the VM's emulator) and its package (make deb ARCH=arm64)"
-deb_arm64=$(ls -t .build/deb/replenish-agent_*_arm64.deb | head -n 1)
-# The arm64 test bundle compiles while the arm64 device boots.
-stage_bg "arm64: debug build of the test bundle, the unit suites under qemu-aarch64 (scripts/arm64.sh test)" \
-  "$logs/arm64-test.log" bash scripts/arm64.sh test
-stage_wait "prepare arm64: trixie kernel, gpio-sim, trixie image and lintian (package scripts under qemu-aarch64)"
-stage "package checks and trixie's lintian (scripts/check-deb.sh, arm64)" bash scripts/check-deb.sh "$deb_arm64"
-stage "booted arm64 device: trixie arm64, its kernel, systemd, the arm64 .deb (scripts/vm-boot-test.sh arm64)" \
-  env VM_BOOT_DEB="$deb_arm64" bash scripts/vm-boot-test.sh arm64
-stage_wait "arm64: debug build of the test bundle, the unit suites under qemu-aarch64 (scripts/arm64.sh test)"
+stage_wait "$arm64_toolchain"
+stage_wait "$arm64_image"
+stage_wait "$arm64_package"
+stage_wait "$arm64_debug"
+stage_wait "$arm64_test"
+stage_wait "$arm64_boot"

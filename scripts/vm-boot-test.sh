@@ -21,9 +21,8 @@
 # this script's image recipe; a change makes a new one and the old one is deleted), the gpio-sim module
 # (scripts/vm/common.sh). Per run: .build/vm/boot/ (the disk image, the packages, console logs
 # console-boot1.log and console-boot2.log).
-# The package: `make deb` (scripts/deb.sh), or $VM_BOOT_DEB. The emulator: on amd64 the tests' debug build
-# (.build), with the Swift runtime's libraries in the image; on arm64 the arm64 release build (scripts/arm64.sh
-# build), which has the standard library linked in.
+# The package: `make deb` (scripts/deb.sh), or $VM_BOOT_DEB. The emulator: the tests' debug build (.build, or
+# .build-arm64-tests for arm64), with the Swift runtime's libraries in the image.
 # Needs root (mmdebstrap --mode=root, chroot for dpkg -i into the image). Exit 0 only if every check passed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -134,9 +133,8 @@ fi
 
 # --- the binaries and the packages ------------------------------------------------------------------------
 # The agent comes in its package, with the Swift standard library linked in (the image has no Swift). The
-# emulator is a build the run has made already: on amd64 the tests' debug build (it serves one device), with the
-# Swift runtime's libraries beside it in the image (a release build with the standard library linked in would
-# compile every module again); on arm64 the release build beside the device binary.
+# emulator is the tests' debug build (it serves one device), with the Swift runtime's libraries beside it in the
+# image: a release build with the standard library linked in would compile every module again (about 4 min).
 mkdir -p "$work"
 build_log=$work/build.log
 if [ "$arch" = amd64 ]; then
@@ -146,12 +144,12 @@ if [ "$arch" = amd64 ]; then
   emulator_libraries=$(swift -print-target-info | sed -n '/"runtimeLibraryPaths"/,/]/p' | grep -o '"/[^"]*"' | tr -d '"' | head -n 1)
   [ -f "$emulator_libraries/libswiftCore.so" ] || die "no Swift runtime libraries at '$emulator_libraries' (swift -print-target-info)"
 else
-  # The emulator of the arm64 release build (scripts/arm64.sh build: the device binary's flags and scratch
-  # folder, the Swift standard library linked in), found up to date when the package was made from that build.
-  step "building replenish-emulator for arm64 (scripts/arm64.sh build)"
-  bash scripts/arm64.sh build >"$build_log" 2>&1 || { tail -n 40 "$build_log"; die "scripts/arm64.sh failed"; }
-  emulator=$root/.build-arm64/aarch64-unknown-linux-gnu/release/replenish-emulator
-  emulator_libraries=""
+  # The emulator of the arm64 debug build (scripts/arm64.sh build-tests, beside the test bundle), with the Swift
+  # runtime's libraries beside it in the image (that build links them dynamically; the agent's package does not).
+  step "building replenish-emulator for arm64 (scripts/arm64.sh build-tests)"
+  bash scripts/arm64.sh build-tests >"$build_log" 2>&1 || { tail -n 40 "$build_log"; die "scripts/arm64.sh failed"; }
+  emulator=$root/.build-arm64-tests/aarch64-unknown-linux-gnu/debug/replenish-emulator
+  emulator_libraries=$(bash scripts/arm64.sh runtime-libraries)
 fi
 tail -n 1 "$build_log"
 # The bench's C floor (bench/c-agent.c), which runs beside the agent in boot 2 (runner.sh's c-floor), built
