@@ -33,9 +33,12 @@ build_without_warnings() {
   rm -f "$build_log"
 }
 
+# check_stages [COMMAND…]: the stages; COMMAND (scripts/test.sh's: start the next builds in the background) runs
+# once the build is done, before the suites.
 check_stages() {
   stage "swift format lint --strict (the checked-in .swift-format)" lint_sources
   stage "swift build --build-tests (debug; no compiler warning in Sources/ or Tests/)" build_without_warnings
+  [ $# -eq 0 ] || "$@"
   stage "swift test: every suite (unit, process, soak)" swift test --skip-build
   stage "docs: links, subcommands in code blocks, benchmark figures (scripts/check-docs.sh)" bash scripts/check-docs.sh
 }

@@ -17,13 +17,23 @@ stage_names=()
 stage_started=()
 stage_ended=()
 stage_result=()
+stage_cpus=()
 declare -A stage_index=() stage_pid=() stage_log=()
 
 stage_now() { date +%s; }
 
+# stage_cpu: sets stage_cpu_seconds to the CPU seconds (user + system) of every child this shell has waited for,
+# from `times` (its second line); a stage's CPU time is the difference across it, a machine's limit being two
+# CPU seconds a second. (`times` must run in this shell, not in a pipe's or a substitution's subshell.)
+stage_cpu() {
+  times >"$stage_tmp"
+  stage_cpu_seconds=$(awk 'NR == 2 { n = 0; for (i = 1; i <= 2; i++) { split($i, p, /[ms]/); n += p[1] * 60 + p[2] }; printf "%d\n", n }' "$stage_tmp")
+}
+
 stage_begin() {
   stage_title=$1
   stage_t0=$(stage_now)
+  stage_tmp=$(mktemp)
   trap 'stage_exit $?' EXIT
 }
 
@@ -34,6 +44,7 @@ stage_open() {
   stage_started+=("$(($(stage_now) - stage_t0))")
   stage_ended+=("")
   stage_result+=(running)
+  stage_cpus+=("")
   stage_index[$1]=$i
 }
 
@@ -60,8 +71,12 @@ stage() {
   stage_failed_in_background || return 1
   echo "== $name"
   stage_open "$name"
-  local status=0
+  local status=0 cpu_before
+  stage_cpu
+  cpu_before=$stage_cpu_seconds
   "$@" || status=$?
+  stage_cpu
+  stage_cpus[${stage_index[$name]}]=$((stage_cpu_seconds - cpu_before))
   if [ "$status" -ne 0 ]; then
     stage_close "$name" "FAILED ($status)"
     return "$status"
@@ -81,7 +96,7 @@ stage_bg() {
   stage_open "& $name"
   stage_index[$name]=${stage_index["& $name"]}
   mkdir -p "$(dirname "$log")"
-  rm -f "$log.status" "$log.began" "$log.ended"
+  rm -f "$log.status" "$log.began" "$log.ended" "$log.cpu" "$log.times"
   # The wrapper waits for the stages it comes after (each writes LOG.status when it ends), notes when its own
   # work began (LOG.began: the table's start) and writes its own status. setsid: its own process group, so
   # stage_exit can end all of it.
@@ -97,6 +112,8 @@ stage_bg() {
     status=0
     "$@" || status=$?
     date +%s >"$log.ended"
+    times >"$log.times"
+    awk '"'"'NR == 2 { n = 0; for (i = 1; i <= 2; i++) { split($i, p, /[ms]/); n += p[1] * 60 + p[2] }; printf "%d\n", n }'"'"' "$log.times" >"$log.cpu"
     echo "$status" >"$log.status"
     exit "$status"
   ' stage-bg "$log" "${after[@]}" -- "$@" >"$log" 2>&1 </dev/null &
@@ -119,10 +136,11 @@ stage_wait() {
     return "$status"
   fi
   stage_close "$name" ok
+  [ -s "${stage_log[$name]}.cpu" ] && stage_cpus[${stage_index[$name]}]=$(cat "${stage_log[$name]}.cpu")
   # Its end: when it ended, not when the run came to wait for it.
   [ -s "${stage_log[$name]}.ended" ] && stage_ended[${stage_index[$name]}]=$(($(cat "${stage_log[$name]}.ended") - stage_t0))
   # The background stage's own step lines, so the log says what it did.
-  grep -E '^(== |[a-z0-9-]+: [0-9]+ passed)' "${stage_log[$name]}" | sed "s/^/   [$name] /" || true
+  grep -E '^(== |[a-z0-9-]+: [0-9]+ passed)' "${stage_log[$name]}" | awk -v prefix="   [$name] " '{ print prefix $0 }' || true
 }
 
 # m:ss
@@ -133,12 +151,13 @@ stage_table() {
   now=$(($(stage_now) - stage_t0))
   for i in "${!stage_names[@]}"; do [ ${#stage_names[i]} -le "$width" ] || width=${#stage_names[i]}; done
   echo
-  echo "== where the time went: $stage_title ($(stage_clock "$now") in all; background stages marked &)"
-  printf "%-${width}s %6s %6s %6s  %s\n" stage start end wall result
+  echo "== where the time went: $stage_title ($(stage_clock "$now") in all; background stages marked &; cpu: CPU time of the stage's processes, two cores give 2:00 a minute)"
+  printf "%-${width}s %6s %6s %6s %6s  %s\n" stage start end wall cpu result
   for i in "${!stage_names[@]}"; do
     end=${stage_ended[i]:-$now}
-    printf "%-${width}s %6s %6s %6s  %s\n" "${stage_names[i]}" "$(stage_clock "${stage_started[i]}")" \
-      "$(stage_clock "$end")" "$(stage_clock $((end - stage_started[i])))" "${stage_result[i]}"
+    printf "%-${width}s %6s %6s %6s %6s  %s\n" "${stage_names[i]}" "$(stage_clock "${stage_started[i]}")" \
+      "$(stage_clock "$end")" "$(stage_clock $((end - stage_started[i])))" \
+      "$([ -n "${stage_cpus[i]}" ] && stage_clock "${stage_cpus[i]}" || echo -)" "${stage_result[i]}"
   done
 }
 
@@ -157,5 +176,6 @@ stage_exit() {
     wait "${stage_pid[$name]}" 2>/dev/null || true
   done
   stage_table
+  rm -f "$stage_tmp"
   exit "$status"
 }

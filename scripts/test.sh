@@ -62,8 +62,19 @@ stage_bg "$arm64_boot" "$logs/arm64-boot.log" --after "$arm64_package" "$arm64_d
   deb=$(ls -t .build/deb/replenish-agent_*_arm64.deb | head -n 1)
   bash scripts/check-deb.sh "$deb" && VM_BOOT_DEB=$deb bash scripts/vm-boot-test.sh arm64'
 
+# The package's release build, in the background once the tests' build is done (it runs beside the suites),
+# then the amd64 device booted beside the host's other VM checks once the package and the image are there.
+host_package="Debian package (scripts/deb.sh: release build, static Swift standard library)"
+amd64_boot="booted amd64 device: bookworm, systemd, the .deb, gpio-sim (scripts/vm-boot-test.sh)"
+start_host_package() {
+  stage_bg "$host_package" "$logs/host-package.log" -- bash scripts/deb.sh
+  # shellcheck disable=SC2016 # expanded by the stage's own shell, once the package exists
+  stage_bg "$amd64_boot" "$logs/amd64-boot.log" --after "$host_package" "$prepare_amd64" -- bash -c '
+    VM_BOOT_DEB=$(ls -t .build/deb/replenish-agent_*_"$(dpkg --print-architecture)".deb | head -n 1) bash scripts/vm-boot-test.sh'
+}
+
 # The contributor's loop (make check): format lint, debug build without warnings, every Swift suite, docs.
-check_stages
+check_stages start_host_package
 
 # The tests' build links the Swift libraries dynamically, so its ldd shows which the agent needs (the release
 # build has the same dependencies); the package's binary has them linked in, so its symbols are looked at below.
@@ -90,7 +101,7 @@ unit_exposure() {
 }
 stage "systemd unit: systemd-analyze security --offline=true rates it 2.0 or lower" unit_exposure
 
-stage "Debian package (scripts/deb.sh: release build, static Swift standard library)" bash scripts/deb.sh
+stage_wait "$host_package"
 deb=$(ls -t .build/deb/replenish-agent_*_"$(dpkg --print-architecture)".deb | head -n 1)
 
 # Swift mangles a symbol of module Foundation as $s10Foundation…, FoundationInternationalization as $s30…; ICU's
@@ -114,8 +125,7 @@ stage_wait "$prepare_amd64"
 stage "install, upgrade, remove, purge in a bookworm chroot (scripts/deb-chroot-test.sh)" \
   bash scripts/deb-chroot-test.sh "$deb"
 stage "real-kernel GPIO, libgpiod v1 and v2 (scripts/vm-test.sh all)" bash scripts/vm-test.sh all
-stage "booted amd64 device: bookworm, systemd, the .deb, gpio-sim (scripts/vm-boot-test.sh)" \
-  env VM_BOOT_DEB="$deb" bash scripts/vm-boot-test.sh
+stage_wait "$amd64_boot"
 
 stage_wait "$arm64_toolchain"
 stage_wait "$arm64_image"
