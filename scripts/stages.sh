@@ -22,12 +22,10 @@ declare -A stage_index=() stage_pid=() stage_log=()
 
 stage_now() { date +%s; }
 
-# stage_cpu: sets stage_cpu_seconds to the CPU seconds (user + system) of every child this shell has waited for,
-# from `times` (its second line); a stage's CPU time is the difference across it, a machine's limit being two
-# CPU seconds a second. (`times` must run in this shell, not in a pipe's or a substitution's subshell.)
-stage_cpu() {
-  times >"$stage_tmp"
-  stage_cpu_seconds=$(awk 'NR == 2 { n = 0; for (i = 1; i <= 2; i++) { split($i, p, /[ms]/); n += p[1] * 60 + p[2] }; printf "%d\n", n }' "$stage_tmp")
+# stage_cpu_of FILE: the CPU seconds in the output of `times` in FILE (the shell's own and its children's, user
+# and system), a machine's limit being two CPU seconds a second.
+stage_cpu_of() {
+  awk '{ for (i = 1; i <= 2; i++) { split($i, p, /[ms]/); n += p[1] * 60 + p[2] } } END { printf "%d\n", n }' "$1"
 }
 
 stage_begin() {
@@ -71,12 +69,16 @@ stage() {
   stage_failed_in_background || return 1
   echo "== $name"
   stage_open "$name"
-  local status=0 cpu_before
-  stage_cpu
-  cpu_before=$stage_cpu_seconds
-  "$@" || status=$?
-  stage_cpu
-  stage_cpus[${stage_index[$name]}]=$((stage_cpu_seconds - cpu_before))
+  local status=0
+  # In a subshell of its own, whose `times` counts the stage's processes only (this shell's also counts every
+  # background stage it reaps meanwhile). Stages set no variable the run reads later.
+  (
+    status=0
+    "$@" || status=$?
+    times >"$stage_tmp"
+    exit "$status"
+  ) || status=$?
+  stage_cpus[${stage_index[$name]}]=$(stage_cpu_of "$stage_tmp")
   if [ "$status" -ne 0 ]; then
     stage_close "$name" "FAILED ($status)"
     return "$status"
@@ -113,7 +115,7 @@ stage_bg() {
     "$@" || status=$?
     date +%s >"$log.ended"
     times >"$log.times"
-    awk '"'"'NR == 2 { n = 0; for (i = 1; i <= 2; i++) { split($i, p, /[ms]/); n += p[1] * 60 + p[2] }; printf "%d\n", n }'"'"' "$log.times" >"$log.cpu"
+    awk '"'"'{ for (i = 1; i <= 2; i++) { split($i, p, /[ms]/); n += p[1] * 60 + p[2] } } END { printf "%d\n", n }'"'"' "$log.times" >"$log.cpu"
     echo "$status" >"$log.status"
     exit "$status"
   ' stage-bg "$log" "${after[@]}" -- "$@" >"$log" 2>&1 </dev/null &
