@@ -98,7 +98,7 @@ stage_bg() {
   stage_open "& $name"
   stage_index[$name]=${stage_index["& $name"]}
   mkdir -p "$(dirname "$log")"
-  rm -f "$log.status" "$log.began" "$log.ended" "$log.cpu" "$log.times"
+  rm -f "$log.status" "$log.began" "$log.ended" "$log.times"
   # The wrapper waits for the stages it comes after (each writes LOG.status when it ends), notes when its own
   # work began (LOG.began: the table's start) and writes its own status. setsid: its own process group, so
   # stage_exit can end all of it.
@@ -115,7 +115,6 @@ stage_bg() {
     "$@" || status=$?
     date +%s >"$log.ended"
     times >"$log.times"
-    awk '"'"'{ for (i = 1; i <= 2; i++) { split($i, p, /[ms]/); n += p[1] * 60 + p[2] } } END { printf "%d\n", n }'"'"' "$log.times" >"$log.cpu"
     echo "$status" >"$log.status"
     exit "$status"
   ' stage-bg "$log" "${after[@]}" -- "$@" >"$log" 2>&1 </dev/null &
@@ -138,7 +137,7 @@ stage_wait() {
     return "$status"
   fi
   stage_close "$name" ok
-  [ -s "${stage_log[$name]}.cpu" ] && stage_cpus[${stage_index[$name]}]=$(cat "${stage_log[$name]}.cpu")
+  [ -s "${stage_log[$name]}.times" ] && stage_cpus[${stage_index[$name]}]=$(stage_cpu_of "${stage_log[$name]}.times")
   # Its end: when it ended, not when the run came to wait for it.
   [ -s "${stage_log[$name]}.ended" ] && stage_ended[${stage_index[$name]}]=$(($(cat "${stage_log[$name]}.ended") - stage_t0))
   # The background stage's own step lines, so the log says what it did.

@@ -22,13 +22,14 @@ stage_begin "scripts/test.sh"
 # allows one installer at a time, and a package installed between two builds can replace a system header,
 # which makes the next build compile every C target and every Swift module above them again. The steps
 # still check their own (an installed package is not installed again), so each script also works alone.
-host_packages=(
-  libcurl4-openssl-dev libgpiod-dev libssl-dev pkg-config openssl curl libfaketime # scripts/install-deps.sh --tests
+host_packages=( # beside scripts/install-deps.sh --tests (the build's and the tests' packages)
   dpkg-dev binutils file lintian strace jq                                         # the package, its checks, syscalls
   qemu-system-x86 busybox-static cpio kmod xz-utils make gcc libc6-dev e2fsprogs   # vm-test, vm-boot-test
   mmdebstrap arch-test qemu-user-static binfmt-support qemu-system-arm binutils-aarch64-linux-gnu # arm64
 )
-host_packages_and_kernel_headers() { apt_install "${host_packages[@]}" && bash scripts/vm-test.sh packages; }
+host_packages_and_kernel_headers() {
+  scripts/install-deps.sh --tests && apt_install "${host_packages[@]}" && bash scripts/vm-test.sh packages
+}
 stage "Debian packages for every step (apt; the VM kernel's headers)" host_packages_and_kernel_headers
 # The commit and version the binaries report, written once before anything builds in the background (every
 # build script runs it again and finds it current).
