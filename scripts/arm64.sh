@@ -28,13 +28,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 . scripts/apt.sh
+. scripts/cache.sh
 # The commit and package version that `--version` prints (Sources/CBuildInfo/commit.h), written as the caller
 # (git refuses a clone owned by another user to root) before the build runs in the chroot, which sees the
 # repository through a bind mount.
 case "${1:-build}" in build | build-tests | test) bash scripts/build-info.sh ;; esac
 if [ "$(id -u)" -ne 0 ]; then
   command -v sudo >/dev/null 2>&1 || { echo "arm64: needs root (mmdebstrap, chroot): run it as root" >&2; exit 1; }
-  exec sudo --preserve-env=PATH,HOME bash "$0" "$@"
+  exec sudo --preserve-env=PATH,HOME,REPLENISH_TEST_CACHE bash "$0" "$@"
 fi
 cross=$root/.build/arm64
 chroot_dir=$cross/sid
@@ -87,6 +88,14 @@ stamp() { printf '%s' "$2" >"$cross/$1.recipe"; }
 
 toolchain() {
   need_host_packages mmdebstrap
+  # Nothing here yet: the cache outside the clone (scripts/cache.sh) may have it, keyed by this function's text,
+  # the lists it installs and the state of sid and trixie in the archive.
+  local key="" made=0
+  if [ ! -d "$cross" ]; then
+    key=$(cache_key "$(declare -f toolchain package_db sdk) ${chroot_packages[*]} ${sysroot_packages[*]}" \
+      "deb $mirror sid main" "deb $mirror $release main") || key=""
+    cache_restore arm64-toolchain "$key" "$cross" || true
+  fi
   mkdir -p "$cross"
   local recipe
   recipe="sid ${chroot_packages[*]}"
@@ -107,6 +116,7 @@ toolchain() {
     chroot "$chroot_dir.tmp" git config --global --add safe.directory '*'
     mv "$chroot_dir.tmp" "$chroot_dir"
     stamp chroot "$recipe"
+    made=1
   fi
   local version
   version=$(chroot "$chroot_dir" dpkg-query -W -f='${Version}' swiftlang)
@@ -135,6 +145,7 @@ toolchain() {
       ar rc "$chroot_dir$opt/runtime/usr/libexec/swift/lib/$kind/linux/lib_Testing_Foundation.a"
     done
     stamp runtime "$recipe"
+    made=1
   fi
   recipe="$release ${sysroot_packages[*]} extract-hook $(declare -f package_db)"
   local sysroot=$chroot_dir$opt/sysroot-$release
@@ -151,8 +162,10 @@ toolchain() {
     ln -sfn "$opt/runtime/usr/libexec/swift/lib/swift" "$sysroot/usr/lib/swift"
     ln -sfn "$opt/runtime/usr/libexec/swift/lib/swift_static" "$sysroot/usr/lib/swift_static"
     stamp sysroot "$recipe"
+    made=1
   fi
   sdk
+  [ "$made" = 0 ] || cache_store_later arm64-toolchain "$key" "$cross"
 }
 
 # package_db SYSROOT: run by mmdebstrap (extract hook) while the packages are still in its apt cache. An extracted

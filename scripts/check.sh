@@ -41,6 +41,7 @@ check_stages() {
   [ $# -eq 0 ] || "$@"
   stage "swift test: every suite (unit, process, soak)" swift test --skip-build
   stage "docs: links, subcommands in code blocks, benchmark figures (scripts/check-docs.sh)" bash scripts/check-docs.sh
+  stage "the test command's cache: kept, checked, rebuilt when corrupt or stale (scripts/cache-test.sh)" bash scripts/cache-test.sh
 }
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then

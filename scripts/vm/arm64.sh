@@ -20,6 +20,13 @@ vm_arm64_prepare() {
   need_packages mmdebstrap kmod
   mkdir -p "$vm"
   recipe="trixie amd64,arm64 ${packages[*]}"
+  # Not here yet: the cache outside the clone (scripts/cache.sh) may have it with the headers unpacked, keyed by
+  # this function's text and trixie's state in the archive.
+  local key="" made=0
+  if [ ! -d "$vm_arm64_kbuild" ]; then
+    key=$(cache_key "$(declare -f vm_arm64_prepare) $recipe" "deb $vm_arm64_mirror trixie main") || key=""
+    cache_restore arm64-kbuild "$key" "$vm_arm64_kbuild" && echo "$recipe" >"$vm_arm64_kbuild.recipe"
+  fi
   if [ "$(cat "$vm_arm64_kbuild.recipe" 2>/dev/null)" != "$recipe" ]; then
     step "kbuild chroot: mmdebstrap trixie amd64 with the arm64 cross compiler"
     rm -rf "$vm_arm64_kbuild" "$vm_arm64_kbuild.recipe"
@@ -30,6 +37,7 @@ vm_arm64_prepare() {
       )" trixie "$vm_arm64_kbuild" "deb $vm_arm64_mirror trixie main" >"$vm/mmdebstrap-kbuild.log" 2>&1 ||
       { tail -n 30 "$vm/mmdebstrap-kbuild.log"; die "mmdebstrap of the kbuild chroot failed"; }
     echo "$recipe" >"$vm_arm64_kbuild.recipe"
+    made=1
   fi
   vm_arm64_chroot apt-get -o Acquire::Check-Valid-Until=false update -qq >/dev/null ||
     die "apt-get update in the kbuild chroot failed"
@@ -49,7 +57,9 @@ vm_arm64_prepare() {
       2>/dev/null || die "apt-get download of the arm64 headers failed"
     for deb in "$vm_arm64_kbuild"/tmp/debs/*.deb; do dpkg-deb -x "$deb" "$vm_arm64_kbuild"; done
     rm -rf "$vm_arm64_kbuild/tmp/debs"
+    made=1
   fi
+  [ "$made" = 0 ] || cache_store arm64-kbuild "$key" "$vm_arm64_kbuild"
   if [ ! -s "$vm/src/linux-source-$source_version/irq_sim.c" ]; then
     mkdir -p "$vm_arm64_kbuild/tmp/debs"
     vm_arm64_chroot sh -c "cd /tmp/debs && apt-get -qq download linux-source-6.12=$source_version" 2>/dev/null ||

@@ -7,6 +7,7 @@
 
 export PATH=$PATH:/usr/sbin:/sbin # modinfo, mkfs.ext4
 . "$root/scripts/apt.sh"
+. "$root/scripts/cache.sh"
 apt_user=()
 [ "$(id -u)" -eq 0 ] && apt_user=(-o APT::Sandbox::User=root) # downloads into folders _apt cannot write
 started=$(date +%s)

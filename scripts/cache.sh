@@ -1,0 +1,93 @@
+# A cache outside the clone for what the test command downloads and builds that does not depend on the commit:
+# the arm64 toolchain (sid chroot with Debian's Swift, the aarch64 runtime, the trixie sysroot), the chroot that
+# cross-builds the arm64 gpio-sim module, and the booted devices' root file systems. Sourced, not run.
+#
+# An entry is one tar file and its SHA-256, named by a key: the SHA-256 of the part's recipe (the script text
+# and package lists that make it) and of the InRelease file of every Debian suite it is made from, read from the
+# mirror at each use. A new recipe or a new archive state is a new key; the entries of older keys are deleted
+# when a new one is written. An entry whose tar does not match its SHA-256 (a cut-short write, a flipped bit)
+# is deleted and the part is made again; nothing from it is used.
+#
+# REPLENISH_TEST_CACHE   the cache's folder (default ${XDG_CACHE_HOME:-$HOME/.cache}/replenish-agent-test);
+#                        `off`: no cache (what CI's clean machine sees anyway). `rm -rf` of it is always safe.
+#
+# The test command takes no longer without it; with it, a second run on the same machine skips the parts above.
+
+cache_root=${REPLENISH_TEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/replenish-agent-test}
+
+cache_say() { echo "cache: $*"; }
+
+# cache_key RECIPE SUITE_LINE…: prints the key of a part made by RECIPE (text) from the suites named by the
+# sources lines ("deb URL SUITE COMPONENT…"); fails (no caching) when the cache is off or a suite's InRelease
+# cannot be read.
+cache_key() {
+  [ "$cache_root" != off ] || return 1
+  local recipe=$1 line url suite release
+  shift
+  {
+    printf '%s\n' "$recipe"
+    for line in "$@"; do
+      read -r _ url suite _ <<<"$line"
+      release=$(curl -fsS --max-time 30 "$url/dists/$suite/InRelease" | sha256sum | cut -c1-64) || return 1
+      [ "$release" != "$(printf '' | sha256sum | cut -c1-64)" ] || return 1
+      printf '%s %s %s\n' "$url" "$suite" "$release"
+    done
+  } | sha256sum | cut -c1-32
+}
+
+# cache_restore NAME KEY DIR: 0 when DIR (which must not exist) was made from the entry NAME at KEY, after its
+# tar matched its SHA-256; 1 otherwise (no entry, or a corrupt one, which is deleted).
+cache_restore() {
+  local name=$1 key=$2 dir=$3 entry=$cache_root/$1/$2
+  [ -n "$key" ] && [ -f "$entry.tar" ] && [ -f "$entry.sha256" ] || return 1
+  if [ "$(sha256sum <"$entry.tar" | cut -c1-64)" != "$(cat "$entry.sha256")" ]; then
+    cache_say "$name: the entry $key does not match its SHA-256: deleted, made again"
+    rm -f "$entry.tar" "$entry.sha256"
+    return 1
+  fi
+  rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
+  if ! tar -x --numeric-owner --xattrs --xattrs-include='*' -C "$dir.tmp" -f "$entry.tar"; then
+    rm -rf "$dir.tmp"
+    cache_say "$name: the entry $key does not unpack: deleted, made again"
+    rm -f "$entry.tar" "$entry.sha256"
+    return 1
+  fi
+  mv "$dir.tmp" "$dir"
+  cache_say "$name: from ${entry#"$HOME"/}.tar (SHA-256 checked)"
+}
+
+# cache_store NAME KEY DIR: DIR as the entry NAME at KEY (written under a temporary name, then renamed, the
+# checksum last); the entries of NAME's other keys are deleted. A failure to write is reported, not fatal.
+cache_store() {
+  local name=$1 key=$2 dir=$3 folder=$cache_root/$1 sum
+  [ -n "$key" ] || return 0
+  mkdir -p "$folder" || return 0
+  rm -f "$folder"/*.tar "$folder"/*.sha256 "$folder"/*.tmp
+  if sum=$(tar -c --numeric-owner --xattrs --xattrs-include='*' -C "$dir" . | tee "$folder/$key.tar.tmp" | sha256sum | cut -c1-64) &&
+    [ -s "$folder/$key.tar.tmp" ]; then
+    mv "$folder/$key.tar.tmp" "$folder/$key.tar"
+    echo "$sum" >"$folder/$key.sha256.tmp" && mv "$folder/$key.sha256.tmp" "$folder/$key.sha256"
+    cache_say "$name: kept in ${folder#"$HOME"/}/$key.tar ($(du -m "$folder/$key.tar" | cut -f1) MB)"
+  else
+    rm -f "$folder/$key.tar.tmp"
+    cache_say "$name: could not be kept in $folder (not needed: the next run makes it again)"
+  fi
+}
+
+# cache_store_later NAME KEY DIR: cache_store of a hard-linked copy of DIR, in the background, for a part whose
+# store should not delay what comes next (the arm64 toolchain: the builds wait for it). The copy is made now
+# (metadata only); nothing writes in place into DIR's files after (chroots and trees are only added to), so
+# the entry is DIR as it is now. Where a hard-linked copy cannot be made (another file system), it is stored now.
+cache_store_later() {
+  local name=$1 key=$2 dir=$3 staging
+  [ -n "$key" ] || return 0
+  mkdir -p "$cache_root/$name" || return 0
+  staging=$cache_root/$name/.staging
+  rm -rf "$staging"
+  if cp -al "$dir" "$staging" 2>/dev/null; then
+    (cache_store "$name" "$key" "$staging" && rm -rf "$staging") &
+  else
+    rm -rf "$staging"
+    cache_store "$name" "$key" "$dir"
+  fi
+}
