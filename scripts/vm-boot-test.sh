@@ -196,7 +196,7 @@ unit_text=$(dpkg-deb --fsys-tarfile "$work/debs/new.deb" | tar -xO --wildcards '
 echo "$tag: package ${deb#"$root"/} (version $version), older build 0~older"
 
 # The checks every run must pass; status-line and watchdog only once the unit has Type=notify and WatchdogSec.
-checks=(boot-ready pairing press power-cut no-timesyncd upgrade idle c-floor stop remove purge)
+checks=(boot-ready pairing press power-cut no-timesyncd upgrade idle unknown-boot c-floor stop remove purge)
 grep -q '^Type=notify' <<<"$unit_text" && checks+=(status-line)
 grep -q '^WatchdogSec=' <<<"$unit_text" && checks+=(watchdog)
 

@@ -31,7 +31,8 @@ import Testing
 
     func orderService(
         directory: String, drs: any HTTPClient, tokens: TokenManager<ManualClock>, slots: [String] = ["slot-1"],
-        boot: String? = "this-boot", clockSynchronized: @escaping @Sendable () -> Bool = { false },
+        run: AgentRun = AgentRun(boot: "this-boot", id: "this-run"),
+        clockSynchronized: @escaping @Sendable () -> Bool = { false },
         sinceBoot: @escaping @Sendable () -> Double = { 60 }
     ) throws -> Orders<ManualClock> {
         try Orders(
@@ -40,7 +41,7 @@ import Testing
                 client: DRSClient(http: drs, baseURL: try EndpointURL("http://127.0.0.1:1")), tokens: tokens),
             tokens: tokens,
             clock: clock, wallTime: wallTime,
-            random: .seeded(state: 3), boot: boot, clockSynchronized: clockSynchronized, sinceBoot: sinceBoot,
+            random: .seeded(state: 3), run: run, clockSynchronized: clockSynchronized, sinceBoot: sinceBoot,
             logger: .init(label: "test"))
     }
 
@@ -85,16 +86,17 @@ import Testing
         let directory = temporaryDirectory()
         var outbox = Outbox()
         _ = outbox.accept(slot: "slot-1", at: epoch - 3 * 86400)
-        outbox.markSending(slot: "slot-1", at: epoch - 2 * 86400, boot: "boot-before")
+        outbox.markSending(slot: "slot-1", at: epoch - 2 * 86400, run: AgentRun(boot: "boot-before"))
         _ = outbox.accept(slot: "slot-2", at: epoch - 7200)
-        outbox.markSending(slot: "slot-2", at: epoch - 3600, boot: "boot-before")
+        outbox.markSending(slot: "slot-2", at: epoch - 3600, run: AgentRun(boot: "boot-before"))
         try DiskLane.saveNow(outbox, to: Orders<ManualClock>.path(stateDirectory: directory))
         let drs = ScriptedHTTPClient { _ in json(200, #"{"detailCode":"ORDER_INPROGRESS"}"#) }
         let tokens = try tokenManager(
             ScriptedHTTPClient { _ in json(503, "") }, store: MemoryTokenStore(tokenSet(expiresAt: epoch + 3600)))
         let synchronized = Mutex(false)
         let orders = try orderService(
-            directory: directory, drs: drs, tokens: tokens, slots: ["slot-1", "slot-2"], boot: "boot-now",
+            directory: directory, drs: drs, tokens: tokens, slots: ["slot-1", "slot-2"],
+            run: AgentRun(boot: "boot-now"),
             clockSynchronized: { synchronized.withLock { $0 } })
         let driver = StepDriver(clock: clock, orders.step)
         await driver.pass(.seconds(60))
@@ -112,9 +114,9 @@ import Testing
         let directory = temporaryDirectory()
         var outbox = Outbox()
         _ = outbox.accept(slot: "slot-1", at: epoch - 3 * 86400)
-        outbox.markSending(slot: "slot-1", at: epoch - 2 * 86400, boot: "this-boot")
+        outbox.markSending(slot: "slot-1", at: epoch - 2 * 86400, run: AgentRun(boot: "this-boot"))
         _ = outbox.accept(slot: "slot-2", at: epoch - 7200)
-        outbox.markSending(slot: "slot-2", at: epoch - 3600, boot: "this-boot")
+        outbox.markSending(slot: "slot-2", at: epoch - 3600, run: AgentRun(boot: "this-boot"))
         try DiskLane.saveNow(outbox, to: Orders<ManualClock>.path(stateDirectory: directory))
         let drs = ScriptedHTTPClient { _ in json(200, #"{"detailCode":"ORDER_INPROGRESS"}"#) }
         let tokens = try tokenManager(

@@ -40,7 +40,7 @@ import Testing
         let status = try DutyBook(stateDirectory: directory) { _ in }
         let orders = try Orders(
             stateDirectory: directory, slots: ["slot-1"], drs: DRSSession(client: drs, tokens: tokens),
-            tokens: tokens, clock: clock, wallTime: wallTime, random: .seeded(state: 2), boot: nil,
+            tokens: tokens, clock: clock, wallTime: wallTime, random: .seeded(state: 2), run: .unknown,
             clockSynchronized: { true }, logger: .init(label: "test"))
         _ = try await orders.accept(slot: "slot-1")
         let queue = DeregistrationQueue(

@@ -67,18 +67,55 @@ import Testing
         #expect(made == "00000000-0000-0005-0000-000000000005")
     }
 
-    /// The sandbox hid the boot id in both boots (`nil` then and now): that is no proof of the same boot.
-    @Test func anUnknownBootIsAnotherBoot() {
+    /// The sandbox hid the boot id in both boots (`nil` then and now): that is no proof of the same boot. But
+    /// a mark of the running agent (its run's id) is of this boot whatever is hidden (#40.1).
+    @Test func anUnknownBootIsAnotherBootUnlessTheMarkIsThisRunsOwn() {
         var outbox = Outbox()
         _ = outbox.accept(slot: "s", at: epoch)
-        outbox.markSending(slot: "s", at: epoch, boot: nil)
+        outbox.markSending(slot: "s", at: epoch, run: AgentRun(boot: nil, id: "run-1"))
         let entry = outbox.entry(for: "s")!
-        #expect(Outbox.waitsForClock(entry, boot: nil, clockSynchronized: false))
-        #expect(Outbox.waitsForClock(entry, boot: "b", clockSynchronized: false))
-        #expect(!Outbox.waitsForClock(entry, boot: nil, clockSynchronized: true))
-        outbox.markSending(slot: "s", at: epoch, boot: "b")
-        #expect(!Outbox.waitsForClock(outbox.entry(for: "s")!, boot: "b", clockSynchronized: false))
-        #expect(Outbox.waitsForClock(outbox.entry(for: "s")!, boot: nil, clockSynchronized: false))
+        #expect(!Outbox.waitsForClock(entry, run: AgentRun(boot: nil, id: "run-1"), clockSynchronized: false))
+        #expect(Outbox.waitsForClock(entry, run: AgentRun(boot: nil, id: "run-2"), clockSynchronized: false))
+        #expect(Outbox.waitsForClock(entry, run: AgentRun(boot: "b", id: "run-2"), clockSynchronized: false))
+        #expect(Outbox.waitsForClock(entry, run: .unknown, clockSynchronized: false))
+        #expect(!Outbox.waitsForClock(entry, run: .unknown, clockSynchronized: true))
+        var known = Outbox()
+        _ = known.accept(slot: "s", at: epoch)
+        known.markSending(slot: "s", at: epoch, run: AgentRun(boot: "b", id: "run-1"))
+        let marked = known.entry(for: "s")!
+        #expect(!Outbox.waitsForClock(marked, run: AgentRun(boot: "b", id: "run-2"), clockSynchronized: false))
+        #expect(Outbox.waitsForClock(marked, run: AgentRun(boot: nil, id: "run-2"), clockSynchronized: false))
+    }
+
+    /// The first call whose answer is unknown keeps its marks through the resends: its age counts (#40.2).
+    @Test func aResendKeepsTheFirstCallsMarks() {
+        var outbox = Outbox()
+        _ = outbox.accept(slot: "s", at: epoch)
+        outbox.markSending(slot: "s", at: epoch, run: AgentRun(boot: "a", id: "run-1"), uptime: 100)
+        outbox.markSending(slot: "s", at: epoch + 50, run: AgentRun(boot: "b", id: "run-2"), uptime: 20)
+        let entry = outbox.entry(for: "s")!
+        #expect(entry.unansweredSince == epoch && entry.unansweredUptime == 100)
+        #expect(entry.unansweredBoot == "a" && entry.unansweredRun == "run-1")
+    }
+
+    /// #40.2: the age of a call of this boot comes from CLOCK_BOOTTIME, not from a wall clock that stepped: the
+    /// clock moved 3 days forward a second after the call (a restored clock set right), the call is a second
+    /// old. A call of another boot is still judged by the wall clock.
+    @Test func aCallOfThisBootIsAgedByTheBootClockNotTheWallClock() {
+        var outbox = Outbox()
+        _ = outbox.accept(slot: "s", at: epoch)
+        let run = AgentRun(boot: nil, id: "run-1")
+        outbox.markSending(slot: "s", at: epoch, run: run, uptime: 500)
+        let entry = outbox.entry(for: "s")!
+        #expect(Outbox.shownAge(entry, now: epoch + 3 * 86400, run: run, uptime: 501) == Double(1))
+        var stepped = outbox
+        #expect(stepped.parkStale(now: epoch + 3 * 86400, configuredSlots: ["s"], run: run, sinceBoot: 501).isEmpty)
+        #expect(
+            stepped.parkStale(now: epoch + 3 * 86400, configuredSlots: ["s"], run: run, sinceBoot: 500 + 86401)
+                .map(\.reason) == [Outbox.sentOverADayAgoReason], "a day of this boot is a day")
+        let other = AgentRun(boot: nil, id: "run-2")
+        let age = Outbox.shownAge(entry, now: epoch + 3 * 86400, run: other, uptime: 10)
+        #expect(age == Double(3 * 86400))
     }
 
     // MARK: - A board where nothing synchronises the clock (#29.2)
@@ -98,6 +135,11 @@ import Testing
         let chrony = TimeSyncSignal.inspect(root: root)
         #expect(chrony.otherClients == ["chronyd"] && chrony.description.contains("chronyd found"))
         try make("/usr/lib/systemd/systemd-timesyncd")
+        // #40.10: installed, but systemd is not the init system (a container, another init): nothing runs it.
+        let notInit = TimeSyncSignal.inspect(root: root)
+        #expect(!notInit.isProvided)
+        #expect(notInit.description.contains("systemd is not the init system here, so systemd-timesyncd never runs"))
+        try FileManager.default.createDirectory(atPath: root + "/run/systemd/system", withIntermediateDirectories: true)
         #expect(TimeSyncSignal.inspect(root: root).description.contains("systemd-timesyncd creates it; now absent"))
         try FileManager.default.createDirectory(
             atPath: root + "/etc/systemd/system", withIntermediateDirectories: true)
@@ -124,7 +166,7 @@ import Testing
 
     func orders(
         _ directory: String, drs: ScriptedHTTPClient, wallTime: (@Sendable () -> Double)? = nil,
-        sinceBoot: @escaping @Sendable () -> Double
+        run: AgentRun = AgentRun(boot: "boot-now", id: "run-now"), sinceBoot: @escaping @Sendable () -> Double
     ) throws -> Orders<ManualClock> {
         let tokens = try tokenManager()
         return try Orders(
@@ -132,7 +174,7 @@ import Testing
             drs: DRSSession(
                 client: DRSClient(http: drs, baseURL: try EndpointURL("http://127.0.0.1:1")), tokens: tokens),
             tokens: tokens, clock: clock,
-            wallTime: wallTime ?? self.wallTime, random: .seeded(state: 3), boot: "boot-now",
+            wallTime: wallTime ?? self.wallTime, random: .seeded(state: 3), run: run,
             clockSynchronized: { false },
             sinceBoot: sinceBoot, logger: .init(label: "test"))
     }
@@ -141,7 +183,7 @@ import Testing
     func earlierBootsCall(_ directory: String, age: Double) throws {
         var outbox = Outbox()
         _ = outbox.accept(slot: "slot-1", at: epoch - age - 1)
-        outbox.markSending(slot: "slot-1", at: epoch - age, boot: "boot-before")
+        outbox.markSending(slot: "slot-1", at: epoch - age, run: AgentRun(boot: "boot-before"))
         try DiskLane.saveNow(outbox, to: Orders<ManualClock>.path(stateDirectory: directory))
     }
 
@@ -195,10 +237,66 @@ import Testing
         #expect(queued.pressedAt.count == 2, "a new entry, the times kept")
         // Its call leaves at once, so the press's write marks it, as this boot's: it does not wait for the clock.
         #expect(queued.unansweredBoot == "boot-now")
-        #expect(!Outbox.waitsForClock(queued, boot: "boot-now", clockSynchronized: false))
+        #expect(!Outbox.waitsForClock(queued, run: AgentRun(boot: "boot-now"), clockSynchronized: false))
         await driver.pass(.seconds(1))
         #expect(drs.requests.map(\.url) == ["http://127.0.0.1:1/replenish/slot-1"])
         #expect(try onDisk(directory) == nil, "acknowledged")
         #expect(await service.snapshot.entries.isEmpty)
+    }
+
+    // MARK: - #40.1 and #40.2: this run's own calls
+
+    /// DRS: the first call's answer is lost after it left (DRS may have it), every later one places the order.
+    /// `whileOut` runs while the first call is out.
+    func firstAnswerLost(whileOut: @escaping @Sendable () -> Void = {}) -> ScriptedHTTPClient {
+        let calls = Mutex(0)
+        return ScriptedHTTPClient { _ throws(AgentError) in
+            let call = calls.withLock {
+                $0 += 1
+                return $0
+            }
+            if call == 1 {
+                whileOut()
+                throw AgentError(.network, "connection reset after the request was sent")
+            }
+            return json(200, #"{"detailCode":"TEST_ORDER_PLACED","eventInstanceId":"e-1"}"#)
+        }
+    }
+
+    /// #40.1: the boot cannot be known (no usable runtime directory, the kernel's boot id hidden by the unit)
+    /// on a board up two days whose clock nothing synchronises. A press still orders: the call is this run's,
+    /// so its lost answer is resent at once, not held for the clock nor parked as "sent over a day ago".
+    @Test func withTheBootUnknownAPressOrdersAndItsLostAnswerIsResent() async throws {
+        let directory = temporaryDirectory()
+        let drs = firstAnswerLost()
+        let service = try orders(directory, drs: drs, run: AgentRun(boot: nil, id: "run-now")) { 2 * 86400 }
+        let driver = StepDriver(clock: clock, service.step)
+        #expect(try await service.accept(slot: "slot-1") == .queued)
+        await driver.pass(.seconds(600))
+        #expect(drs.requests.count == 2, "sent, its answer lost, sent again")
+        let left = try onDisk(directory)
+        #expect(left == nil, "acknowledged, not parked: \(String(describing: left))")
+    }
+
+    /// #40.2: the call leaves on a restored clock, its answer is lost before DRS has it, and timesyncd then
+    /// steps the wall clock 3 days forward: the resend is a few seconds old by the boot's clock, so it leaves
+    /// and orders, once.
+    @Test func aClockStepAfterALostAnswerDoesNotParkTheResend() async throws {
+        let directory = temporaryDirectory()
+        let shift = Mutex(0.0)
+        let drs = firstAnswerLost { shift.withLock { $0 = 3 * 86400 } }
+        let base = clock.wallTime(from: epoch)
+        let bootStart = clock.now
+        let sinceBoot: @Sendable () -> Double = { [clock] in
+            300 + Double(bootStart.duration(to: clock.now).components.seconds)
+        }
+        let service = try orders(
+            directory, drs: drs, wallTime: { base() + shift.withLock { $0 } }, sinceBoot: sinceBoot)
+        let driver = StepDriver(clock: clock, service.step)
+        #expect(try await service.accept(slot: "slot-1") == .queued)
+        await driver.pass(.seconds(600))
+        #expect(drs.requests.count == 2, "resent after the step")
+        let left = try onDisk(directory)
+        #expect(left == nil, "acknowledged, not parked: \(String(describing: left))")
     }
 }

@@ -177,7 +177,7 @@ import Testing
     @Test func aSecondLockOnTheSameDirectoryIsRefusedWithThePid() throws {
         let state = temporaryDirectory() + "/state"
         var first: StateDirectoryLock? = try StateDirectory.open(state) { _ in }
-        #expect(try String(contentsOfFile: state + "/lock", encoding: .utf8) == "\(getpid())\n")
+        #expect(try String(contentsOfFile: state + "/lock", encoding: .utf8).hasPrefix("\(getpid())\n"))
         // flock belongs to an open file description, so a second open in the same process conflicts too.
         do {
             _ = try StateDirectory.open(state) { _ in }
@@ -202,10 +202,14 @@ import Testing
         #expect(StateDirectory.runningAgent(state) == nil)
         var lock: StateDirectoryLock? = try StateDirectory.open(state) { _ in }
         #expect(StateDirectory.runningAgent(state) == getpid())
+        // Its run's id (#40.1), which `status` needs to know the running agent's marks as this boot's.
+        #expect(lock.map { BootIdentity.isId($0.run) } == true)
+        #expect(StateDirectory.runningAgentRun(state) == lock?.run)
         withExtendedLifetime(lock) {}
         lock = nil
+        #expect(StateDirectory.runningAgentRun(state) == nil)
         // The pid is still in the file, of a live process (this one): no holder, no agent.
-        #expect(try String(contentsOfFile: state + "/lock", encoding: .utf8) == "\(getpid())\n")
+        #expect(try String(contentsOfFile: state + "/lock", encoding: .utf8).hasPrefix("\(getpid())\n"))
         #expect(StateDirectory.runningAgent(state) == nil)
         // The look took nothing: a start still gets the lock.
         _ = try StateDirectory.open(state) { _ in }

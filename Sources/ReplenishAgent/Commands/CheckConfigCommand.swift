@@ -28,12 +28,22 @@ struct CheckConfigCommand: AsyncParsableCommand {
             let found = Self.fileProblems(configPath: options.config, config: config)
             lines += found.blocking
             if beforeRun { notes = found.stateFiles } else { lines += found.stateFiles }
+            // The runtime directory: an error by hand; before `run` (in the unit's sandbox), a note that `run`
+            // logs too, since the agent orders without it.
+            if let problem = RuntimeDirectoryCheck.problem(config.runtimeDirectory) {
+                if beforeRun {
+                    notes.append("runtimeDirectory: \(problem)")
+                } else {
+                    lines.append("runtimeDirectory: \(problem)")
+                }
+            }
         }
         for line in lines { Output.error(line) }
         for note in notes { Output.error("note: \(note) (run deals with it at start)") }
         guard lines.isEmpty else { throw ExitCode(1) }
         Output.line("config OK: \(options.config)")
         if let device = config?.device { Output.line("serial \(device.serial) from \(device.serialSource.describe)") }
+        if let config, let note = RuntimeDirectoryCheck.note(config.runtimeDirectory) { Output.line("note: \(note)") }
         Output.line(TimeSyncSignal.inspect().description)
         if let config, let change = Self.identityChange(config) {
             Output.line(

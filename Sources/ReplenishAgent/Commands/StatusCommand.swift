@@ -79,7 +79,10 @@ struct StatusCommand: AsyncParsableCommand {
 
     /// `runningAgent`: the pid of the agent holding the state directory's lock (0 when its pid is unreadable), nil
     /// when none runs (`StateDirectory.runningAgent`).
-    static func report(config: AgentConfig, now: Double, runningAgent: Int32? = nil) -> Report {
+    /// `agentRun`: its run id (`StateDirectory.runningAgentRun`), which its "sent, answer unknown" marks carry.
+    static func report(config: AgentConfig, now: Double, runningAgent: Int32? = nil, agentRun: String? = nil)
+        -> Report
+    {
         var problems: [String] = []
         var tokens: TokenSet?
         do { tokens = try FileTokenStore.peek(stateDirectory: config.stateDirectory) } catch {
@@ -105,13 +108,15 @@ struct StatusCommand: AsyncParsableCommand {
             shown = value
         }
         var slots: [String: Report.Slot] = [:]
-        let boot = BootIdentity.current(runtimeDirectory: config.runtimeDirectory, create: false)
+        // The running agent's marks are of this boot; the boot's mark says which others are.
+        let run = AgentRun(
+            boot: BootIdentity.current(runtimeDirectory: config.runtimeDirectory, create: false), id: agentRun)
         let synchronized = WallClock.isSynchronized()
         for slot in config.slots {
             let subscription = record.slots[slot]
             let known = outbox.slots[slot]
             let entry = outbox.entry(for: slot)
-            let waitsForClock = entry.map { Outbox.waitsForClock($0, boot: boot, clockSynchronized: synchronized) }
+            let waitsForClock = entry.map { Outbox.waitsForClock($0, run: run, clockSynchronized: synchronized) }
             slots[slot] = Report.Slot(
                 subscribed: subscription?.subscribed, lastResult: entry?.parkedReason ?? known?.lastResult,
                 lastResultAt: known?.lastResultAt.map(ISO8601.format), pending: entry.map { !$0.isParked } ?? false,
@@ -204,7 +209,8 @@ struct StatusCommand: AsyncParsableCommand {
     func run() async throws {
         let config = try options.load()
         let report = Self.report(
-            config: config, now: POSIX.wallTime(), runningAgent: StateDirectory.runningAgent(config.stateDirectory))
+            config: config, now: POSIX.wallTime(), runningAgent: StateDirectory.runningAgent(config.stateDirectory),
+            agentRun: StateDirectory.runningAgentRun(config.stateDirectory))
         if json {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys]

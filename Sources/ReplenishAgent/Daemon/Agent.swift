@@ -47,21 +47,23 @@ struct Agent {
         let session = DRSSession(client: drs, tokens: tokens)
         let status = try DutyBook(stateDirectory: config.stateDirectory) { logger.error("\($0)") }
         let shown = ShownStatusBook(runtimeDirectory: config.runtimeDirectory, logger: logger)
-        // This boot, known under the unit's sandbox too (its /proc hides the kernel's boot id).
+        // This boot, known under the unit's sandbox too (its /proc hides the kernel's boot id), and this run.
         let boot = BootIdentity.current(runtimeDirectory: config.runtimeDirectory, create: true)
-        if boot == nil {
-            logger.warning(
+        if let problem = RuntimeDirectoryCheck.problem(config.runtimeDirectory) {
+            logger.error(
                 """
-                this boot cannot be told apart from earlier ones (no runtime directory, no kernel boot id): a call \
-                whose answer is unknown waits for a synchronised clock before it is resent
+                the runtime directory cannot be used (\(problem)): a restart cannot tell this boot from another, \
+                so a call whose answer a restart loses waits for a synchronised clock before it is resent \
+                (this run's own calls are not held up)
                 """,
                 metadata: ["runtime.directory": "\(config.runtimeDirectory)"])
         }
+        let run = AgentRun(boot: boot, id: stateDirectory.run)
         let subscriptions = Subscriptions(
             drs: session, status: status, slots: config.slots, clock: clock, wallTime: wallTime, logger: logger)
         let orders = try Orders(
             stateDirectory: config.stateDirectory, slots: config.slots, drs: session, tokens: tokens,
-            notSubscribed: { await subscriptions.refused(slot: $0) }, clock: clock, wallTime: wallTime, boot: boot,
+            notSubscribed: { await subscriptions.refused(slot: $0) }, clock: clock, wallTime: wallTime, run: run,
             logger: logger)
         let duties = Duties(
             drs: session, tokens: tokens, status: status,

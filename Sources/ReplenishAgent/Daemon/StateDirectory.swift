@@ -84,9 +84,14 @@ enum StateDirectory {
             throw AgentError(
                 .storage, "another replenish-agent (pid \(holder.map(String.init) ?? "unknown")) is running on \(path)")
         }
-        // The pid is only for the message above: the lock itself is the flock, not the file's content.
-        try file.replaceContents(Array("\(POSIX.processID())\n".utf8))
-        return StateDirectoryLock(file: file)
+        // The pid is only for the message above: the lock itself is the flock, not the file's content. The run's
+        // id (`AgentRun`) is for `status`, which reads it while the lock is held.
+        let run = BootIdentity.randomId {
+            var generator = SystemRandomNumberGenerator()
+            return generator.next()
+        }
+        try file.replaceContents(Array("\(POSIX.processID())\n\(run)\n".utf8))
+        return StateDirectoryLock(file: file, run: run)
     }
 
     /// Whether an agent holds the lock on the state directory at `path`, and its pid as the lock file records it
@@ -95,7 +100,13 @@ enum StateDirectory {
     /// of its own, released at once when it succeeds (no agent): the same instant's race with a starting agent
     /// as the command's own lock, which it takes next, always had. A pid in the file is never trusted alone: it
     /// stays after the agent ends, and may by then be another process's.
-    static func runningAgent(_ path: String) -> Int32? {
+    static func runningAgent(_ path: String) -> Int32? { runningAgentLock(path)?.pid }
+
+    /// The run id (`AgentRun.id`) of the agent holding the lock on the state directory at `path`; nil when none
+    /// runs or its lock file names none (an earlier build's).
+    static func runningAgentRun(_ path: String) -> String? { runningAgentLock(path)?.run }
+
+    private static func runningAgentLock(_ path: String) -> (pid: Int32, run: String?)? {
         guard let file = try? POSIX.openFile(POSIX.join(path, lockFileName), .untrusted),
             (try? file.status().kind) == .regular, let locked = try? file.tryLock()
         else { return nil }
@@ -103,8 +114,9 @@ enum StateDirectory {
             file.unlock()
             return nil
         }
-        let prefix = (try? file.readPrefix(32)) ?? []
-        return Int32(String(decoding: prefix, as: UTF8.self).split(separator: "\n").first ?? "") ?? 0
+        let lines = String(decoding: (try? file.readPrefix(128)) ?? [], as: UTF8.self).split(separator: "\n")
+        let run = lines.dropFirst().first.map(String.init).flatMap { BootIdentity.isId($0) ? $0 : nil }
+        return (Int32(lines.first ?? "") ?? 0, run)
     }
 
     /// Opens (creating, 0600) the lock file; nil when the name is taken by something that is not a regular file.
@@ -247,8 +259,13 @@ enum StateDirectory {
 /// The held lock of a state directory (see `StateDirectory.lock`); released when this value goes.
 final class StateDirectoryLock: Sendable {
     private let file: POSIX.OpenFile
+    /// This run's id (`AgentRun.id`), recorded in the lock file.
+    let run: String
 
-    init(file: POSIX.OpenFile) { self.file = file }
+    init(file: POSIX.OpenFile, run: String) {
+        self.file = file
+        self.run = run
+    }
 
     /// Released explicitly before the close (see `OpenFile.unlock`): a restart in the same process, or a look by
     /// `runningAgent`, finds it free at once.

@@ -32,11 +32,12 @@ actor Orders<C: Clock> where C.Duration == Duration {
     private var started = false
     /// Every order event with the outbox as it then is; published, never awaited.
     nonisolated let updates = Broadcast<Update>()
-    /// This boot's id, stamped on every "sent, answer unknown" mark.
-    private let boot: String?
+    /// This run and its boot (`AgentRun`), stamped on every "sent, answer unknown" mark.
+    private let run: AgentRun
     /// Whether the wall clock is known synchronised now (`WallClock.isSynchronized`).
     private let clockSynchronized: @Sendable () -> Bool
-    /// Seconds since this boot began (CLOCK_BOOTTIME): a call of an earlier boot is at least this old.
+    /// Seconds since this boot began (CLOCK_BOOTTIME): stamped on every mark (a call of this boot is this
+    /// clock's difference old), and a call of an earlier boot is at least this old.
     private let sinceBoot: @Sendable () -> Double
 
     /// What happened to an order, for the LED and the logs.
@@ -61,12 +62,12 @@ actor Orders<C: Clock> where C.Duration == Duration {
         stateDirectory: String, slots: [String], drs: DRSSession, tokens: TokenManager<C>,
         notSubscribed: @escaping @Sendable (String) async -> Void = { _ in }, clock: C,
         wallTime: @escaping @Sendable () -> Double, random: RandomSource = .system,
-        boot: String?,
+        run: AgentRun,
         clockSynchronized: @escaping @Sendable () -> Bool = { WallClock.isSynchronized() },
         sinceBoot: @escaping @Sendable () -> Double = { WallClock.sinceBoot() },
         logger: Logger
     ) throws(AgentError) {
-        self.boot = boot
+        self.run = run
         self.clockSynchronized = clockSynchronized
         self.sinceBoot = sinceBoot
         path = Self.path(stateDirectory: stateDirectory)
@@ -116,7 +117,7 @@ actor Orders<C: Clock> where C.Duration == Duration {
         // A press of this boot does not wait behind an earlier boot's call whose age cannot be told yet.
         let replacesWaiting =
             outbox.entry(for: slot).map {
-                Outbox.waitsForClock($0, boot: boot, clockSynchronized: clockSynchronized())
+                Outbox.waitsForClock($0, run: run, clockSynchronized: clockSynchronized())
             } ?? false
         let now = wallTime()
         let acceptance = next.accept(
@@ -129,10 +130,10 @@ actor Orders<C: Clock> where C.Duration == Duration {
         // unknown" in this same write, so the press costs one write before its request leaves, not two; a call
         // that then does not leave takes the mark back (`deliver`).
         if await tokens.hasUsableAccessToken, markedAtAccept[slot] == nil, let entry = next.entry(for: slot),
-            !entry.isParked, !Outbox.waitsForClock(entry, boot: boot, clockSynchronized: clockSynchronized()),
+            !entry.isParked, !Outbox.waitsForClock(entry, run: run, clockSynchronized: clockSynchronized()),
             timeline.sendsAtOnce(slot: slot, queued: acceptance == .queued, at: clock.now)
         {
-            next.markSending(slot: slot, at: now, boot: boot)
+            next.markSending(slot: slot, at: now, run: run, uptime: sinceBoot())
             markedAtAccept[slot] = entry
         }
         // Durable before the answer, and before the run loop can see it (and send it).
@@ -250,7 +251,7 @@ actor Orders<C: Clock> where C.Duration == Duration {
             let pending = outbox.pending.map { entry in
                 OrderTimeline<C.Instant>.Pending(
                     slot: entry.slot,
-                    waitsForClock: Outbox.waitsForClock(entry, boot: boot, clockSynchronized: synchronized))
+                    waitsForClock: Outbox.waitsForClock(entry, run: run, clockSynchronized: synchronized))
             }
             // An entry waiting for the clock is judged again at every look (its wait is bounded: `parkStale`).
             if pending.contains(where: \.waitsForClock), await parkStale() {
@@ -284,7 +285,7 @@ actor Orders<C: Clock> where C.Duration == Duration {
         var parked: [(slot: String, reason: String)] = []
         await commit { next in
             parked = next.parkStale(
-                now: now, configuredSlots: configuredSlots, pairingId: pairingId, boot: boot,
+                now: now, configuredSlots: configuredSlots, pairingId: pairingId, run: run,
                 clockSynchronized: synchronized, sinceBoot: sinceBoot)
         }
         guard !parked.isEmpty else { return false }
@@ -321,8 +322,8 @@ actor Orders<C: Clock> where C.Duration == Duration {
             // "Sent, answer unknown" is durable before the call leaves: after a power cut the agent knows it
             // may have ordered (and stops resending after a day, when DRS no longer de-duplicates).
             guard let unmarked = markedAtAccept.removeValue(forKey: slot) ?? outbox.entry(for: slot) else { return }
-            let sendingAt = wallTime()
-            guard await commit({ $0.markSending(slot: slot, at: sendingAt, boot: boot) }) else { return }
+            let (sendingAt, uptime, run) = (wallTime(), sinceBoot(), run)
+            guard await commit({ $0.markSending(slot: slot, at: sendingAt, run: run, uptime: uptime) }) else { return }
             let attemptNumber = (outbox.entry(for: slot)?.attempts ?? 0) + 1
             // One line per request that leaves the device, written before it is sent (the transport resends
             // nothing on its own, so the server sees exactly the attempts logged here).

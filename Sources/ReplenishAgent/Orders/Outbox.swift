@@ -17,10 +17,17 @@ struct Outbox: Codable, Sendable, Equatable {
         /// Wall-clock time of the first replenish call for this entry whose answer never came (written before
         /// the call leaves): DRS may have placed that order. Cleared by any answer.
         var unansweredSince: Double?
-        /// The boot (`BootIdentity`: the agent's mark of this boot) during which `unansweredSince` was last marked: after a
-        /// reboot the wall clock may be a restored one (fake-hwclock, timesyncd's clock file) that makes an old
-        /// call look seconds old, so such an entry waits for a synchronised clock (`waitsForClock`).
+        /// The boot (`BootIdentity`: the agent's mark of this boot; nil when it could not be known) of the call
+        /// `unansweredSince` stands for: after a reboot the wall clock may be a restored one (fake-hwclock,
+        /// timesyncd's clock file) that makes an old call look seconds old, so a call of another boot waits for
+        /// a synchronised clock (`waitsForClock`).
         var unansweredBoot: String?
+        /// The run of the agent that made that call (`AgentRun.id`): a mark of the running agent is of this
+        /// boot whatever else can be known.
+        var unansweredRun: String?
+        /// CLOCK_BOOTTIME (seconds since the boot began) when that call was made: in the same boot, its age is
+        /// this clock's difference, which no step of the wall clock changes.
+        var unansweredUptime: Double?
         /// The pairing the press was made under (`TokenSet.pairingId`).
         var pairingId: String?
 
@@ -50,6 +57,8 @@ struct Outbox: Codable, Sendable, Equatable {
             parkedReason = try container.decodeIfPresent(String.self, forKey: .parkedReason)
             unansweredSince = try container.decodeIfPresent(Double.self, forKey: .unansweredSince)
             unansweredBoot = try container.decodeIfPresent(String.self, forKey: .unansweredBoot)
+            unansweredRun = try container.decodeIfPresent(String.self, forKey: .unansweredRun)
+            unansweredUptime = try container.decodeIfPresent(Double.self, forKey: .unansweredUptime)
             pairingId = try container.decodeIfPresent(String.self, forKey: .pairingId)
         }
     }
@@ -118,13 +127,16 @@ struct Outbox: Codable, Sendable, Equatable {
         if let index = entries.firstIndex(where: { $0.slot == slot }) { entries[index].parkedReason = reason }
     }
 
-    /// A replenish call for `slot` is about to leave at `time`, during `boot`: until an answer comes, DRS may
-    /// have placed it.
-    mutating func markSending(slot: String, at time: Double, boot: String? = nil) {
-        if let index = entries.firstIndex(where: { $0.slot == slot }) {
-            entries[index].unansweredSince = entries[index].unansweredSince ?? time
-            entries[index].unansweredBoot = boot
-        }
+    /// A replenish call for `slot` is about to leave at `time` (wall clock) and `uptime` (CLOCK_BOOTTIME), made
+    /// by `run`: until an answer comes, DRS may have placed it. An earlier call whose answer is still unknown
+    /// keeps its marks: its age is the one that counts (`shownAge`).
+    mutating func markSending(slot: String, at time: Double, run: AgentRun = .unknown, uptime: Double? = nil) {
+        guard let index = entries.firstIndex(where: { $0.slot == slot }), entries[index].unansweredSince == nil
+        else { return }
+        entries[index].unansweredSince = time
+        entries[index].unansweredBoot = run.boot
+        entries[index].unansweredRun = run.id
+        entries[index].unansweredUptime = uptime
     }
 
     /// The call marked by `markSending` certainly never left the device (no connection, no byte sent): the
@@ -133,17 +145,38 @@ struct Outbox: Codable, Sendable, Equatable {
         if let index = entries.firstIndex(where: { $0.slot == slot }) {
             entries[index].unansweredSince = previous.unansweredSince
             entries[index].unansweredBoot = previous.unansweredBoot
+            entries[index].unansweredRun = previous.unansweredRun
+            entries[index].unansweredUptime = previous.unansweredUptime
         }
     }
 
-    /// Whether `entry`'s unanswered call was made during another boot while the wall clock is not known to be
-    /// synchronised now: its age cannot be judged, so it is not resent until the clock is (or until it is
-    /// shown over a day old and parked, `parkStale`). A boot that could not be known (nil, on either side) is
-    /// taken for another boot: a sandbox that hides the boot id must not make every boot look like the same.
-    static func waitsForClock(_ entry: Entry, boot: String?, clockSynchronized: Bool) -> Bool {
+    /// Whether `entry`'s unanswered call was made in this boot, as far as `run` (the running agent) can know:
+    /// by this very run (its id on the mark), or in a boot known on both sides to be this one. A boot that
+    /// could not be known (nil, on either side) is no proof: a sandbox that hides the boot id must not make
+    /// every boot look like the same. So only a mark loaded from disk can be of an unknown boot.
+    static func madeInThisBoot(_ entry: Entry, run: AgentRun) -> Bool {
+        if let id = run.id, entry.unansweredRun == id { return true }
+        if let boot = run.boot, entry.unansweredBoot == boot { return true }
+        return false
+    }
+
+    /// Whether `entry`'s unanswered call was made during another (or an unknown) boot while the wall clock is
+    /// not known to be synchronised now: its age cannot be judged, so it is not resent until the clock is (or
+    /// until it is shown over a day old and parked, `parkStale`).
+    static func waitsForClock(_ entry: Entry, run: AgentRun, clockSynchronized: Bool) -> Bool {
         guard entry.unansweredSince != nil, !entry.isParked, !clockSynchronized else { return false }
-        guard let boot, let marked = entry.unansweredBoot else { return true }
-        return marked != boot
+        return !madeInThisBoot(entry, run: run)
+    }
+
+    /// How old `entry`'s unanswered call is shown to be, nil when nothing shows it. A call of this boot stamped
+    /// with CLOCK_BOOTTIME: that clock's difference (the wall clock may have stepped since, a restored clock set
+    /// right by timesyncd). Otherwise the wall clock's, when both times are plausible: a clock restored from
+    /// the last shutdown is only ever behind the true time, so more than a day on it is more than a day.
+    static func shownAge(_ entry: Entry, now: Double, run: AgentRun, uptime: Double) -> Double? {
+        guard let since = entry.unansweredSince else { return nil }
+        if madeInThisBoot(entry, run: run), let stamped = entry.unansweredUptime { return uptime - stamped }
+        guard WallClock.isPlausible(since), WallClock.isPlausible(now) else { return nil }
+        return now - since
     }
 
     static let waitingForClockReason =
@@ -168,27 +201,26 @@ struct Outbox: Codable, Sendable, Equatable {
     /// slot that is no longer configured. Returns the slots parked, with the reason.
     /// With `pairingId` (the device is paired), entries pressed under another pairing are parked too.
     ///
-    /// The age of a call is shown by the wall clock (`now`, even one not known synchronised: a clock restored
-    /// from the last shutdown is only ever behind the true time, so more than a day on it is more than a day),
-    /// or, for a call of an earlier boot (`waitsForClock`, with `boot` and `clockSynchronized`), by
-    /// `sinceBoot`, the time since this boot began (CLOCK_BOOTTIME): such a call is at least that old. So an
-    /// entry waits for the clock at most a day of this boot, on a board where nothing ever synchronises it.
+    /// The age of a call is `shownAge` (CLOCK_BOOTTIME in the boot it was made in, else the wall clock),
+    /// or, for a call of an earlier boot (`waitsForClock`, with `run` and `clockSynchronized`), at least
+    /// `sinceBoot`, the time since this boot began (CLOCK_BOOTTIME). So an entry waits for the clock at most
+    /// a day of this boot, on a board where nothing ever synchronises it.
     mutating func parkStale(
-        now: Double, configuredSlots: Set<String>, pairingId: String?? = .none, boot: String? = nil,
+        now: Double, configuredSlots: Set<String>, pairingId: String?? = .none, run: AgentRun = .unknown,
         clockSynchronized: Bool = true, sinceBoot: Double = 0
     )
         -> [(slot: String, reason: String)]
     {
         var parked: [(slot: String, reason: String)] = []
         for index in entries.indices where !entries[index].isParked {
-            let waits = Self.waitsForClock(entries[index], boot: boot, clockSynchronized: clockSynchronized)
+            let waits = Self.waitsForClock(entries[index], run: run, clockSynchronized: clockSynchronized)
             let reason: String
             if !configuredSlots.contains(entries[index].slot) {
                 reason = "slot no longer configured"
             } else if case .some(let current) = pairingId, entries[index].pairingId != current {
                 reason = Self.earlierPairingReason
-            } else if let since = entries[index].unansweredSince, WallClock.isPlausible(since),
-                WallClock.isPlausible(now), now - since > Self.longestUnansweredResend
+            } else if let age = Self.shownAge(entries[index], now: now, run: run, uptime: sinceBoot),
+                age > Self.longestUnansweredResend
             {
                 reason = Self.sentOverADayAgoReason
             } else if waits, sinceBoot > Self.longestUnansweredResend {
@@ -242,6 +274,8 @@ extension Outbox {
             if let since = other.unansweredSince, since < kept.unansweredSince ?? .infinity {
                 kept.unansweredSince = since
                 kept.unansweredBoot = other.unansweredBoot
+                kept.unansweredRun = other.unansweredRun
+                kept.unansweredUptime = other.unansweredUptime
             }
             merged[index] = kept
         }

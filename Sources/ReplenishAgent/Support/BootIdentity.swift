@@ -41,9 +41,11 @@ enum BootIdentity {
     static func read(_ path: String) -> String? {
         guard let bytes = try? POSIX.readFile(path, limit: 64) else { return nil }
         let text = String(decoding: bytes, as: UTF8.self).filter { !$0.isWhitespace }
-        let isId = !text.isEmpty && text.allSatisfy { $0.isHexDigit || $0 == "-" }
-        return isId ? text : nil
+        return isId(text) ? text : nil
     }
+
+    /// Whether `text` has an id's form: hex digits and dashes, not empty.
+    static func isId(_ text: String) -> Bool { !text.isEmpty && text.allSatisfy { $0.isHexDigit || $0 == "-" } }
 
     /// 128 random bits in the kernel's boot-id form (8-4-4-4-12 hex digits).
     static func randomId(_ random: () -> UInt64) -> String {
@@ -58,4 +60,17 @@ enum BootIdentity {
         }
         return id
     }
+}
+
+/// The running agent as its "sent, answer unknown" marks name it (`Outbox.Entry.unansweredRun`): its boot
+/// (`BootIdentity.current`, nil when it cannot be known) and an id of this run, drawn at random when the daemon
+/// starts and recorded in the state directory's lock file (`StateDirectory.lock`), where `status` reads it
+/// while that agent runs. A mark with this run's id is of this boot whatever the sandbox hides: an unknown boot
+/// is only ever assumed for a mark loaded from disk.
+struct AgentRun: Sendable, Equatable {
+    var boot: String?
+    var id: String?
+
+    /// Nothing known (a command with no agent running and no boot mark).
+    static let unknown = AgentRun(boot: nil, id: nil)
 }

@@ -2,6 +2,9 @@
 /// says, so that a board without systemd-timesyncd (chrony, ntpd, busybox's ntpd, a battery clock alone) is
 /// found before its first power cut, not after. Files only; nothing is run.
 struct TimeSyncSignal: Sendable, Equatable {
+    /// systemd runs as the init system (`/run/systemd/system` exists: `sd_booted()`'s test). Without it no unit
+    /// ever starts, timesyncd's included (a container, a chroot, a board with another init).
+    var systemdRunning: Bool
     /// systemd-timesyncd's program is installed.
     var timesyncdInstalled: Bool
     /// Its unit is masked (a link to /dev/null): it never runs.
@@ -25,12 +28,14 @@ struct TimeSyncSignal: Sendable, Equatable {
             otherClientPrograms[name, default: []].contains { POSIX.exists(root + $0) }
         }
         return TimeSyncSignal(
-            timesyncdInstalled: installed, timesyncdMasked: unit?.kind == .characterDevice, otherClients: others,
+            systemdRunning: POSIX.exists(root + "/run/systemd/system"), timesyncdInstalled: installed,
+            timesyncdMasked: unit?.kind == .characterDevice, otherClients: others,
             markerPresent: POSIX.exists(root + WallClock.timesyncMarker))
     }
 
-    /// Something on this system creates the marker (as far as files tell: timesyncd installed and not masked).
-    var isProvided: Bool { timesyncdInstalled && !timesyncdMasked }
+    /// Something on this system creates the marker (as far as files tell: timesyncd installed and not masked,
+    /// under a running systemd).
+    var isProvided: Bool { systemdRunning && timesyncdInstalled && !timesyncdMasked }
 
     /// One line for `check-config`.
     var description: String {
@@ -40,7 +45,13 @@ struct TimeSyncSignal: Sendable, Equatable {
         if isProvided {
             line += "systemd-timesyncd creates it"
         } else {
-            line += "nothing here creates it (systemd-timesyncd is \(timesyncdInstalled ? "masked" : "not installed"))"
+            let why =
+                !timesyncdInstalled
+                ? "systemd-timesyncd is not installed"
+                : timesyncdMasked
+                    ? "systemd-timesyncd is masked"
+                    : "systemd is not the init system here, so systemd-timesyncd never runs"
+            line += "nothing here creates it (\(why))"
             if !otherClients.isEmpty {
                 line += "; \(otherClients.joined(separator: ", ")) found: have it create the file once it has "
                 line += "synchronised the clock (/usr/share/doc/replenish-agent/time-sync.md)"

@@ -54,6 +54,12 @@ enum POSIX {
     /// unreadable parent is "no").
     static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
 
+    /// Why this process cannot add entries to the directory at `path` (`access(W_OK | X_OK)`: a read-only
+    /// mount such as a sandbox's says so too), or nil when it can.
+    static func cannotWriteIn(_ path: String) -> String? {
+        access(path, W_OK | X_OK) == 0 ? nil : describe(errno)
+    }
+
     /// The names in a directory, without `.` and `..`, sorted.
     static func directoryEntries(_ path: String) throws(AgentError) -> [String] {
         guard let directory = opendir(path) else { throw storageError("opendir", path) }

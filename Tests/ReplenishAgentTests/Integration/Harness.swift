@@ -307,14 +307,17 @@ final class Harness: @unchecked Sendable {
 
     /// A launcher (`startAgent(launcher:)`) that runs its program with the shipped unit's view of /proc
     /// (`ProcSubset=pid`, `ProtectProc=invisible`): a private mount namespace with /proc mounted
-    /// `subset=pid,hidepid=invisible`, where /proc/sys, and the kernel's boot id in it, does not exist. Mounting
-    /// needs root, as the tests have here and in CI; the launcher is checked before it is handed out.
+    /// `subset=pid,hidepid=invisible`, where /proc/sys, and the kernel's boot id in it, does not exist; and, on
+    /// a machine where timesyncd runs, an empty /run/systemd/timesync (nothing says the clock is synchronised,
+    /// as on a board without timesyncd). Mounting needs root, as the tests have here and in CI; the launcher is
+    /// checked before it is handed out.
     func unitsProcLauncher() throws -> String {
         let path = directory + "/units-proc"
         let script = """
             #!/bin/sh
             exec /usr/bin/unshare --mount --propagation private /bin/sh -c \
-              'mount -t proc -o subset=pid,hidepid=invisible proc /proc && exec "$@"' sh "$@"
+              'mount -t proc -o subset=pid,hidepid=invisible proc /proc &&
+               { [ ! -d /run/systemd/timesync ] || mount -t tmpfs tmpfs /run/systemd/timesync; } && exec "$@"' sh "$@"
 
             """
         try script.write(toFile: path, atomically: true, encoding: .utf8)

@@ -42,7 +42,7 @@ import Testing
         let third = try harness.startAgent(config: config)
         try harness.waitUntil("the restarted agent's pairing endpoints") { pairingServed(pairingPort) }
         #expect(third.isRunning)
-        #expect(try String(contentsOfFile: state + "/lock", encoding: .utf8) == "\(third.processIdentifier)\n")
+        #expect(try String(contentsOfFile: state + "/lock", encoding: .utf8).hasPrefix("\(third.processIdentifier)\n"))
         harness.expectNoSecretsInAgentOutput()
     }
 
