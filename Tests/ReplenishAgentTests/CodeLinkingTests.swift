@@ -567,9 +567,11 @@ import Testing
         }
     }
 
-    func start(_ lwa: LWA, logs: Logs, store: MemoryTokenStore = MemoryTokenStore()) async throws -> Running {
+    func start(_ lwa: LWA, logs: Logs, store: MemoryTokenStore = MemoryTokenStore(), clientSecret: Secret? = nil)
+        async throws -> Running
+    {
         let lwaClient = LWAClient(
-            http: lwa.http, tokenURL: try EndpointURL("http://127.0.0.1:1/auth/o2/token"), clientSecret: nil)
+            http: lwa.http, tokenURL: try EndpointURL("http://127.0.0.1:1/auth/o2/token"), clientSecret: clientSecret)
         let tokens = try TokenManager(
             store: store, lwa: lwaClient, clock: clock, wallTime: clock.wallTime(from: epoch),
             random: .seeded(state: 5), logger: logs.logger)
@@ -577,7 +579,8 @@ import Testing
             device: .init(serial: "SN0001", model: "model-1", phase: .test), clientId: "client",
             client: CodePairClient(
                 lwa: lwaClient, codePairURL: try EndpointURL("http://127.0.0.1:1/auth/O2/create/codepair")),
-            tokens: tokens, clock: clock, wallTime: clock.wallTime(from: epoch), random: .seeded(state: 9),
+            lwa: lwaClient, tokens: tokens, clock: clock, wallTime: clock.wallTime(from: epoch),
+            random: .seeded(state: 9),
             logger: logs.logger)
         // Subscriptions first, as the daemon makes them.
         let events = tokens.events.subscribe()
@@ -632,6 +635,45 @@ import Testing
         #expect(logs.text.contains("CODE1"))
         let leaked = logs.text.contains("DEVICE-SECRET")
         #expect(!leaked, "a device code reached the log")
+    }
+
+    /// #40.6: code-based linking checks the client secret as the companion's pairing does: LWA's refusal of the
+    /// check (`invalid_client`: a wrong `lwa.clientSecret`) leaves the device unpaired, says why, and asks for a
+    /// new code only after the configuration backoff (at least half of its 5-minute base), never hammering LWA.
+    @Test func aWrongClientSecretLeavesTheDeviceUnpaired() async throws {
+        let lwa = LWA(clock: clock, interval: 5, lifetime: 600, answers: ["granted", "invalid_client"])
+        let logs = Logs()
+        let running = try await start(lwa, logs: logs, clientSecret: Secret("a-wrong-secret"))
+        await running.driver.pass(.seconds(6))
+        let check = lwa.polls.last?.form
+        #expect(check?["grant_type"] == "refresh_token" && check?["client_secret"] == "a-wrong-secret")
+        #expect(running.store.tokens == nil && running.store.saves == 0)
+        #expect(await !running.tokens.isPaired)
+        #expect(logs.text.contains("not paired, LWA refused the tokens' check"))
+        #expect(lwa.pairs == 1)
+        await running.driver.pass(.seconds(140))
+        #expect(lwa.pairs == 1, "a new code pair only after the configuration backoff")
+        await running.driver.pass(.seconds(3600))
+        #expect(lwa.pairs >= 2)
+    }
+
+    /// #40.5 and #40.6: a check LWA does not answer (503) says nothing of the secret: the tokens are kept (the
+    /// device is paired), `status`'s reason says the secret is not checked yet, and a refresh checks it at
+    /// once, with backoff, until LWA answers.
+    @Test func aCheckLWADoesNotAnswerKeepsTheTokensAndIsMadeAgain() async throws {
+        let lwa = LWA(clock: clock, interval: 5, lifetime: 600, answers: ["granted", "503", "503", "granted"])
+        let logs = Logs()
+        let running = try await start(lwa, logs: logs, clientSecret: Secret("the-secret"))
+        await running.driver.pass(.seconds(6))
+        #expect(running.store.tokens != nil)
+        #expect(await running.tokens.isPaired)
+        let reason = await running.tokens.state.reason ?? ""
+        #expect(reason.contains("lwa.clientSecret is not checked yet"), "\(reason)")
+        let tokenDriver = StepDriver(clock: clock, running.tokens.step)
+        await tokenDriver.pass(.seconds(60))
+        let refreshes = lwa.polls.filter { $0.form["grant_type"] == "refresh_token" }
+        #expect(refreshes.count == 3, "the check, then refreshes on the backoff until LWA answered")
+        #expect(await running.tokens.state.reason == nil)
     }
 
     @Test func anExpiredCodeIsReplacedAndTheNewOneShown() async throws {

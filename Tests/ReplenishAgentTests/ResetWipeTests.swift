@@ -100,7 +100,10 @@ import Testing
             // `deregister` keeps the order history for the owner to read, and forgets the account's part.
             #expect(status?.slots["slot-1"]?.subscribed == nil)
             let history = try StateFile.load(Outbox.self, from: outbox) { _ in }?.orders
-            #expect(history?.map(\.open) == [false])
+            #expect(history?.map(\.open) == [false, false])
+            // The old owner's queued press is in the history as not sent, with the reason (#40.10).
+            #expect(history?.last?.detailCode == OrderRecord.notSent)
+            #expect(history?.last?.droppedReason?.hasPrefix("the pairing was reset") == true)
         }
         // Finished once: nothing of the wipe is left to do at the start after.
         let names = try POSIX.directoryEntries(directory).filter { !["lock", "deregistration.json"].contains($0) }

@@ -343,6 +343,57 @@ import Testing
         #expect(String(decoding: response.body, as: UTF8.self).contains("INVALID_PARAM"))
     }
 
+    /// #40.5: with a client secret set, the pairing's check refresh gets no answer LWA stands by (a 503, a
+    /// dropped connection): the code is redeemed already, so the pairing holds (204, the tokens stored) instead of
+    /// burning the customer's code, `status` says the secret is not checked yet, and a refresh checks it at once.
+    /// LWA's definite refusal (`invalid_client`) still fails the pairing.
+    @Test(arguments: ["503", "dropped", "invalid_client"])
+    func aCheckLWADoesNotAnswerKeepsThePairing(check: String) async throws {
+        let refreshes = Mutex(0)
+        let http = ScriptedHTTPClient { (request) throws(AgentError) -> HTTPResponse in
+            let body = String(decoding: request.body ?? [], as: UTF8.self)
+            if body.contains("grant_type=authorization_code") {
+                return json(200, #"{"access_token":"Atza|a","refresh_token":"Atzr|r","expires_in":3600}"#)
+            }
+            let first = refreshes.withLock {
+                $0 += 1
+                return $0 == 1
+            }
+            guard first else { return json(200, #"{"access_token":"Atza|b","expires_in":3600}"#) }
+            switch check {
+            case "503": return json(503, "")
+            case "dropped": throw AgentError(.network, "connection reset")
+            default: return json(401, #"{"error":"invalid_client"}"#)
+            }
+        }
+        let store = MemoryTokenStore()
+        let lwa = LWAClient(
+            http: http, tokenURL: try EndpointURL("http://127.0.0.1:1/auth/o2/token"),
+            clientSecret: Secret("the-secret"))
+        let tokens = try TokenManager(
+            store: store, lwa: lwa, clock: clock, wallTime: { 1000 }, logger: .init(label: "test"))
+        let pairing = PairingCoordinator(
+            device: .init(serial: "SN1", model: "M1", phase: .certification), clientId: "cid", lwa: lwa,
+            tokens: tokens, clock: clock, deviceNames: { ["192.168.1.20", "device", "device.local", "localhost"] },
+            logger: .init(label: "test"))
+        let info = try await deviceInfo(pairing)
+        let answer = await companion(
+            pairing, #"{"sessionId":"\#(info.sessionId)","authCode":"c","clientId":"cid","redirectUri":"r"}"#)
+        if check == "invalid_client" {
+            #expect(answer.status == 400 && String(decoding: answer.body, as: UTF8.self).contains("invalid_client"))
+            #expect(store.tokens == nil)
+            return
+        }
+        #expect(answer.status == 204, "\(String(decoding: answer.body, as: UTF8.self))")
+        #expect(store.tokens?.refreshToken == Secret("Atzr|r"))
+        let reason = await tokens.state.reason ?? ""
+        #expect(reason.contains("lwa.clientSecret is not checked yet"), "\(reason)")
+        // Checked again at once: the access token counts as expired, so the next use refreshes (with the secret).
+        #expect(try await tokens.accessToken() == Secret("Atza|b"))
+        #expect(refreshes.withLock { $0 } == 2)
+        #expect(await tokens.state.reason == nil)
+    }
+
     @Test func lwaRefusalIs400AndUnreachableIs502AndTheDeviceStaysPairable() async throws {
         let answers = Mutex([AgentError?.none, AgentError(.network, "connection refused")])
         let http = ScriptedHTTPClient { (_) throws(AgentError) -> HTTPResponse in

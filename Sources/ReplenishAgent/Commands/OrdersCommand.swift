@@ -31,6 +31,8 @@ struct OrdersCommand: AsyncParsableCommand {
             var status: String?
             var checkedAt: String?
             var pressesWhileOpen: Int
+            /// A press dropped without being sent (`NOT_SENT`): why.
+            var droppedReason: String?
         }
 
         var queued: [Queued]
@@ -57,7 +59,8 @@ struct OrdersCommand: AsyncParsableCommand {
             Report.Order(
                 slot: $0.slot, detailCode: $0.detailCode, eventInstanceId: $0.eventInstanceId,
                 answeredAt: ISO8601.format($0.answeredAt), open: $0.open, status: $0.status,
-                checkedAt: $0.checkedAt.map(ISO8601.format), pressesWhileOpen: $0.pressesWhileOpen ?? 0)
+                checkedAt: $0.checkedAt.map(ISO8601.format), pressesWhileOpen: $0.pressesWhileOpen ?? 0,
+                droppedReason: $0.droppedReason)
         }
         return Report(queued: queued, orders: orders, problems: problems)
     }
@@ -79,6 +82,7 @@ struct OrdersCommand: AsyncParsableCommand {
         if report.orders.isEmpty { Output.line("no orders yet") }
         for order in report.orders {
             var line = "\(order.answeredAt) slot \(order.slot): \(order.detailCode)"
+            if let reason = order.droppedReason { line += " (a queued press dropped, never sent: \(reason))" }
             if let status = order.status { line += ", \(status)" }
             if let checked = order.checkedAt { line += " (as of \(checked))" }
             line += order.open ? ", open" : ""

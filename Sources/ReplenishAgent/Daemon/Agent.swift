@@ -91,6 +91,23 @@ struct Agent {
                     try await orders.recordTestOrdersCancelled(slots: slots, at: at)
                 }, wallTime: wallTime))
 
+        // A pairing from a build before the identity record is this device's: recorded now, at the first start
+        // of this build, so that an image cloned from this unit later is caught by the check below.
+        do throws(AgentError) {
+            if let recorded = try await tokens.recordMissingIdentity() {
+                logger.notice(
+                    "the pairing had no identity recorded: this device's is recorded with it",
+                    metadata: [
+                        "device.serial": "\(recorded.serial)", "device.model": "\(recorded.model)",
+                        "device.phase": "\(recorded.phase)",
+                    ])
+            }
+        } catch {
+            logger.error(
+                "could not record the device's identity with the pairing (the next token write records it)",
+                metadata: ["error": "\(error.message)"])
+        }
+
         // A pairing made for another serial, model or phase (a serial file changed, a unit moved from the test
         // phase to production, an image cloned from a bench unit) must not order on: its deregistration is
         // queued and the device is pairable again, with the reason in the log and `status`.
@@ -189,7 +206,7 @@ struct Agent {
         }
         return CodeLinker(
             device: config.device, clientId: config.lwa.clientId,
-            client: CodePairClient(lwa: lwa, codePairURL: codePairURL), tokens: tokens, clock: clock,
+            client: CodePairClient(lwa: lwa, codePairURL: codePairURL), lwa: lwa, tokens: tokens, clock: clock,
             wallTime: { POSIX.wallTime() }, logger: logger)
     }
 

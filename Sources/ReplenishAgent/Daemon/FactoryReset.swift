@@ -62,7 +62,7 @@ struct FactoryReset<C: Clock>: Sendable where C.Duration == Duration {
                 try await status.wipe()
             case .pairing:
                 // The queued presses go; the order history stays for the owner to read.
-                try await orders.forgetAccount()
+                try await orders.forgetAccount(reason: reason)
                 try await status.forgetAccount()
             }
             try await DiskLane.shared.run { () throws(AgentError) in try ResetWipe.end(stateDirectory: directory) }
@@ -216,7 +216,7 @@ enum ResetWipe {
             if var orders = try StateFile.load(Outbox.self, from: outbox, onCorrupt: report) {
                 orders.adoptLegacyOrders(stateDirectory: stateDirectory)
                 let before = orders
-                orders.forgetAccount()
+                orders.forgetAccount(reason: "the pairing was reset", at: POSIX.wallTime())
                 if orders != before { try DiskLane.saveNow(orders, to: outbox) }
             }
             if var record = try StateFile.load(DutyRecord.self, from: status, onCorrupt: report) {

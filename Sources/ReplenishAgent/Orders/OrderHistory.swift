@@ -16,6 +16,12 @@ struct OrderRecord: Codable, Sendable, Equatable {
     /// `ORDER_INPROGRESS`).
     var pressesWhileOpen: Int?
     var lastPressWhileOpenAt: Double?
+    /// A queued press that was dropped without being sent (`notSent`): why (the device left the customer's
+    /// account: a reset, an identity change). Its `answeredAt` is when it was dropped.
+    var droppedReason: String? = nil
+
+    /// The `detailCode` of a press dropped without being sent (`droppedReason` says why).
+    static let notSent = "NOT_SENT"
 }
 
 /// How the order facts change as orders are answered, followed up, pressed again and cancelled. Pure: the
@@ -96,9 +102,28 @@ extension Outbox {
         slots[slot, default: .init()].lastResultAt = time
     }
 
-    /// The device left the customer's account (`deregister`): its queued presses go, what DRS said of its
-    /// orders no longer holds; the order history stays for the owner to read, with nothing left open.
-    mutating func forgetAccount() {
+    /// The device left the customer's account (`deregister`, an identity change: `reason`): its queued presses
+    /// go, each one still to send recorded in the history as not sent, with the reason (returned: the slots);
+    /// what DRS said of its orders no longer holds; the order history stays for the owner to read, with
+    /// nothing left open.
+    @discardableResult
+    mutating func forgetAccount(reason: String = "the device left the customer's account", at time: Double = 0)
+        -> [String]
+    {
+        let dropped = pending
+        if !dropped.isEmpty {
+            let history =
+                (orders ?? [])
+                + dropped.map {
+                    // One whose last call's answer never came may have been placed: the record says so.
+                    let unknown =
+                        $0.unansweredSince != nil ? " (a call was sent, its answer unknown: DRS may have it)" : ""
+                    return OrderRecord(
+                        slot: $0.slot, detailCode: OrderRecord.notSent, eventInstanceId: nil, answeredAt: time,
+                        open: false, droppedReason: reason + unknown)
+                }
+            orders = Array(history.suffix(Self.orderHistoryLimit))
+        }
         dropEntries()
         for slot in slots.keys {
             slots[slot]?.orderOpen = nil
@@ -111,5 +136,6 @@ extension Outbox {
                 return order
             }
         }
+        return dropped.map(\.slot)
     }
 }

@@ -193,11 +193,20 @@ actor Orders<C: Clock> where C.Duration == Duration {
         try await commitOrThrow { $0.recordTestOrdersCancelled(slots: slots, at: time) }
     }
 
-    /// The device left the customer's account (a reset of the pairing): its queued presses go, the history stays.
-    func forgetAccount() async throws(AgentError) {
+    /// The device left the customer's account (a reset of the pairing, an identity change: `reason`): its
+    /// queued presses go, each one still to send recorded in the history as not sent and logged; the history
+    /// stays.
+    func forgetAccount(reason: String) async throws(AgentError) {
         markedAtAccept.removeAll()
         timeline.wiped()
-        try await commitOrThrow { $0.forgetAccount() }
+        let now = wallTime()
+        var dropped: [String] = []
+        try await commitOrThrow { dropped = $0.forgetAccount(reason: reason, at: now) }
+        for slot in dropped {
+            logger.warning(
+                "a queued press was dropped, never sent",
+                metadata: ["order.slot": "\(slot)", "order.reason": "\(reason)"])
+        }
         waker.ring()
     }
 

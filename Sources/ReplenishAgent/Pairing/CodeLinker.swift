@@ -6,6 +6,8 @@ import Logging
 actor CodeLinker<C: Clock> where C.Duration == Duration {
     private var linking: CodeLinking<C.Instant>
     private let client: CodePairClient
+    /// For the check of the client secret before the tokens are stored (`LWAClient.checkedAtPairing`).
+    private let lwa: LWAClient
     private let device: AgentConfig.Device
     private let clientId: String
     private let tokens: TokenManager<C>
@@ -19,13 +21,14 @@ actor CodeLinker<C: Clock> where C.Duration == Duration {
     private var published: LinkingCode??
 
     init(
-        device: AgentConfig.Device, clientId: String, client: CodePairClient, tokens: TokenManager<C>, clock: C,
-        wallTime: @escaping @Sendable () -> Double, random: RandomSource = .system, logger: Logger
+        device: AgentConfig.Device, clientId: String, client: CodePairClient, lwa: LWAClient, tokens: TokenManager<C>,
+        clock: C, wallTime: @escaping @Sendable () -> Double, random: RandomSource = .system, logger: Logger
     ) {
         linking = CodeLinking(random: random)
         self.device = device
         self.clientId = clientId
         self.client = client
+        self.lwa = lwa
         self.tokens = tokens
         self.clock = clock
         self.wallTime = wallTime
@@ -111,8 +114,20 @@ actor CodeLinker<C: Clock> where C.Duration == Duration {
                 handle(.pollAnswered(answer))
             case .install(let grant):
                 worked = true
+                // The client secret, checked as the companion's pairing checks it: only LWA's definite refusal
+                // (`invalid_client`) stops the linking, which asks for a new code after the configuration
+                // backoff; a check LWA did not answer keeps the tokens and is made again by the token manager.
+                let checked: LWAClient.CheckedGrant
+                do { checked = try await lwa.checkedAtPairing(grant, clientId: clientId) } catch {
+                    logger.error(
+                        "code-based linking: not paired, LWA refused the tokens' check",
+                        metadata: ["error.code": "\(error.code)", "error": "\(error.message)"])
+                    handle(.checkRefused(reason: error.message))
+                    continue
+                }
                 do {
-                    try await tokens.install(grant, clientId: clientId)
+                    try await tokens.install(
+                        checked.grant, clientId: clientId, secretUncheckedBecause: checked.uncheckedBecause)
                     handle(.paired)
                 } catch {
                     logger.error(

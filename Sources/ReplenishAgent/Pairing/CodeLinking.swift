@@ -39,6 +39,9 @@ struct CodeLinking<Instant: InstantProtocol>: Sendable where Instant.Duration ==
         case pollAnswered(PollAnswer)
         /// The grant could not be stored (`TokenManager.install` failed: a full disk).
         case installFailed(reason: String)
+        /// LWA refused the check of the granted tokens (`invalid_client`: a wrong `lwa.clientSecret`): not
+        /// paired; a new code pair after the configuration backoff.
+        case checkRefused(reason: String)
         /// Skip the wait of a backoff (a long press on the button): try now.
         case retryNow
     }
@@ -117,6 +120,9 @@ struct CodeLinking<Instant: InstantProtocol>: Sendable where Instant.Duration ==
         case .pollAnswered(let answer):
             guard case .polling(var pair) = phase else { return }
             apply(answer, to: &pair, at: now)
+        case .checkRefused(let reason):
+            guard case .storing = phase else { return }
+            phase = .needsCodePair(notBefore: now.advanced(by: delay(after: .configuration(reason: reason))))
         case .installFailed:
             guard case .storing(let grant) = phase else { return }
             installFailures += 1

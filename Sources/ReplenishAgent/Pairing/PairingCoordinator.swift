@@ -162,8 +162,9 @@ actor PairingCoordinator<C: Clock> where C.Duration == Duration {
             let redeemed = try await lwa.redeem(
                 code: info.authCode, redirectURI: info.redirectUri, clientId: info.clientId,
                 verifier: current.value.verifier)
-            let grant = try await lwa.checkedAtPairing(redeemed, clientId: info.clientId)
-            try await tokens.install(grant, clientId: info.clientId)
+            let checked = try await lwa.checkedAtPairing(redeemed, clientId: info.clientId)
+            try await tokens.install(
+                checked.grant, clientId: info.clientId, secretUncheckedBecause: checked.uncheckedBecause)
         } catch {
             logger.warning("pairing failed", metadata: ["error.code": "\(error.code)", "error": "\(error.message)"])
             switch error.code {

@@ -25,22 +25,40 @@ struct LWAClient: Sendable {
         return try await post(fields)
     }
 
+    /// What `checkedAtPairing` found: the grant to keep, and why the client secret is not checked yet (LWA did
+    /// not answer the check: a 5xx, a dropped connection, a timeout), nil when it was, or none is configured.
+    struct CheckedGrant: Sendable, Equatable {
+        var grant: TokenGrant
+        var uncheckedBecause: String?
+    }
+
     /// With a client secret configured, one refresh right after a code is redeemed: LWA reads the secret only on
     /// a refresh, so a secret that does not belong to the client id would otherwise let the pairing succeed and
-    /// stop the ordering an hour later, at the first scheduled refresh (`invalid_client`). A refused secret
-    /// fails the pairing instead. Returns the grant to keep: the refresh's access token, and its refresh token
-    /// when LWA rotated the one the code gave.
-    func checkedAtPairing(_ grant: TokenGrant, clientId: String) async throws(AgentError) -> TokenGrant {
-        guard clientSecret != nil, let redeemed = grant.refreshToken else { return grant }
+    /// stop the ordering an hour later, at the first scheduled refresh (`invalid_client`). Only LWA's definite
+    /// refusal of the secret (`invalid_client`) fails the pairing. A check LWA did not answer says nothing of
+    /// the secret, and the code is redeemed already (a retry of the app would get `invalid_grant`, and LWA holds
+    /// a live refresh token for it): the redeemed grant is kept, unchecked, and the token manager checks again
+    /// at once (`TokenManager.install`). Returns the grant to keep: the refresh's access token, and its refresh
+    /// token when LWA rotated the one the code gave.
+    func checkedAtPairing(_ grant: TokenGrant, clientId: String) async throws(AgentError) -> CheckedGrant {
+        guard clientSecret != nil, let redeemed = grant.refreshToken else { return .init(grant: grant) }
         let refreshed: TokenGrant
         do { refreshed = try await refresh(refreshToken: redeemed, clientId: clientId) } catch {
-            guard error.code == .unauthorizedClient else { throw error }
-            throw AgentError(
-                .unauthorizedClient, "lwa.clientSecret is not this client id's secret (\(error.message))", cause: error)
+            switch error.code {
+            case .unauthorizedClient:
+                throw AgentError(
+                    .unauthorizedClient, "lwa.clientSecret is not this client id's secret (\(error.message))",
+                    cause: error)
+            case .network, .server:
+                return .init(grant: grant, uncheckedBecause: error.message)
+            default:
+                throw error
+            }
         }
-        return TokenGrant(
-            accessToken: refreshed.accessToken, refreshToken: refreshed.refreshToken ?? redeemed,
-            expiresIn: refreshed.expiresIn)
+        return .init(
+            grant: TokenGrant(
+                accessToken: refreshed.accessToken, refreshToken: refreshed.refreshToken ?? redeemed,
+                expiresIn: refreshed.expiresIn))
     }
 
     private func post(_ fields: [(String, String)]) async throws(AgentError) -> TokenGrant {

@@ -30,11 +30,13 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     private var lastLoggedFailure: String?
     /// The last refresh failure, until a refresh succeeds (the retry-wait state).
     private var lastFailure: String?
+    /// The pairing's check of the client secret got no answer from LWA: why, until a refresh succeeds.
+    private var secretUnchecked: String?
     private var jitter: Double
     /// What the token manager tells the services that follow it; published, never awaited.
     nonisolated let events = Broadcast<TokenEvent>()
-    /// The device's identity now (from the config): recorded with every pairing made, and with the next write of
-    /// a token file that has none yet.
+    /// The device's identity now (from the config): recorded with every pairing made, and at the first start
+    /// with a token file that has none yet (`recordMissingIdentity`).
     private let identity: DeviceIdentity?
 
     init(
@@ -61,7 +63,13 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     var state: State {
         if let tokens {
             if inFlight != nil { return .refreshing(expiresAt: tokens.accessTokenExpiresAt) }
-            if let lastFailure { return .retryWait(expiresAt: tokens.accessTokenExpiresAt, reason: lastFailure) }
+            if let lastFailure {
+                let reason = secretUnchecked.map { "\($0): \(lastFailure)" } ?? lastFailure
+                return .retryWait(expiresAt: tokens.accessTokenExpiresAt, reason: reason)
+            }
+            if let secretUnchecked {
+                return .retryWait(expiresAt: tokens.accessTokenExpiresAt, reason: secretUnchecked)
+            }
             return .fresh(expiresAt: tokens.accessTokenExpiresAt)
         }
         if let lostReason { return .needsPairing(reason: lostReason) }
@@ -76,6 +84,18 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     /// The current tokens (for a factory reset's deregistration; never printed).
     var currentTokens: TokenSet? { tokens }
 
+    /// A token file from a build before the identity record (no `identity`) gets the device's identity now,
+    /// written at this start, not at the next refresh: an image later cloned from this unit carries it, and the
+    /// clone's other serial is then a change (`identityChange`). Returns the identity written, nil when there
+    /// was nothing to write. Called once at start, before anything else writes the tokens.
+    func recordMissingIdentity() async throws(AgentError) -> DeviceIdentity? {
+        guard let identity, var current = tokens, current.identity == nil else { return nil }
+        current.identity = identity
+        try await store.save(current, isolation: self)
+        tokens = current
+        return identity
+    }
+
     /// The pairing was made for another identity than the device's now (`identity`): what changed, or nil
     /// when it was not (or the token file predates the record, or nothing is paired). Only an identity that was
     /// read and differs is a change: a serial that cannot be read stops the start before this is asked.
@@ -84,20 +104,31 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     /// The tag of the current pairing (nil when unpaired, or paired before tags existed).
     var pairingId: String? { tokens?.pairingId }
 
-    /// Stores the tokens from a pairing durably, then starts using them.
-    func install(_ grant: TokenGrant, clientId: String) async throws(AgentError) {
+    /// Stores the tokens from a pairing durably, then starts using them. `secretUncheckedBecause`: LWA did not
+    /// answer the pairing's check of the client secret (`LWAClient.checkedAtPairing`): the access token counts
+    /// as expired, so a refresh (which LWA answers only for the right secret) checks it at once, and again on
+    /// the refresh backoff until LWA answers; `status` says so meanwhile.
+    func install(_ grant: TokenGrant, clientId: String, secretUncheckedBecause: String? = nil) async throws(AgentError)
+    {
         guard let refreshToken = grant.refreshToken else {
             throw AgentError(.server, "LWA redeemed the code but sent no refresh token")
         }
         let now = wallTime()
         let tag = (0..<2).map { _ in String(UInt64.random(in: .min ... .max, using: &random), radix: 16) }
-        let fresh = TokenSet(
+        var fresh = TokenSet(
             clientId: clientId, refreshToken: refreshToken, accessToken: grant.accessToken,
             accessTokenExpiresAt: now + grant.expiresIn, accessTokenLifetime: grant.expiresIn,
             pairingId: tag.joined(separator: "-"), identity: identity)
+        if secretUncheckedBecause != nil { fresh.accessTokenExpiresAt = now }
         try await store.save(fresh, isolation: self)
         logger.info("paired", metadata: ["token.expiresIn": "\(Int(grant.expiresIn))"])
         pairingChanged(to: fresh, lostReason: nil)
+        if let why = secretUncheckedBecause {
+            secretUnchecked =
+                "lwa.clientSecret is not checked yet: LWA did not answer the pairing's check (\(why)); checking it "
+                + "with a refresh"
+            logger.warning("paired; lwa.clientSecret not checked yet, checking it now", metadata: ["error": "\(why)"])
+        }
     }
 
     /// Paired (`next`) or forgotten (nil, with the reason): the schedule starts over and every follower hears it.
@@ -222,6 +253,7 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
             lastFailureCode = nil
             lastLoggedFailure = nil
             lastFailure = nil
+            secretUnchecked = nil
             jitter = Double.random(in: 0..<1, using: &random)
             waker.ring()
             logger.info(
@@ -268,6 +300,7 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     private func clearRetryState() {
         failures = 0
         lastFailure = nil
+        secretUnchecked = nil
         lastFailureCode = nil
         timeline.pairingChanged()
         saveFailures = 0

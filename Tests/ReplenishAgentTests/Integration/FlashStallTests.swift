@@ -267,4 +267,49 @@ import Testing
         try harness.stop(restarted)
         harness.expectNoSecretsInAgentOutput()
     }
+
+    /// #40.8: the agent stops (SIGTERM) or dies (SIGKILL) after the press is written (its outbox renamed into
+    /// place: the directory's flush is stalled) and before its answer: `press` says what is true, that the
+    /// press is kept and will be ordered, with exit 0, and the restarted agent orders it, once.
+    @Test(arguments: [SIGTERM, SIGKILL])
+    func aStopAfterThePressIsWrittenIsToldTheTruth(signal: Int32) throws {
+        let harness = Harness()
+        let (emulator, config, pairingPort, flushLog, agent) = try Self.startShimmedAgent(
+            harness, stallMilliseconds: 2000)
+        defer { if agent.isRunning { kill(agent.processIdentifier, SIGKILL) } }
+        try harness.waitUntil("the pairing endpoints", timeout: 60) { Harness.pairingPortAnswers(pairingPort) }
+        try harness.pair(emulator: emulator, pairingPort: pairingPort)
+        try harness.waitUntil("the first duties", timeout: 90) {
+            try harness.slotStatus(config: config, "slot-1")["subscribed"] as? Bool == true
+        }
+        let before = Self.flushes(flushLog).count
+        let press = Process()
+        press.executableURL = URL(fileURLWithPath: Harness.binDirectory + "/replenish-agent")
+        press.arguments = ["press", "button", "--config", config]
+        let output = Pipe()
+        press.standardOutput = output
+        press.standardError = output
+        try Harness.spawning.withLock { try press.run() }
+        // The outbox's flush, then the state directory's: the rename between them wrote the press.
+        try harness.waitUntil("the press written, the directory's flush stalled", timeout: 30) {
+            let flushes = Self.flushes(flushLog).dropFirst(before)
+            guard let outbox = flushes.firstIndex(where: { $0.path.contains("outbox.json") }) else { return false }
+            return flushes[outbox...].contains { $0.path.hasSuffix("/state") }
+        }
+        kill(agent.processIdentifier, signal)
+        press.waitUntilExit()
+        let said = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(press.terminationStatus == 0, "press exited \(press.terminationStatus): \(said)")
+        #expect(said.contains("the press was written"), "\(said)")
+        try harness.waitUntil("the agent gone") { !agent.isRunning }
+        let restarted = try harness.startAgent(config: config)
+        defer { if restarted.isRunning { kill(restarted.processIdentifier, SIGKILL) } }
+        try harness.waitUntil("the press ordered", timeout: 60) {
+            let status = try harness.statusJSON(config: config)
+            return status["pendingOrders"] as? Int == 0 && status["paired"] as? Bool == true
+        }
+        let placed = try harness.replenishEvents(emulator).filter { $0["outcome"] as? String == "placed" }
+        #expect(placed.count == 1, "\(placed)")
+        harness.expectNoSecretsInAgentOutput()
+    }
 }

@@ -49,7 +49,7 @@ import Testing
     }
 
     /// Only an identity that was read and differs is a change: a token file from before the identity was
-    /// recorded keeps its pairing, and records the identity with its next write.
+    /// recorded keeps its pairing (and records the identity at the start: below).
     @Test func aTokenFileWithoutAnIdentityKeepsItsPairing() throws {
         let harness = Harness()
         let (emulator, config, agent, _) = try harness.startPairedAgent()
@@ -68,6 +68,70 @@ import Testing
         try harness.waitUntil("the order") { try harness.statusJSON(config: config)["pendingOrders"] as? Int == 0 }
         #expect(try harness.statusJSON(config: config)["paired"] as? Bool == true)
         #expect(try harness.stats(emulator)["deregistrations"] as? Int ?? 0 == 0)
+    }
+}
+
+extension IdentityTests {
+    /// #40.7: a token file from a build before the identity record gets this unit's identity at the first start
+    /// of this build (no refresh needed: the access token is good for an hour), so an image cloned from it onto
+    /// another unit (another serial) is caught at that unit's start instead of ordering on this unit's pairing.
+    @Test func aTokenFileWithoutAnIdentityRecordsItAtTheFirstStart() throws {
+        let harness = Harness()
+        let (emulator, config, agent, _) = try harness.startPairedAgent()
+        try harness.stop(agent)
+        let path = harness.directory + "/state/tokens.json"
+        func stored() throws -> [String: Any] {
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as! [String: Any]
+        }
+        var tokens = try stored()
+        tokens["identity"] = nil
+        try JSONSerialization.data(withJSONObject: tokens).write(to: URL(fileURLWithPath: path))
+        func refreshes() throws -> Int {
+            (try harness.stats(emulator)["tokenGrants"] as? [String: Int])?["refresh_token"] ?? 0
+        }
+        let refreshesBefore = try refreshes()
+        let second = try harness.startAgent(config: config)
+        try harness.waitUntil("the identity recorded at the start", timeout: 15) {
+            (try stored()["identity"] as? [String: Any])?["serial"] as? String == "TEST0001"
+        }
+        #expect(try refreshes() == refreshesBefore, "written without a refresh")
+        #expect(harness.read("agent-2.log").contains("the pairing had no identity recorded"))
+        try harness.stop(second)
+        // The image cloned onto another unit: its serial differs, and its start deregisters the pairing.
+        try edit(config, #""serial":"TEST0001""#, #""serial":"TEST0002""#)
+        _ = try harness.startAgent(config: config)
+        try harness.waitUntil("DRS to hear the old pairing's deregistration", timeout: 60) {
+            try harness.stats(emulator)["deregistrations"] as? Int == 1
+        }
+        #expect(try harness.statusJSON(config: config)["paired"] as? Bool == false)
+        harness.expectNoSecretsInAgentOutput()
+    }
+
+    /// #40.10: a press still queued when the identity changes is not ordered under the new identity, and not
+    /// dropped silently either: `orders` lists it as not sent, with the reason, and the log names it.
+    @Test func aPressQueuedAtAnIdentityChangeIsRecordedAsNotSent() throws {
+        let harness = Harness()
+        let (emulator, config, agent, _) = try harness.startPairedAgent()
+        try harness.injectFault(emulator, path: "/replenish/slot-1", count: 1000, #"{"kind":"status","status":503}"#)
+        #expect(try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0)
+        try harness.waitUntil("the press refused once") { harness.loggedReplenishAttempts(slot: "slot-1") >= 1 }
+        try harness.stop(agent)
+        #expect(try harness.statusJSON(config: config)["pendingOrders"] as? Int == 1)
+        try edit(config, #""serial":"TEST0001""#, #""serial":"TEST0002""#)
+        _ = try harness.startAgent(config: config)
+        try harness.waitUntil("the pairing forgotten") {
+            try harness.statusJSON(config: config)["paired"] as? Bool == false
+        }
+        #expect(try harness.statusJSON(config: config)["pendingOrders"] as? Int == 0)
+        let orders = try harness.ordersJSON(config: config)["orders"] as? [[String: Any]] ?? []
+        let dropped = orders.first { $0["detailCode"] as? String == "NOT_SENT" }
+        #expect(dropped?["slot"] as? String == "slot-1", "orders: \(orders)")
+        #expect(
+            (dropped?["droppedReason"] as? String)?.contains("identity changed (serial TEST0001 → TEST0002)") == true)
+        let text = try harness.run("replenish-agent", ["orders", "--config", config]).output
+        #expect(text.contains("slot slot-1: NOT_SENT (a queued press dropped, never sent:"), "\(text)")
+        #expect(harness.read("agent-2.log").contains("a queued press was dropped, never sent"))
+        harness.expectNoSecretsInAgentOutput()
     }
 }
 
