@@ -12,10 +12,10 @@
 # Two boots of the same disk: the first pairs, presses, then cuts the power (sysrq `o`, no sync, no shutdown)
 # while an order's answer is unknown; the second, its wall clock restored to the first's last time and with
 # systemd-timesyncd masked (nothing synchronises the clock), checks that the order is not sent twice and that
-# a new press orders, upgrades the package, measures the agent idle,
-# runs the bench's C floor beside it (bench/c-agent.c, built for the image: both footprints end the output as
-# one table), and tests the watchdog, `systemctl stop`, `apt remove` and `apt purge`. README "Boot test" has
-# the checks table.
+# a new press orders, upgrades the package, measures the agent idle, checks a press with the runtime directory
+# unusable (unknown-boot), runs the bench's C floor beside it (bench/c-agent.c, built for the image: both
+# footprints end the output as one table), and tests the watchdog, `systemctl stop`, `apt remove` and `apt
+# purge`. docs/testing.md ("The booted devices") describes each check.
 #
 # Cached under .build/vm/: the root file system (rootfs-<key>, keyed by the package list, the kernel ABI and
 # this script's image recipe; a change makes a new one and the old one is deleted), the gpio-sim module
