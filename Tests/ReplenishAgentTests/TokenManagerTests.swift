@@ -33,7 +33,8 @@ import Testing
             store: store, lwa: lwa(http), clock: clock, wallTime: wallTime,
             random: .seeded(state: seed), logger: .init(label: "test"))
         try await manager.install(
-            TokenGrant(accessToken: Secret("Atza|a0"), refreshToken: Secret("Atzr|r0"), expiresIn: lifetime),
+            .init(
+                grant: TokenGrant(accessToken: Secret("Atza|a0"), refreshToken: Secret("Atzr|r0"), expiresIn: lifetime)),
             clientId: "client")
         return manager
     }

@@ -86,10 +86,7 @@ enum StateDirectory {
         }
         // The pid is only for the message above: the lock itself is the flock, not the file's content. The run's
         // id (`AgentRun`) is for `status`, which reads it while the lock is held.
-        let run = BootIdentity.randomId {
-            var generator = SystemRandomNumberGenerator()
-            return generator.next()
-        }
+        let run = BootIdentity.randomId()
         try file.replaceContents(Array("\(POSIX.processID())\n\(run)\n".utf8))
         return StateDirectoryLock(file: file, run: run)
     }

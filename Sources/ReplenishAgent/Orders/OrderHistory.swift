@@ -107,9 +107,7 @@ extension Outbox {
     /// what DRS said of its orders no longer holds; the order history stays for the owner to read, with
     /// nothing left open.
     @discardableResult
-    mutating func forgetAccount(reason: String = "the device left the customer's account", at time: Double = 0)
-        -> [String]
-    {
+    mutating func forgetAccount(reason: String, at time: Double) -> [String] {
         let dropped = pending
         if !dropped.isEmpty {
             let history =

@@ -126,8 +126,7 @@ actor CodeLinker<C: Clock> where C.Duration == Duration {
                     continue
                 }
                 do {
-                    try await tokens.install(
-                        checked.grant, clientId: clientId, secretUncheckedBecause: checked.uncheckedBecause)
+                    try await tokens.install(checked, clientId: clientId)
                     handle(.paired)
                 } catch {
                     logger.error(

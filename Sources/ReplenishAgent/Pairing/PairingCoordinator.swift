@@ -163,8 +163,7 @@ actor PairingCoordinator<C: Clock> where C.Duration == Duration {
                 code: info.authCode, redirectURI: info.redirectUri, clientId: info.clientId,
                 verifier: current.value.verifier)
             let checked = try await lwa.checkedAtPairing(redeemed, clientId: info.clientId)
-            try await tokens.install(
-                checked.grant, clientId: info.clientId, secretUncheckedBecause: checked.uncheckedBecause)
+            try await tokens.install(checked, clientId: info.clientId)
         } catch {
             logger.warning("pairing failed", metadata: ["error.code": "\(error.code)", "error": "\(error.message)"])
             switch error.code {

@@ -16,10 +16,7 @@ enum BootIdentity {
     /// believes). `kernelPath` is the kernel's file (tests point it elsewhere).
     static func current(
         runtimeDirectory: String, create: Bool, kernelPath: String = kernelBootIdPath,
-        random: () -> UInt64 = {
-            var generator = SystemRandomNumberGenerator()
-            return generator.next()
-        }
+        random: () -> UInt64 = systemRandom
     ) -> String? {
         let marker = POSIX.join(runtimeDirectory, markerName)
         if let marked = read(marker) { return marked }
@@ -47,8 +44,14 @@ enum BootIdentity {
     /// Whether `text` has an id's form: hex digits and dashes, not empty.
     static func isId(_ text: String) -> Bool { !text.isEmpty && text.allSatisfy { $0.isHexDigit || $0 == "-" } }
 
+    /// 64 bits from the system's CSPRNG.
+    static func systemRandom() -> UInt64 {
+        var generator = SystemRandomNumberGenerator()
+        return generator.next()
+    }
+
     /// 128 random bits in the kernel's boot-id form (8-4-4-4-12 hex digits).
-    static func randomId(_ random: () -> UInt64) -> String {
+    static func randomId(_ random: () -> UInt64 = systemRandom) -> String {
         let digits = (0..<2).map { _ in random() }.map { word in
             let hex = String(word, radix: 16)
             return String(repeating: "0", count: 16 - hex.count) + hex

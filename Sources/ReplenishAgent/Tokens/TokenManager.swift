@@ -104,12 +104,12 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     /// The tag of the current pairing (nil when unpaired, or paired before tags existed).
     var pairingId: String? { tokens?.pairingId }
 
-    /// Stores the tokens from a pairing durably, then starts using them. `secretUncheckedBecause`: LWA did not
-    /// answer the pairing's check of the client secret (`LWAClient.checkedAtPairing`): the access token counts
-    /// as expired, so a refresh (which LWA answers only for the right secret) checks it at once, and again on
-    /// the refresh backoff until LWA answers; `status` says so meanwhile.
-    func install(_ grant: TokenGrant, clientId: String, secretUncheckedBecause: String? = nil) async throws(AgentError)
-    {
+    /// Stores the tokens from a pairing (`LWAClient.checkedAtPairing`'s result) durably, then starts using them.
+    /// When LWA did not answer the check of the client secret (`uncheckedBecause`), the access token counts as
+    /// expired, so a refresh (which LWA answers only for the right secret) checks it at once, and again on the
+    /// refresh backoff until LWA answers; `status` says so meanwhile.
+    func install(_ checked: LWAClient.CheckedGrant, clientId: String) async throws(AgentError) {
+        let (grant, secretUncheckedBecause) = (checked.grant, checked.uncheckedBecause)
         guard let refreshToken = grant.refreshToken else {
             throw AgentError(.server, "LWA redeemed the code but sent no refresh token")
         }
