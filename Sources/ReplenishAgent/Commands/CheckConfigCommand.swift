@@ -45,16 +45,26 @@ struct CheckConfigCommand: AsyncParsableCommand {
         if let device = config?.device { Output.line("serial \(device.serial) from \(device.serialSource.describe)") }
         if let config, let note = RuntimeDirectoryCheck.note(config.runtimeDirectory) { Output.line("note: \(note)") }
         Output.line(TimeSyncSignal.inspect().description)
-        if let config, let change = Self.identityChange(config) {
+        if let config, let (change, onlySerialFromAFile) = Self.identityChange(config) {
             Output.line(
-                "pairing: made for another identity (\(change)); run deregisters it and opens pairing at its start")
+                onlySerialFromAFile
+                    ? "pairing: made for another serial (\(change)); run orders nothing while it re-reads the "
+                        + "serial, and deregisters the pairing only if the serial still reads so after "
+                        + "\(SerialSettling<ContinuousClock.Instant>.span.components.seconds / 60) minutes"
+                    : "pairing: made for another identity (\(change)); run deregisters it and opens pairing at its "
+                        + "start")
         }
     }
 
-    /// What changed since the stored pairing was made (its serial, model or phase), or nil.
-    static func identityChange(_ config: AgentConfig) -> String? {
+    /// What changed since the stored pairing was made (its serial, model or phase), and whether only a serial
+    /// read from a file did (which `run` re-reads before it acts on it), or nil.
+    static func identityChange(_ config: AgentConfig) -> (change: String, onlySerialFromAFile: Bool)? {
         let stored = (try? FileTokenStore.peek(stateDirectory: config.stateDirectory)) ?? nil
-        return stored?.identityChange(to: DeviceIdentity(config.device))
+        let now = DeviceIdentity(config.device)
+        guard let stored, let change = stored.identityChange(to: now), let recorded = stored.identity else {
+            return nil
+        }
+        return (change, config.device.serialSource != .config && now.differsOnlyInSerial(from: recorded))
     }
 
     /// The problems of the files around a valid config: `blocking`, the state directory itself (mode and owner,

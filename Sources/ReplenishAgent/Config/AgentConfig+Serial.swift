@@ -121,6 +121,25 @@ extension AgentConfig {
         return nil
     }
 
+    /// The serial read again from where it came from at the start (`SerialSettling` re-reads a serial in doubt):
+    /// the serial, or the problem as `check-config` says it. A serial in the config reads as it is.
+    static func readSerial(again source: SerialSource, configured: String) -> Result<String, SerialProblem> {
+        var problems = Problems()
+        let serial: String?
+        switch source {
+        case .config: return .success(configured)
+        case .file(let path): serial = readSerialFile(path, key: "device.serialFile", problems: &problems)
+        case .deviceTree(let path): serial = readSerialFile(path, key: "device.serialSource", problems: &problems)
+        }
+        if let serial { return .success(serial) }
+        return .failure(SerialProblem(message: problems.lines.joined(separator: "; ")))
+    }
+
+    /// Why a serial could not be read again.
+    struct SerialProblem: Error, Equatable {
+        var message: String
+    }
+
     /// The serial in a per-unit file: its text without trailing NULs (the device tree ends its strings with
     /// one), line breaks and blanks, checked against the serial rule.
     private static func readSerialFile(_ path: String, key: String, problems: inout Problems) -> String? {

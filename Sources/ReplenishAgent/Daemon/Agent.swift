@@ -110,8 +110,10 @@ struct Agent {
 
         // A pairing made for another serial, model or phase (a serial file changed, a unit moved from the test
         // phase to production, an image cloned from a bench unit) must not order on: its deregistration is
-        // queued and the device is pairable again, with the reason in the log and `status`.
-        if let change = await tokens.identityChange {
+        // queued and the device is pairable again, with the reason in the log and `status`. A serial read from a
+        // file that alone differs may be a glitch of this start: the pairing is held (nothing ordered, nothing
+        // refreshed) while `SerialWatch` re-reads it, and forgotten only if it keeps reading the new value.
+        let forgetForIdentity = { @Sendable (change: String) async throws(AgentError) -> Void in
             let reason = "the device's identity changed (\(change)); pair it again"
             logger.warning(
                 "the pairing was made for another identity: deregistering it", metadata: ["reset.reason": "\(reason)"])
@@ -121,8 +123,32 @@ struct Agent {
                     "could not forget the pairing of the old identity", metadata: ["error": "\(error.message)"])
                 throw error
             }
-            // Before the status recorder follows the token events: the state it would have heard.
             await shown.recordTokenState(await tokens.state)
+        }
+        var serialWatch: SerialWatch<Clock>?
+        if let change = await tokens.identityChange {
+            let device = config.device
+            if let recorded = await tokens.pairedIdentity, device.serialSource != .config,
+                DeviceIdentity(device).differsOnlyInSerial(from: recorded)
+            {
+                var settling = SerialSettling<Clock.Instant>(recorded: recorded)
+                if case .waiting(_, let reason) = settling.read(DeviceIdentity(device), at: clock.now) {
+                    logger.warning(
+                        "the serial differs from the pairing's: nothing is ordered while it is re-read",
+                        metadata: ["device.change": "\(change)"])
+                    await tokens.hold(reason: reason)
+                    await shown.recordTokenState(await tokens.state)
+                }
+                serialWatch = SerialWatch(
+                    read: {
+                        AgentConfig.readSerial(again: device.serialSource, configured: device.serial).map {
+                            DeviceIdentity(serial: $0, model: device.model, phase: device.phase.rawValue)
+                        }
+                    }, recorded: recorded, tokens: tokens, clock: clock, forget: { try? await forgetForIdentity($0) },
+                    logger: logger)
+            } else {
+                try await forgetForIdentity(change)
+            }
         }
 
         // The pairing part of the configured mode (a config without what it needs stops here, before the board).
@@ -169,6 +195,7 @@ struct Agent {
                 control: control, path: Self.controlSocketPath(stateDirectory: config.stateDirectory), group: group,
                 logger: logger),
         ]
+        if let serialWatch { services.append(serialWatch) }
         // Last, so that graceful shutdown stops it first (STOPPING=1 as the shutdown begins).
         if let part = await SystemdNotifications.make(
             notifier: systemd, tokens: tokens, orders: orders, backend: backend, group: group,

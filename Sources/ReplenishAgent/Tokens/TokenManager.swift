@@ -36,8 +36,13 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     /// What the token manager tells the services that follow it; published, never awaited.
     nonisolated let events = Broadcast<TokenEvent>()
     /// The device's identity now (from the config): recorded with every pairing made, and at the first start
-    /// with a token file that has none yet (`recordMissingIdentity`).
-    private let identity: DeviceIdentity?
+    /// with a token file that has none yet (`recordMissingIdentity`). A serial in doubt that reads as the
+    /// pairing's again replaces it (`release`).
+    private var identity: DeviceIdentity?
+    /// Why the pairing orders nothing although it is kept (`hold`): the serial read differs from the pairing's
+    /// and may be a glitch. No access token is handed out and no refresh is made (where LWA rotates refresh
+    /// tokens, a refresh by a clone would end the original unit's pairing) until `release` or a new pairing.
+    private var heldBecause: String?
 
     init(
         store: any TokenStore, lwa: LWAClient, clock: C, wallTime: @escaping @Sendable () -> Double,
@@ -62,6 +67,7 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
 
     var state: State {
         if let tokens {
+            if let heldBecause { return .retryWait(expiresAt: tokens.accessTokenExpiresAt, reason: heldBecause) }
             if inFlight != nil { return .refreshing(expiresAt: tokens.accessTokenExpiresAt) }
             if let lastFailure {
                 let reason = secretUnchecked.map { "\($0): \(lastFailure)" } ?? lastFailure
@@ -101,6 +107,26 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     /// read and differs is a change: a serial that cannot be read stops the start before this is asked.
     var identityChange: String? { identity.flatMap { tokens?.identityChange(to: $0) } }
 
+    /// The identity the pairing was made for (nil when unpaired or recorded by no build yet).
+    var pairedIdentity: DeviceIdentity? { tokens?.identity }
+
+    /// The pairing orders nothing, and is not refreshed, until `release`: `reason` is what `status` says.
+    func hold(reason: String) {
+        guard heldBecause != reason else { return }
+        heldBecause = reason
+        notifyChange()
+    }
+
+    /// The serial in doubt reads as the pairing's again (`identity`, its case as read): the pairing is used again,
+    /// and a later pairing in this run records this identity, not the one read at the start.
+    func release(identity: DeviceIdentity) {
+        self.identity = identity
+        guard heldBecause != nil else { return }
+        heldBecause = nil
+        waker.ring()
+        notifyChange()
+    }
+
     /// The tag of the current pairing (nil when unpaired, or paired before tags existed).
     var pairingId: String? { tokens?.pairingId }
 
@@ -134,6 +160,7 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     /// Paired (`next`) or forgotten (nil, with the reason): the schedule starts over and every follower hears it.
     private func pairingChanged(to next: TokenSet?, lostReason reason: String?) {
         tokens = next
+        heldBecause = nil
         lostReason = reason
         clearRetryState()
         waker.ring()
@@ -163,6 +190,8 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     /// An access token that is not expired, refreshing first when it is (or is about to be).
     func accessToken() async throws(AgentError) -> Secret {
         guard let current = tokens else { throw AgentError(.notPaired, "the device is not paired") }
+        // Held: callers wait for the next token event, as when unpaired (`release` publishes one).
+        if let heldBecause { throw AgentError(.notPaired, heldBecause) }
         if !isTooClose(current) { return current.accessToken }
         try checkRetryGate()
         return try await refresh(reason: "expiring").accessToken
@@ -170,6 +199,7 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
 
     /// DRS rejected `rejected`: refresh now, unless another caller already replaced that token.
     func accessTokenReplacing(_ rejected: Secret) async throws(AgentError) -> Secret {
+        if let heldBecause { throw AgentError(.notPaired, heldBecause) }
         if let current = tokens, current.accessToken != rejected, !isTooClose(current) {
             return current.accessToken
         }
@@ -196,6 +226,7 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     func refresh(reason: String) async throws(AgentError) -> TokenSet {
         if let inFlight { return try await Self.value(of: inFlight) }
         guard tokens != nil else { throw AgentError(.notPaired, "the device is not paired") }
+        if let heldBecause { throw AgentError(.notPaired, heldBecause) }
         let task = Task { try await self.performRefresh(reason: reason) }
         inFlight = task
         notifyChange()
@@ -347,6 +378,8 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     func step() async -> LoopStep<C.Instant> {
         var worked = false
         while !Task.isCancelled {
+            // Held: no refresh until `release` (which rings) or a new pairing.
+            if heldBecause != nil { return .wait(until: nil, worked: worked) }
             let facts = tokens.map { current in
                 RefreshTimeline<C.Instant>.Facts(
                     paired: true,

@@ -24,7 +24,7 @@ struct TokenSet: Sendable, Codable, Equatable, StateFormat {
     /// What changed from the identity this pairing was made for to `now` (`serial A → B`), or nil when nothing
     /// did or the file predates the record: only an identity that was recorded and differs is a change.
     func identityChange(to now: DeviceIdentity) -> String? {
-        guard let identity, identity != now else { return nil }
+        guard let identity, !identity.isSameDevice(as: now) else { return nil }
         return now.changes(from: identity)
     }
 
@@ -57,6 +57,19 @@ struct DeviceIdentity: Sendable, Codable, Equatable {
 
     init(_ device: AgentConfig.Device) {
         self.init(serial: device.serial, model: device.model, phase: device.phase.rawValue)
+    }
+
+    /// The same device as `other`: serials compared without regard to case (a serial file rewritten in lower
+    /// case by a factory tool names the same unit; serials are `A-Z a-z 0-9` only, so ASCII case is all there
+    /// is), model and phase exactly.
+    func isSameDevice(as other: DeviceIdentity) -> Bool {
+        serial.lowercased() == other.serial.lowercased() && model == other.model && phase == other.phase
+    }
+
+    /// Only the serial differs from `other` (model and phase are the same): what a serial file that reads
+    /// wrong at one start looks like, as much as a unit whose serial file really changed.
+    func differsOnlyInSerial(from other: DeviceIdentity) -> Bool {
+        model == other.model && phase == other.phase && !isSameDevice(as: other)
     }
 
     /// What changed from `old` to this one, for the log and `status` (`serial SN1 → SN2, phase test →

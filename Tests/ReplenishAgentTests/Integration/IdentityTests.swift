@@ -174,3 +174,80 @@ extension IdentityTests {
         #expect(!harness.agentLogs.contains("the-right-secret") && !harness.agentLogs.contains("a-wrong-secret"))
     }
 }
+
+/// #40.3: a serial read from a file may be cut short at one start (a slow EEPROM, a partition mounted late). A
+/// serial that differs from the pairing's is acted on only once it has read the same for a span no glitch lasts;
+/// meanwhile nothing is ordered on the pairing and `status` says why, and a serial that reads right again ends
+/// the wait with the pairing kept. A serial in another case is the same device.
+@Suite(.serialized, .onOwnThread, .tags(.process)) struct SerialGlitchTests {
+    /// A paired agent, stopped, whose config now reads the serial (`TEST0001`) from `serial` in the harness's
+    /// folder.
+    func pairedWithASerialFile(_ harness: Harness) throws -> (emulator: String, config: String, serialFile: String) {
+        let (emulator, config, agent, _) = try harness.startPairedAgent()
+        try harness.stop(agent)
+        let serialFile = harness.directory + "/serial"
+        try "TEST0001\n".write(toFile: serialFile, atomically: true, encoding: .utf8)
+        let text = try String(contentsOfFile: config, encoding: .utf8)
+        try text.replacingOccurrences(of: #""serial":"TEST0001""#, with: #""serialFile":"serial""#)
+            .write(toFile: config, atomically: true, encoding: .utf8)
+        return (emulator, config, serialFile)
+    }
+
+    @Test func aSerialCutShortAtOneStartHoldsOrdersAndKeepsThePairing() throws {
+        let harness = Harness()
+        let (emulator, config, serialFile) = try pairedWithASerialFile(harness)
+        try "TEST\n".write(toFile: serialFile, atomically: true, encoding: .utf8)
+        let agent = try harness.startAgent(config: config)
+        try harness.waitUntil("status to say why nothing is ordered") {
+            let reason = try harness.statusJSON(config: config)["tokenStateReason"] as? String ?? ""
+            return reason.contains("the serial reads TEST,") && reason.contains("nothing is ordered")
+        }
+        #expect(try harness.statusJSON(config: config)["paired"] as? Bool == true)
+        try harness.waitUntil("a press accepted") {
+            try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0
+        }
+        #expect(try harness.statusJSON(config: config)["pendingOrders"] as? Int == 1)
+        // Nothing leaves while the serial is in doubt (a bounded look: the agent would send within a second).
+        let until = Date().addingTimeInterval(3)
+        while Date() < until {
+            #expect(harness.loggedReplenishAttempts(slot: "slot-1") == 0)
+            #expect(try harness.stats(emulator)["deregistrations"] as? Int ?? 0 == 0)
+            Thread.sleep(forTimeInterval: 0.2)
+        }
+        // The whole serial again: the wait ends, the press is ordered once on the pairing it was made under.
+        try "TEST0001\n".write(toFile: serialFile, atomically: true, encoding: .utf8)
+        try harness.waitUntil("the held press ordered", timeout: 30) {
+            try harness.statusJSON(config: config)["pendingOrders"] as? Int == 0
+        }
+        #expect(harness.loggedReplenishAttempts(slot: "slot-1") == 1)
+        #expect(try harness.replenishEvents(emulator).count == 1)
+        #expect(try harness.stats(emulator)["deregistrations"] as? Int ?? 0 == 0)
+        #expect(try harness.statusJSON(config: config)["tokenState"] as? String == "fresh")
+        #expect(harness.read("agent-2.log").contains("the serial reads as the pairing's again"))
+        // And a restart with the whole serial uses the pairing at once.
+        try harness.stop(agent)
+        _ = try harness.startAgent(config: config)
+        try harness.waitUntil("the device status sent on the pairing") {
+            harness.read("agent-3.log").contains("device status sent")
+        }
+        #expect(!harness.read("agent-3.log").contains("the serial differs"))
+        #expect(try harness.statusJSON(config: config)["paired"] as? Bool == true)
+        #expect(try harness.stats(emulator)["deregistrations"] as? Int ?? 0 == 0)
+        harness.expectNoSecretsInAgentOutput()
+    }
+
+    @Test func aSerialInAnotherCaseIsTheSameDevice() throws {
+        let harness = Harness()
+        let (emulator, config, serialFile) = try pairedWithASerialFile(harness)
+        try "test0001\n".write(toFile: serialFile, atomically: true, encoding: .utf8)
+        let check = try harness.run("replenish-agent", ["check-config", "--before-run", "--config", config])
+        #expect(!check.output.contains("another identity"), "\(check.output)")
+        _ = try harness.startAgent(config: config)
+        try harness.waitUntil("a press accepted") {
+            try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0
+        }
+        try harness.waitUntil("the order") { try harness.replenishEvents(emulator).count == 1 }
+        #expect(try harness.stats(emulator)["deregistrations"] as? Int ?? 0 == 0)
+        #expect(try harness.statusJSON(config: config)["paired"] as? Bool == true)
+    }
+}
