@@ -56,9 +56,10 @@ actor ShownStatusBook {
         let (path, directory) = (path, runtimeDirectory)
         do throws(AgentError) {
             let bytes = try StateFile.encode(next, for: path)
-            // A tmpfs: nothing to make durable; the lane keeps the writes in order. The directory is the daemon's
-            // (made at its start with the boot's mark, `BootIdentity`), or made here, 0700, when it is missing.
-            try await DiskLane.shared.run { () throws(AgentError) in
+            // A tmpfs: nothing to make durable; the lane keeps the writes in order, and a stop does not wait for
+            // one queued behind a flush of the flash. The directory is the daemon's (made at its start with the
+            // boot's mark, `BootIdentity`), or made here, 0700, when it is missing.
+            try await DiskLane.shared.runUnawaitedOnStop { () throws(AgentError) in
                 if try POSIX.status(directory) == nil { try POSIX.makeDirectory(directory, 0o700) }
                 try DiskLane.writeNow(bytes, to: path)
             }

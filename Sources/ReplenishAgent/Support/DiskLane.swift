@@ -51,12 +51,115 @@ final class DiskLane: Sendable {
     }
 
     /// Writes `value` to `path` in its format's current version, atomically and durably (`StateFile.save`).
-    func save<T: StateFormat>(isolation: isolated (any Actor)? = #isolation, _ value: T, to path: String)
-        async throws(AgentError)
-    {
+    /// A caller whose task is cancelled (a stop) hears of the write once the new file is in place (its rename),
+    /// without waiting for the directory's flush, which the lane still does: on a flash whose flushes stall for
+    /// seconds a stop stays within its bound and the file is written (the rename is what a restart reads; the
+    /// kernel writes the directory back on its own, at the latest at the shutdown's sync). Only the power failing
+    /// in those seconds can bring the old file back, as it could before the write.
+    func save<T: StateFormat>(
+        isolation: isolated (any Actor)? = #isolation, _ value: T, to path: String
+    ) async throws(AgentError) {
         // Encoded on the caller's thread (a few hundred bytes of JSON): only the file's system calls go to the lane.
         let bytes = try StateFile.encode(value, for: path)
-        try await run(isolation: isolation) { () throws(AgentError) in try POSIX.writeFileAtomically(path, bytes) }
+        let ending = EarlyEnding()
+        let result: Result<Void, AgentError> = await withTaskCancellationHandler {
+            await withCheckedContinuation(isolation: isolation) { continuation in
+                ending.waiting(continuation)
+                pool.submit { state in
+                    guard case .active = state else {
+                        ending.finish(.failure(AgentError(.storage, "the disk lane has stopped")))
+                        return
+                    }
+                    do throws(AgentError) {
+                        try POSIX.writeFileAtomically(path, bytes) { ending.renamed() }
+                        ending.finish(.success(()))
+                    } catch {
+                        ending.finish(.failure(error))
+                    }
+                }
+            }
+        } onCancel: {
+            ending.cancelled()
+        }
+        try result.get()
+    }
+
+    /// Runs `work` (a write to the runtime directory, a tmpfs: nothing durable) on the lane, in order with the
+    /// writes submitted before it, and returns when it has run; a caller cancelled meanwhile (a stop) returns at
+    /// once, so a stop never waits for such a write behind a flush of the flash. The write still runs.
+    func runUnawaitedOnStop(
+        isolation: isolated (any Actor)? = #isolation, _ work: @escaping @Sendable () throws(AgentError) -> Void
+    ) async throws(AgentError) {
+        let ending = EarlyEnding(atCancellation: true)
+        let result: Result<Void, AgentError> = await withTaskCancellationHandler {
+            await withCheckedContinuation(isolation: isolation) { continuation in
+                ending.waiting(continuation)
+                pool.submit { state in
+                    guard case .active = state else {
+                        ending.finish(.failure(AgentError(.storage, "the disk lane has stopped")))
+                        return
+                    }
+                    do throws(AgentError) {
+                        try work()
+                        ending.finish(.success(()))
+                    } catch {
+                        ending.finish(.failure(error))
+                    }
+                }
+            }
+        } onCancel: {
+            ending.cancelled()
+        }
+        try result.get()
+    }
+
+    /// The one answer of a write on the lane (`save`, `runUnawaitedOnStop`): its end, or, once the caller is
+    /// cancelled, the new file's rename (`save`) or the cancellation itself (`atCancellation`), whichever
+    /// comes first.
+    private final class EarlyEnding: Sendable {
+        private struct State {
+            var continuation: CheckedContinuation<Result<Void, AgentError>, Never>?
+            var renamed = false
+            var cancelled = false
+            var answered = false
+        }
+        private let state = Mutex(State())
+        private let atCancellation: Bool
+
+        init(atCancellation: Bool = false) { self.atCancellation = atCancellation }
+
+        func waiting(_ continuation: CheckedContinuation<Result<Void, AgentError>, Never>) {
+            state.withLock { $0.continuation = continuation }
+            answerEarlyIfDue()
+        }
+
+        func renamed() {
+            state.withLock { $0.renamed = true }
+            answerEarlyIfDue()
+        }
+
+        func cancelled() {
+            state.withLock { $0.cancelled = true }
+            answerEarlyIfDue()
+        }
+
+        func finish(_ result: Result<Void, AgentError>) {
+            answer(result) { _ in true }
+        }
+
+        private func answerEarlyIfDue() {
+            let atCancellation = atCancellation
+            answer(.success(())) { $0.cancelled && ($0.renamed || atCancellation) }
+        }
+
+        private func answer(_ result: Result<Void, AgentError>, when condition: (State) -> Bool) {
+            let continuation = state.withLock { state -> CheckedContinuation<Result<Void, AgentError>, Never>? in
+                guard !state.answered, condition(state), let continuation = state.continuation else { return nil }
+                state.answered = true
+                return continuation
+            }
+            continuation?.resume(returning: result)
+        }
     }
 
     /// Writes `value` to `path` now, on the calling thread, atomically and durably: for the commands that run

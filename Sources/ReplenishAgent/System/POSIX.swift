@@ -119,7 +119,10 @@ enum POSIX {
     /// never a mix: a new temp file with mode 0600, write, fsync, rename over `path`, fsync the directory.
     /// `durable: false` leaves out both fsyncs: for a file on a tmpfs (the runtime directory), which no power
     /// cut can leave half written because none survives one.
-    static func writeFileAtomically(_ path: String, _ bytes: [UInt8], durable: Bool = true) throws(AgentError) {
+    /// `renamed` is called once the new file is in place (the rename), before the directory's fsync.
+    static func writeFileAtomically(
+        _ path: String, _ bytes: [UInt8], durable: Bool = true, renamed: () -> Void = {}
+    ) throws(AgentError) {
         assert(!durable || !DiskLane.writeForbiddenHere, "a state file written on the event loop: use DiskLane")
         let directory = parentDirectory(of: path)
         let temp = "\(path).tmp-\(getpid())"
@@ -146,6 +149,7 @@ enum POSIX {
             unlink(temp)
             throw storageError("rename", path, error)
         }
+        renamed()
         if durable { try syncDirectory(directory) }
     }
 

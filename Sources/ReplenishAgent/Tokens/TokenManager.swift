@@ -239,17 +239,43 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
 
     /// The refresh's result. The refresh runs in a task of its own (callers share it), which a caller's
     /// cancellation does not reach by itself: a cancelled caller (the agent stopping: the schedule and every
-    /// service are cancelled) cancels it, and curl then aborts the LWA call within about a second, so a stop
-    /// during a refresh that LWA does not answer is as short as any other (left to the refresh's own timeout it
-    /// took 28.7 s, and systemd's SIGKILL could land in the middle of a rotation). A refresh cut short that way may have reached
-    /// LWA; a refresh token it rotated is lost as it would be with the power, and the next start pairs again
-    /// only if LWA ended the old one.
+    /// service are cancelled) cancels it. The call to LWA inside it then still gets `stopGrace` to be answered
+    /// (`finishingWithinTheStopGrace`): where LWA rotates refresh tokens it may have ended the one on disk
+    /// already, and only its answer carries the new one. A token write under way returns once the new file is
+    /// in place (`FileTokenStore.save`). So a stop stays within its 10 s and keeps a rotation LWA answered.
     private static func value(of task: Task<TokenSet, any Error>) async throws(AgentError) -> TokenSet {
         do {
             return try await withTaskCancellationHandler {
                 try await task.value
             } onCancel: {
                 task.cancel()
+            }
+        } catch let error as AgentError { throw error } catch {
+            throw AgentError(.network, "refresh interrupted")
+        }
+    }
+
+    /// How long a refresh already sent to LWA may still take once the agent stops: the stop's 10 s less the
+    /// second curl takes to abort and the write of the answer. A refresh of 6 s interrupted 1 s in is answered.
+    static var stopGrace: Duration { .seconds(6) }
+
+    /// Runs `call` (a request to LWA) in a task that a cancellation of the caller ends only `stopGrace` later:
+    /// LWA's answer to a request that has left may hold the only copy of a rotated refresh token. A call still
+    /// unanswered then is aborted; LWA may have rotated the token meanwhile, which the device cannot know, and
+    /// the restart tries the token on disk.
+    private func finishingWithinTheStopGrace(
+        _ call: @escaping @Sendable () async throws(AgentError) -> TokenGrant
+    ) async throws(AgentError) -> TokenGrant {
+        let inner = Task { () async throws -> TokenGrant in try await call() }
+        let clock = clock
+        do {
+            return try await withTaskCancellationHandler {
+                try await inner.value
+            } onCancel: {
+                Task {
+                    try? await clock.sleep(for: Self.stopGrace)
+                    inner.cancel()
+                }
             }
         } catch let error as AgentError { throw error } catch {
             throw AgentError(.network, "refresh interrupted")
@@ -263,7 +289,10 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
         // request timeout to answer, and the token's clock started when LWA made it.
         let sentAt = wallTime()
         do throws(AgentError) {
-            let grant = try await lwa.refresh(refreshToken: current.refreshToken, clientId: current.clientId)
+            let lwa = lwa
+            let grant = try await finishingWithinTheStopGrace { () async throws(AgentError) in
+                try await lwa.refresh(refreshToken: current.refreshToken, clientId: current.clientId)
+            }
             // The customer may have unpaired or paired again while LWA answered: this grant belongs to a pairing
             // that is gone, and writing it would bring that pairing back.
             guard tokens?.refreshToken == current.refreshToken else {

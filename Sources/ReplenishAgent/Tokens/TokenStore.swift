@@ -49,7 +49,9 @@ struct FileTokenStore: TokenStore {
         }
     }
 
-    /// On the disk lane (`DiskLane`).
+    /// On the disk lane (`DiskLane`). A stop (the caller cancelled) waits for the new file's rename, not for the
+    /// directory's flush after it: a rotated refresh token is in place for the restart and the stop stays
+    /// bounded on a flash whose flushes stall.
     func save(_ tokens: TokenSet, isolation: isolated (any Actor)? = #isolation) async throws(AgentError) {
         try await DiskLane.shared.save(tokens, to: path)
     }

@@ -46,6 +46,19 @@ import Testing
                 }
             }
             long wait = ms ? atol(ms) : 0;
+            /* FSYNC_STALL_FILE, when set: the stall is the number in that file, 0 while it does not exist (a
+               test turns the stall on and off while the agent runs). */
+            const char *file = getenv("FSYNC_STALL_FILE");
+            if (file) {
+                char text[32] = "";
+                int in = open(file, O_RDONLY | O_CLOEXEC);
+                if (in >= 0) {
+                    ssize_t got = read(in, text, sizeof text - 1);
+                    text[got > 0 ? got : 0] = 0;
+                    close(in);
+                }
+                wait = atol(text);
+            }
             struct timespec pause = { wait / 1000, (wait % 1000) * 1000000 };
             while (nanosleep(&pause, &pause) != 0) { }
         }
