@@ -163,6 +163,43 @@ import Testing
         #expect(await pipeline.step().until == nil)
     }
 
+    /// Issue 42.6: a press recognised before the stop is carried out before the pipeline's `run` returns (the
+    /// agent exits after it): a press handed to its handler in a task of its own was not waited for, and a stop
+    /// could end the agent before the press was written.
+    @Test func theStopWaitsForAPressBeingHandled() async throws {
+        let clock = ManualClock()
+        let origin = Duration.seconds(1000)
+        let log = Mutex<[String]>([])
+        let gate = Mutex<CheckedContinuation<Void, Never>?>(nil)
+        let pipeline = InputPipeline(
+            board: Self.buttonBoard, clock: clock, monotonicNow: { origin + clock.now.offset }, handing: .detached,
+            logger: Self.quiet
+        ) { _ in
+            // Not cancellable: the handler finishes only when the test opens the gate.
+            await withCheckedContinuation { continuation in
+                gate.withLock { $0 = continuation }
+                log.withLock { $0.append("handler started") }
+            }
+            log.withLock { $0.append("handler finished") }
+            return .success("ok")
+        }
+        let (edges, input) = AsyncStream<InputEdge>.makeStream()
+        let running = Task {
+            await pipeline.run(edges: edges)
+            log.withLock { $0.append("run returned") }
+        }
+        // A press the kernel saw 300 ms and 100 ms ago: settled by the time the edges end (the stop).
+        input.yield(InputEdge(input: "button", active: true, timestamp: origin - .milliseconds(300)))
+        input.yield(InputEdge(input: "button", active: false, timestamp: origin - .milliseconds(100)))
+        input.finish()
+        for _ in 0..<10_000 where !log.withLock({ $0.contains("handler started") }) { await Task.yield() }
+        try #require(log.withLock { $0 } == ["handler started"])
+        for _ in 0..<1_000 { await Task.yield() }
+        gate.withLock { $0?.resume() }
+        await running.value
+        #expect(log.withLock { $0 } == ["handler started", "handler finished", "run returned"])
+    }
+
     /// A press is answered to the request whose edge started it, never to another waiting on the same input: a
     /// request that went away (`forget`) takes no later press's answer, and one that pressed a button already
     /// down made no press of its own (issue 29, item 7: dead clients' waiters took the next presses' answers).

@@ -33,6 +33,9 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
     private let waker = Waker()
     private var waiters: [Waiter] = []
     private var nextWaiterID = 0
+    /// The presses being handled (`Handing.detached`): the stop waits for them (`run`).
+    private var handling: [Int: Task<Void, Never>] = [:]
+    private var nextHandlingID = 0
 
     /// How the timer loop hands a recognised press to the handler.
     enum Handing: Sendable {
@@ -65,6 +68,13 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
             for press in takeDue().presses { await hand(press) }
             group.cancelAll()
         }
+        // A press recognised before the stop is carried out before the agent exits: its task is cancelled (a DRS
+        // call in it ends within a second, its write once the file is in place) and waited for.
+        for task in handling.values { task.cancel() }
+        while let (id, task) = handling.first {
+            await task.value
+            handling[id] = nil
+        }
     }
 
     /// The debounce timers, as one loop of `step`s, each waiting for the next deadline or edge.
@@ -82,9 +92,19 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
 
     private func hand(_ press: Recognised) async {
         switch handing {
-        case .detached: Task { await self.deliver(press) }
+        case .detached:
+            let id = nextHandlingID
+            nextHandlingID += 1
+            handling[id] = Task {
+                await self.deliver(press)
+                await self.handled(id)
+            }
         case .awaited: await deliver(press)
         }
+    }
+
+    private func handled(_ id: Int) {
+        handling[id] = nil
     }
 
     /// Settles every input whose debounce deadline has come; returns the presses ready (in order: an edge's,
