@@ -18,6 +18,7 @@ for entry in "-rwxr-xr-x root/root .* ./usr/bin/replenish-agent" \
   "-rw-r--r-- root/root .* ./usr/share/replenish-agent/agent.example.json" \
   "-rw-r----- root/root .* ./etc/replenish-agent/agent.json" \
   "-rw-r--r-- root/root .* ./usr/share/doc/replenish-agent/copyright" \
+  "-rw-r--r-- root/root .* ./usr/share/doc/replenish-agent/NOTICE" \
   "-rw-r--r-- root/root .* ./usr/share/doc/replenish-agent/changelog.gz" \
   "-rw-r--r-- root/root .* ./usr/share/doc/replenish-agent/README.md" \
   "-rw-r--r-- root/root .* ./usr/share/doc/replenish-agent/docs/device-maker-checklist.md" \

@@ -4,7 +4,9 @@
 #   - every relative link in README.md and docs/*.md resolves to a file of the repository;
 #   - no link or path leaves the repository for notes outside it (../shared);
 #   - every `replenish-agent SUBCOMMAND` in a fenced code block is a subcommand (its --help shows its usage);
-#   - every table row of docs/benchmarks.md that holds a figure names the command that produced it.
+#   - every table row of docs/benchmarks.md that holds a figure names the command that produced it;
+#   - the licence files match the build (scripts/check-license.sh: every package of Package.resolved is in
+#     packaging/debian/copyright).
 # Usage: scripts/check-docs.sh [AGENT]  (AGENT: a built replenish-agent; default: the debug build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -60,5 +62,8 @@ else
   fail "docs/benchmarks.md is missing"
 fi
 
+# The licence files (LICENSE, packaging/debian/copyright against Package.resolved).
+bash scripts/check-license.sh >&2 || fail "scripts/check-license.sh failed (above)"
+
 [ "$failures" -eq 0 ] || { echo "check-docs: $failures problem(s)" >&2; exit 1; }
-echo "ok: docs: links resolve, nothing points outside the repository, $(wc -w <<<"$subcommands") subcommands named in code blocks exist, every benchmark figure names its command"
+echo "ok: docs: links resolve, nothing points outside the repository, $(wc -w <<<"$subcommands") subcommands named in code blocks exist, every benchmark figure names its command, the licence files cover Package.resolved"

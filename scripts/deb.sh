@@ -76,6 +76,8 @@ install -m 0644 config/agent.example.json "$tree/usr/share/$package/agent.exampl
 echo "/etc/$package/agent.json" >"$tree/DEBIAN/conffiles"
 
 install -m 0644 packaging/debian/copyright "$tree/usr/share/doc/$package/copyright"
+# The attribution notices the linked Swift packages ask to be passed on (Apache License 2.0, section 4(d)).
+install -m 0644 NOTICE "$tree/usr/share/doc/$package/NOTICE"
 # The README and the docs a device owner or maker reads on the device (the unit's Documentation= names some, as
 # file:// URLs, so `systemctl help` opens them offline), in the repository's layout so their links between them
 # hold.
