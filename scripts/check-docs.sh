@@ -3,6 +3,7 @@
 # keys are checked against the decoder by ConfigurationReferenceTests):
 #   - every relative link in README.md and docs/*.md resolves to a file of the repository;
 #   - no link or path leaves the repository for notes outside it (../shared);
+#   - no comment in Sources/ or Tests/ cites notes outside the repository (PROTOCOL.md, CONTRACT.md);
 #   - every `replenish-agent SUBCOMMAND` in a fenced code block is a subcommand (its --help shows its usage);
 #   - every table row of docs/benchmarks.md that holds a figure names the command that produced it;
 #   - the licence files match the build (scripts/check-license.sh: every package of Package.resolved is in
@@ -35,6 +36,10 @@ done
 if grep -nE '\.\./shared|shared/(PROTOCOL|CONTRACT|MACHINE-NOTES)' "${files[@]}"; then
   fail "the lines above point outside the repository"
 fi
+# No source cites notes that are not in the repository: the calls are in docs/protocol.md, the promises in docs/.
+if grep -rnE '(PROTOCOL|CONTRACT|MACHINE-NOTES)\.md|\.\./shared/' Sources Tests; then
+  fail "the source lines above cite notes outside the repository (cite docs/protocol.md or another docs/ page)"
+fi
 
 # Subcommands named in code blocks.
 subcommands=$(awk 'FNR == 1 { code = 0 } /^```/ { code = !code; next } code' "${files[@]}" |
@@ -66,4 +71,4 @@ fi
 bash scripts/check-license.sh >&2 || fail "scripts/check-license.sh failed (above)"
 
 [ "$failures" -eq 0 ] || { echo "check-docs: $failures problem(s)" >&2; exit 1; }
-echo "ok: docs: links resolve, nothing points outside the repository, $(wc -w <<<"$subcommands") subcommands named in code blocks exist, every benchmark figure names its command, the licence files cover Package.resolved"
+echo "ok: docs: links resolve, nothing points outside the repository (docs or sources), $(wc -w <<<"$subcommands") subcommands named in code blocks exist, every benchmark figure names its command, the licence files cover Package.resolved"
