@@ -38,6 +38,8 @@ grep -qE ' \./lib/' <<<"$contents" && fail "$deb has files under /lib: $(grep -E
 [[ "$(dpkg-deb -f "$deb" Homepage)" == "$homepage" ]] || fail "Homepage is '$(dpkg-deb -f "$deb" Homepage)', not '$homepage'"
 echo "ok: Maintainer: $maintainer${homepage:+; Homepage: $homepage}"
 [[ "$(dpkg-deb -f "$deb" Package)" == replenish-agent ]] || fail "Package field"
+# gpioinfo (the gpiod package) lists a board's chips and lines; the docs send makers to it.
+[[ "$(dpkg-deb -f "$deb" Suggests)" == *gpiod* ]] || fail "Suggests does not name gpiod"
 arch=$(dpkg-deb -f "$deb" Architecture)
 case "$arch" in
 amd64) machine=x86-64 ;;
