@@ -9,6 +9,7 @@
 #   - no comment in Sources/ or Tests/ cites notes outside the repository (PROTOCOL.md, CONTRACT.md);
 #   - every `replenish-agent SUBCOMMAND` in a fenced code block is a subcommand (its --help shows its usage);
 #   - every table row of docs/benchmarks.md that holds a figure names the command that produced it;
+#   - every warning, error and critical log line of Sources/ReplenishAgent is in docs/troubleshooting.md;
 #   - the licence files match the build (scripts/check-license.sh: every package of Package.resolved is in
 #     packaging/debian/copyright).
 # Usage: scripts/check-docs.sh [AGENT]  (AGENT: a built replenish-agent; default: the debug build)
@@ -114,8 +115,54 @@ else
   fail "docs/benchmarks.md is missing"
 fi
 
+# Every log line at warning or above of the device binary is in docs/troubleshooting.md: each fixed part (4 or more
+# characters between interpolations) of the message of a logger.warning, .error or .critical call appears in the
+# page (whitespace folded); a message that is all interpolation (a text made elsewhere) needs its source file named
+# there instead (its path under Sources/ReplenishAgent, in backticks).
+log_sites=0
+while IFS=$'\t' read -r where kind text; do
+  log_sites=$((log_sites + 1))
+  fail "$where: the $kind line '$text' is not in docs/troubleshooting.md (add it: the line, its cause, the fix)"
+done < <(perl - docs/troubleshooting.md $(grep -rlE 'logger\.(warning|error|critical)\(' Sources/ReplenishAgent) <<'PERL'
+local $/;
+my $doc = do { open my $h, '<', shift @ARGV or die; <$h> };
+$doc =~ s/\s+/ /g;
+for my $file (@ARGV) {
+  open my $h, '<', $file or die; my $text = <$h>; close $h;
+  (my $relative = $file) =~ s{^Sources/ReplenishAgent/}{};
+  while ($text =~ /logger\.(warning|error|critical)\(\s*("""\n(.*?)\n\s*"""|(?:"(?:[^"\\]|\\.)*"\s*\+?\s*)+)/sg) {
+    my ($level, $literal, $block) = ($1, $2, $3);
+    my $line = 1 + (() = substr($text, 0, $-[0]) =~ /\n/g);
+    my $message;
+    if (defined $block) { ($message = $block) =~ s/\\\n\s*//g; $message =~ s/\n\s*/ /g; $message =~ s/^\s+//; }
+    else { $message = join "", $literal =~ /"((?:[^"\\]|\\.)*)"/g; }
+    # Interpolations \(…) (with nested parentheses) split the message into its fixed parts.
+    my @parts; my $current = ""; my $i = 0;
+    while ($i < length $message) {
+      if (substr($message, $i, 2) eq "\\(") {
+        push @parts, $current; $current = ""; my $depth = 1; $i += 2;
+        while ($i < length $message && $depth > 0) {
+          my $c = substr($message, $i, 1); $depth++ if $c eq "("; $depth-- if $c eq ")"; $i++;
+        }
+      } else { $current .= substr($message, $i, 1); $i++; }
+    }
+    push @parts, $current;
+    my @fixed = grep { length >= 4 } map { (my $p = $_) =~ s/\\"/"/g; $p =~ s/\s+/ /g; $p =~ s/^ | $//g; $p } @parts;
+    my $shown = $message; $shown =~ s/\t/ /g;
+    if (@fixed) {
+      for my $part (@fixed) {
+        if (index($doc, $part) < 0) { print "$file:$line\t$level\t$shown\n"; last }
+      }
+    } elsif (index($doc, "`$relative`") < 0) {
+      print "$file:$line\t$level\t$shown (its text is made elsewhere: name `$relative` in the page)\n";
+    }
+  }
+}
+PERL
+)
+
 # The licence files (LICENSE, packaging/debian/copyright against Package.resolved).
 bash scripts/check-license.sh >&2 || fail "scripts/check-license.sh failed (above)"
 
 [ "$failures" -eq 0 ] || { echo "check-docs: $failures problem(s)" >&2; exit 1; }
-echo "ok: docs: links resolve, nothing points outside the repository (docs or sources), external links go to allowed sites, no commit hash, one figure per quantity, $(wc -w <<<"$subcommands") subcommands named in code blocks exist, every benchmark figure names its command, the licence files cover Package.resolved"
+echo "ok: docs: links resolve, nothing points outside the repository (docs or sources), external links go to allowed sites, no commit hash, one figure per quantity, $(wc -w <<<"$subcommands") subcommands named in code blocks exist, every benchmark figure names its command, every warning and error log line is in docs/troubleshooting.md, the licence files cover Package.resolved"
