@@ -71,6 +71,9 @@ for doc in "$scratch/usr/share/doc/replenish-agent/README.md" "$scratch"/usr/sha
   done < <(grep -oE '\]\([^) ]+\)' "$doc" | sed -E 's/^\]\(//; s/\)$//' | sort -u)
 done
 echo "ok: every link in the installed docs leads to a file of the package"
+# The installed copyright file lists every package of the build's Package.resolved, and llhttp.
+bash "$(dirname "$0")/check-license.sh" "$(cd "$(dirname "$0")/.." && pwd)/Package.resolved" \
+  "$scratch/usr/share/doc/replenish-agent/copyright" || fail "the package's copyright file (above)"
 binary=$scratch/usr/bin/replenish-agent
 file -b "$binary" | grep -q "ELF 64-bit.*[ ,]$machine," || fail "the binary is not for $arch: $(file -b "$binary")"
 needed=$(readelf -d "$binary" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')

@@ -4,11 +4,12 @@
 #   - every package of Package.resolved has a Files: paragraph (`<identity>/*`) in packaging/debian/copyright, so a
 #     new dependency cannot ship unlisted; swift-nio's bundled llhttp is listed with its MIT licence;
 #   - every licence a Files: paragraph names has a standalone License: paragraph.
-# Usage: scripts/check-license.sh [PACKAGE_RESOLVED]  (default: Package.resolved, which swift build writes)
+# Usage: scripts/check-license.sh [PACKAGE_RESOLVED [COPYRIGHT]]  (defaults: Package.resolved, which swift build
+# writes, and packaging/debian/copyright; scripts/check-deb.sh passes the copyright file a package installs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 resolved=${1:-Package.resolved}
-copyright=packaging/debian/copyright
+copyright=${2:-packaging/debian/copyright}
 failures=0
 fail() {
   echo "check-license: $*" >&2
