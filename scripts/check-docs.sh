@@ -67,19 +67,22 @@ while IFS=: read -r where line word; do
 done < <(perl -ne 'while (/(?<![\w.+\/-])([0-9a-f]{7,40})(?![\w.+\/-])/g) { my $w = $1;
     print "$ARGV:$.:$w\n" if $w =~ /[0-9]/ && $w =~ /[a-f]/ } close ARGV if eof' "${files[@]}")
 
-# The same measured quantity quoted with one figure everywhere. Each entry: the quantity, then Perl patterns (run on
+# The same measured quantity quoted with one figure everywhere (entries with backticks in single quotes: in double
+# quotes the shell would run them). Each entry: the quantity, then Perl patterns (run on
 # each page with its line breaks as spaces), all separated by ";;"; a pattern's first group is the figure. Every
 # page that quotes the quantity must give the same figure.
 quantities=(
   "context switches in the idle minute on the booted devices;;(\d+) context switches (?:measured|in the idle minute);;context switches in the idle minute[^|]*\|[^|]*\| (\d+) on each"
   "the agent's RSS on the booted amd64 device;;amd64, Debian bookworm \(booted in QEMU\) \| ([\d,]+) kB"
   "the agent's RSS on the booted arm64 device;;arm64, Debian trixie \(booted in QEMU\) \| ([\d,]+) kB"
+  'the test command time from a clean clone;;(\d+ min \d+ s and \d+ min \d+ s) in two runs'
+  'the make check time from a clean clone;;\| `make check` \| (\d+ min \d+ s);;`make check` \(`scripts/check.sh`\) \|[^|]*\| (\d+ min \d+ s) from a clean clone'
 )
 for entry in "${quantities[@]}"; do
   name=${entry%%;;*}
   found=$(QUANTITY="${entry#*;;}" perl -0777 -ne 's/\s+/ /g; for my $p (split /;;/, $ENV{QUANTITY}) {
       while (/$p/g) { print "$ARGV: $1\n" } }' "${files[@]}")
-  if [ "$(awk '{ print $NF }' <<<"$found" | sort -u | grep -c .)" -gt 1 ]; then
+  if [ "$(sed 's/^[^:]*: //' <<<"$found" | sort -u | grep -c .)" -gt 1 ]; then
     fail "two figures for $name: $(tr '\n' ';' <<<"$found")"
   fi
 done
