@@ -73,8 +73,8 @@ done < <(perl -ne 'while (/(?<![\w.+\/-])([0-9a-f]{7,40})(?![\w.+\/-])/g) { my $
 # page that quotes the quantity must give the same figure.
 quantities=(
   "context switches in the idle minute on the booted devices;;(\d+) context switches (?:measured|in the idle minute);;context switches in the idle minute[^|]*\|[^|]*\| (\d+) on each"
-  "the agent's RSS on the booted amd64 device;;amd64, Debian bookworm \(booted in QEMU\) \| ([\d,]+) kB"
-  "the agent's RSS on the booted arm64 device;;arm64, Debian trixie \(booted in QEMU\) \| ([\d,]+) kB"
+  'the agent RSS on the booted amd64 device;;amd64, Debian bookworm \(booted in QEMU\) \| ([\d,]+) kB;;\| RSS \| booted amd64 device \| ([\d,]+) kB'
+  'the agent RSS on the booted arm64 device;;arm64, Debian trixie \(booted in QEMU\) \| ([\d,]+) kB;;\| RSS \| booted arm64 device \| ([\d,]+) kB'
   'the test command time from a clean clone;;(\d+ min \d+ s and \d+ min \d+ s) in two runs'
   'the make check time from a clean clone;;\| `make check` \| (\d+ min \d+ s);;`make check` \(`scripts/check.sh`\) \|[^|]*\| (\d+ min \d+ s) from a clean clone'
 )
