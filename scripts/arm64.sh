@@ -65,6 +65,23 @@ die() {
 
 need_host_packages() { apt_install "$@" || die "could not install $*"; }
 
+# The swiftlang versions Debian sid has now, for amd64 and arm64, one a line: an apt-get update of sid alone into a
+# scratch folder (the host's own apt state untouched), then apt-cache madison.
+sid_swiftlang_versions() {
+  local lists
+  lists=$(mktemp -d) || return 1
+  mkdir -p "$lists/state/lists/partial" "$lists/cache/archives/partial"
+  echo "deb [arch=amd64,arm64] $mirror sid main" >"$lists/sources.list"
+  local options=("${apt_options[@]}" -o "Dir::State=$lists/state" -o "Dir::Cache=$lists/cache"
+    -o "Dir::Etc::SourceList=$lists/sources.list" -o "Dir::Etc::SourceParts=-" -o "APT::Architectures::=amd64"
+    -o "APT::Architectures::=arm64" -o "Dir::State::status=/dev/null")
+  apt-get "${options[@]}" -qq update >/dev/null 2>&1 &&
+    apt-cache "${options[@]}" madison swiftlang | awk -F'|' '{ gsub(/ /, "", $2); print "  " $2 }' | sort -u
+  local status=$?
+  rm -rf "$lists"
+  return $status
+}
+
 # binfmt_misc: aarch64 programs (the test bundle, and the packages' scripts in the VM image) run under
 # qemu-aarch64-static as if native.
 binfmt() {
@@ -108,7 +125,9 @@ toolchain() {
       >"$cross/mmdebstrap-sid.log" 2>&1 || {
       tail -n 30 "$cross/mmdebstrap-sid.log"
       if grep -q "Version '$swift_version' for 'swiftlang' was not found" "$cross/mmdebstrap-sid.log"; then
-        die "Debian sid no longer has swiftlang $swift_version (the pinned swift_version in scripts/arm64.sh): pick one that sid has (apt-cache policy swiftlang in a sid chroot), set swift_version to it, and run the tests with it"
+        echo "arm64: Debian sid no longer has swiftlang $swift_version. The versions it has now:" >&2
+        sid_swiftlang_versions >&2 || echo "  (could not list them: apt-get update of sid failed)" >&2
+        die "move the pin: set swift_version=<one of them> in scripts/arm64.sh, then run scripts/test.sh with it (docs/arm64.md, \"Moving the Swift pin\")"
       fi
       die "mmdebstrap sid failed"
     }

@@ -18,6 +18,7 @@ for entry in "-rwxr-xr-x root/root .* ./usr/bin/replenish-agent" \
   "-rw-r--r-- root/root .* ./usr/share/replenish-agent/agent.example.json" \
   "-rw-r----- root/root .* ./etc/replenish-agent/agent.json" \
   "-rw-r--r-- root/root .* ./usr/share/doc/replenish-agent/copyright" \
+  "-rw-r--r-- root/root .* ./usr/share/doc/replenish-agent/NOTICE" \
   "-rw-r--r-- root/root .* ./usr/share/doc/replenish-agent/changelog.gz" \
   "-rw-r--r-- root/root .* ./usr/share/doc/replenish-agent/README.md" \
   "-rw-r--r-- root/root .* ./usr/share/doc/replenish-agent/docs/device-maker-checklist.md" \
@@ -37,6 +38,8 @@ grep -qE ' \./lib/' <<<"$contents" && fail "$deb has files under /lib: $(grep -E
 [[ "$(dpkg-deb -f "$deb" Homepage)" == "$homepage" ]] || fail "Homepage is '$(dpkg-deb -f "$deb" Homepage)', not '$homepage'"
 echo "ok: Maintainer: $maintainer${homepage:+; Homepage: $homepage}"
 [[ "$(dpkg-deb -f "$deb" Package)" == replenish-agent ]] || fail "Package field"
+# gpioinfo (the gpiod package) lists a board's chips and lines; the docs send makers to it.
+[[ "$(dpkg-deb -f "$deb" Suggests)" == *gpiod* ]] || fail "Suggests does not name gpiod"
 arch=$(dpkg-deb -f "$deb" Architecture)
 case "$arch" in
 amd64) machine=x86-64 ;;
@@ -68,6 +71,9 @@ for doc in "$scratch/usr/share/doc/replenish-agent/README.md" "$scratch"/usr/sha
   done < <(grep -oE '\]\([^) ]+\)' "$doc" | sed -E 's/^\]\(//; s/\)$//' | sort -u)
 done
 echo "ok: every link in the installed docs leads to a file of the package"
+# The installed copyright file lists every package of the build's Package.resolved, and llhttp.
+bash "$(dirname "$0")/check-license.sh" "$(cd "$(dirname "$0")/.." && pwd)/Package.resolved" \
+  "$scratch/usr/share/doc/replenish-agent/copyright" || fail "the package's copyright file (above)"
 binary=$scratch/usr/bin/replenish-agent
 file -b "$binary" | grep -q "ELF 64-bit.*[ ,]$machine," || fail "the binary is not for $arch: $(file -b "$binary")"
 needed=$(readelf -d "$binary" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')

@@ -3,8 +3,15 @@
 # keys are checked against the decoder by ConfigurationReferenceTests):
 #   - every relative link in README.md and docs/*.md resolves to a file of the repository;
 #   - no link or path leaves the repository for notes outside it (../shared);
+#   - every link leaving the repository goes to an allowed site (allowed_sites);
+#   - no commit hash (history is CHANGELOG.md's; example values are listed in allowed_hex);
+#   - a measured quantity named in `quantities` is quoted with the same figure on every page;
+#   - no comment in Sources/ or Tests/ cites notes outside the repository (PROTOCOL.md, CONTRACT.md);
 #   - every `replenish-agent SUBCOMMAND` in a fenced code block is a subcommand (its --help shows its usage);
-#   - every table row of docs/benchmarks.md that holds a figure names the command that produced it.
+#   - every table row of docs/benchmarks.md that holds a figure names the command that produced it;
+#   - every warning, error and critical log line of Sources/ReplenishAgent is in docs/troubleshooting.md;
+#   - the licence files match the build (scripts/check-license.sh: every package of Package.resolved is in
+#     packaging/debian/copyright).
 # Usage: scripts/check-docs.sh [AGENT]  (AGENT: a built replenish-agent; default: the debug build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +23,15 @@ fail() {
   failures=$((failures + 1))
 }
 files=(README.md docs/*.md)
+# The external sites the docs may link to: Amazon's developer documentation, Swift's, Debian's, Raspberry Pi's,
+# the standards the agent follows, and the update tools docs/production.md names. A link elsewhere (a pull
+# request, a blog) fails: what a maker needs from it belongs in the docs' own words.
+allowed_sites=(developer.amazon.com www.amazon.com www.swift.org download.swift.org www.debian.org wiki.debian.org
+  manpages.debian.org www.raspberrypi.com datatracker.ietf.org www.rfc-editor.org www.apache.org docs.mender.io
+  rauc.readthedocs.io sbabic.github.io)
+# Hex words the commit-hash check lets through, each an example value that is not a commit: the Raspberry Pi
+# serial of configuration.md's check-config example.
+allowed_hex=(10000000a1b2c3d4)
 
 # Links: [text](target) and <img src="target">, outside code; http(s), mailto and in-page anchors are not files.
 for file in "${files[@]}"; do
@@ -23,7 +39,17 @@ for file in "${files[@]}"; do
   while IFS= read -r target; do
     target=${target%%#*}
     [ -n "$target" ] || continue
-    case "$target" in http://* | https://* | mailto:* | man:*) continue ;; esac
+    case "$target" in
+      http://* | https://*)
+        # A link leaving the repository goes to one of the sites a maker needs (allowed_sites below).
+        host=${target#*://}
+        host=${host%%/*}
+        [[ " ${allowed_sites[*]} " == *" $host "* ]] ||
+          fail "$file: the link '$target' leaves the repository for $host, not one of the allowed sites"
+        continue
+        ;;
+      mailto:* | man:*) continue ;;
+    esac
     [ -e "$dir/$target" ] || fail "$file: the link '$target' leads nowhere"
   done < <(awk '/^```/ { code = !code; next } !code' "$file" | grep -oE '\]\([^) ]+\)|src="[^"]+"' |
     sed -E 's/^\]\(//; s/\)$//; s/^src="//; s/"$//')
@@ -32,6 +58,38 @@ done
 # Nothing points at notes outside the repository.
 if grep -nE '\.\./shared|shared/(PROTOCOL|CONTRACT|MACHINE-NOTES)' "${files[@]}"; then
   fail "the lines above point outside the repository"
+fi
+# No commit hashes: history is CHANGELOG.md's. A word of 7 to 40 lowercase hex digits with a digit and a letter, that
+# is a whole word (not part of a UUID, a version such as 0.1.0+12.gabc1234, an id with dots, 0x…), unless allowed.
+while IFS=: read -r where line word; do
+  [[ " ${allowed_hex[*]} " == *" $word "* ]] && continue
+  fail "$where:$line: '$word' looks like a commit hash (history goes to CHANGELOG.md; an example value goes in allowed_hex)"
+done < <(perl -ne 'while (/(?<![\w.+\/-])([0-9a-f]{7,40})(?![\w.+\/-])/g) { my $w = $1;
+    print "$ARGV:$.:$w\n" if $w =~ /[0-9]/ && $w =~ /[a-f]/ } close ARGV if eof' "${files[@]}")
+
+# The same measured quantity quoted with one figure everywhere (entries with backticks in single quotes: in double
+# quotes the shell would run them). Each entry: the quantity, then Perl patterns (run on
+# each page with its line breaks as spaces), all separated by ";;"; a pattern's first group is the figure. Every
+# page that quotes the quantity must give the same figure.
+quantities=(
+  "context switches in the idle minute on the booted devices;;(\d+) context switches (?:measured|in the idle minute);;context switches in the idle minute[^|]*\|[^|]*\| (\d+) on each"
+  'the agent RSS on the booted amd64 device;;amd64, Debian bookworm \(booted in QEMU\) \| ([\d,]+) kB;;\| RSS \| booted amd64 device \| ([\d,]+) kB'
+  'the agent RSS on the booted arm64 device;;arm64, Debian trixie \(booted in QEMU\) \| ([\d,]+) kB;;\| RSS \| booted arm64 device \| ([\d,]+) kB'
+  'the test command time from a clean clone;;(\d+ min \d+ s and \d+ min \d+ s) in two runs'
+  'the make check time from a clean clone;;\| `make check` \| (\d+ min \d+ s);;`make check` \(`scripts/check.sh`\) \|[^|]*\| (\d+ min \d+ s) from a clean clone'
+)
+for entry in "${quantities[@]}"; do
+  name=${entry%%;;*}
+  found=$(QUANTITY="${entry#*;;}" perl -0777 -ne 's/\s+/ /g; for my $p (split /;;/, $ENV{QUANTITY}) {
+      while (/$p/g) { print "$ARGV: $1\n" } }' "${files[@]}")
+  if [ "$(sed 's/^[^:]*: //' <<<"$found" | sort -u | grep -c .)" -gt 1 ]; then
+    fail "two figures for $name: $(tr '\n' ';' <<<"$found")"
+  fi
+done
+
+# No source cites notes that are not in the repository: the calls are in docs/protocol.md, the promises in docs/.
+if grep -rnE '(PROTOCOL|CONTRACT|MACHINE-NOTES)\.md|\.\./shared/' Sources Tests; then
+  fail "the source lines above cite notes outside the repository (cite docs/protocol.md or another docs/ page)"
 fi
 
 # Subcommands named in code blocks.
@@ -60,5 +118,54 @@ else
   fail "docs/benchmarks.md is missing"
 fi
 
+# Every log line at warning or above of the device binary is in docs/troubleshooting.md: each fixed part (4 or more
+# characters between interpolations) of the message of a logger.warning, .error or .critical call appears in the
+# page (whitespace folded); a message that is all interpolation (a text made elsewhere) needs its source file named
+# there instead (its path under Sources/ReplenishAgent, in backticks).
+log_sites=0
+while IFS=$'\t' read -r where kind text; do
+  log_sites=$((log_sites + 1))
+  fail "$where: the $kind line '$text' is not in docs/troubleshooting.md (add it: the line, its cause, the fix)"
+done < <(perl - docs/troubleshooting.md $(grep -rlE 'logger\.(warning|error|critical)\(' Sources/ReplenishAgent) <<'PERL'
+local $/;
+my $doc = do { open my $h, '<', shift @ARGV or die; <$h> };
+$doc =~ s/\s+/ /g;
+for my $file (@ARGV) {
+  open my $h, '<', $file or die; my $text = <$h>; close $h;
+  (my $relative = $file) =~ s{^Sources/ReplenishAgent/}{};
+  while ($text =~ /logger\.(warning|error|critical)\(\s*("""\n(.*?)\n\s*"""|(?:"(?:[^"\\]|\\.)*"\s*\+?\s*)+)/sg) {
+    my ($level, $literal, $block) = ($1, $2, $3);
+    my $line = 1 + (() = substr($text, 0, $-[0]) =~ /\n/g);
+    my $message;
+    if (defined $block) { ($message = $block) =~ s/\\\n\s*//g; $message =~ s/\n\s*/ /g; $message =~ s/^\s+//; }
+    else { $message = join "", $literal =~ /"((?:[^"\\]|\\.)*)"/g; }
+    # Interpolations \(…) (with nested parentheses) split the message into its fixed parts.
+    my @parts; my $current = ""; my $i = 0;
+    while ($i < length $message) {
+      if (substr($message, $i, 2) eq "\\(") {
+        push @parts, $current; $current = ""; my $depth = 1; $i += 2;
+        while ($i < length $message && $depth > 0) {
+          my $c = substr($message, $i, 1); $depth++ if $c eq "("; $depth-- if $c eq ")"; $i++;
+        }
+      } else { $current .= substr($message, $i, 1); $i++; }
+    }
+    push @parts, $current;
+    my @fixed = grep { length >= 4 } map { (my $p = $_) =~ s/\\"/"/g; $p =~ s/\s+/ /g; $p =~ s/^ | $//g; $p } @parts;
+    my $shown = $message; $shown =~ s/\t/ /g;
+    if (@fixed) {
+      for my $part (@fixed) {
+        if (index($doc, $part) < 0) { print "$file:$line\t$level\t$shown\n"; last }
+      }
+    } elsif (index($doc, "`$relative`") < 0) {
+      print "$file:$line\t$level\t$shown (its text is made elsewhere: name `$relative` in the page)\n";
+    }
+  }
+}
+PERL
+)
+
+# The licence files (LICENSE, packaging/debian/copyright against Package.resolved).
+bash scripts/check-license.sh >&2 || fail "scripts/check-license.sh failed (above)"
+
 [ "$failures" -eq 0 ] || { echo "check-docs: $failures problem(s)" >&2; exit 1; }
-echo "ok: docs: links resolve, nothing points outside the repository, $(wc -w <<<"$subcommands") subcommands named in code blocks exist, every benchmark figure names its command"
+echo "ok: docs: links resolve, nothing points outside the repository (docs or sources), external links go to allowed sites, no commit hash, one figure per quantity, $(wc -w <<<"$subcommands") subcommands named in code blocks exist, every benchmark figure names its command, every warning and error log line is in docs/troubleshooting.md, the licence files cover Package.resolved"

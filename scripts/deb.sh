@@ -21,7 +21,29 @@ out=$root/.build/deb
 command -v swift >/dev/null 2>&1 || { echo "deb.sh: no swift on PATH (README: Swift 6)" >&2; exit 1; }
 apt_need_commands dpkg=dpkg dpkg-deb=dpkg dpkg-shlibdeps=dpkg-dev dpkg-architecture=dpkg-dev strip=binutils \
   gzip=gzip md5sum=coreutils
+# The host build that makes the manual page and the completions (every ARCH) links what the agent links: the
+# README's Swift step installs libcurl's headers and pkg-config; libgpiod's and OpenSSL's are installed here.
+apt_install libcurl4-openssl-dev libgpiod-dev libssl-dev pkg-config ||
+  { echo "deb.sh: the host build needs libcurl4-openssl-dev libgpiod-dev libssl-dev pkg-config" >&2; exit 1; }
 bash scripts/build-info.sh
+
+# The package's Maintainer (packaging/maker.conf, scripts/maker.sh). None set: asked for on a terminal and kept in
+# packaging/maker.conf; otherwise the one line to set is named, and nothing is built.
+if ! bash scripts/maker.sh >/dev/null 2>&1 && [ -z "${DEB_MAINTAINER:-}" ]; then
+  echo "deb.sh: the package needs a Maintainer, the device maker's name and address, for example" >&2
+  echo "  MAINTAINER=\"Example Appliances Ltd <packages@example-appliances.co.uk>\"" >&2
+  echo "  in packaging/maker.conf (once; docs/device-maker-checklist.md, section 5), or DEB_MAINTAINER=\"…\" for one build." >&2
+  if [ -t 0 ] && [ -t 2 ]; then
+    read -r -p "Maintainer for packaging/maker.conf (Name <address>), empty to stop: " answer
+    [ -n "$answer" ] || exit 1
+    DEB_MAINTAINER=$answer bash scripts/maker.sh >/dev/null || exit 1
+    [[ "$answer" != *[\"\$\`\\\|\&]* ]] || { echo "deb.sh: set it in packaging/maker.conf by hand (it has \" \$ \` \\ | or &)" >&2; exit 1; }
+    sed -i "s|^MAINTAINER=.*|MAINTAINER=\"$answer\"|" packaging/maker.conf
+    echo "deb.sh: packaging/maker.conf: MAINTAINER=\"$answer\" (commit it so every build uses it)" >&2
+  else
+    exit 1
+  fi
+fi
 { read -r maintainer; read -r homepage; } < <(bash scripts/maker.sh) || { echo "deb.sh: see packaging/maker.conf" >&2; exit 1; }
 # The build's date (the manual page's, the changelog's): SOURCE_DATE_EPOCH, else the commit's.
 build_epoch=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}
@@ -76,6 +98,8 @@ install -m 0644 config/agent.example.json "$tree/usr/share/$package/agent.exampl
 echo "/etc/$package/agent.json" >"$tree/DEBIAN/conffiles"
 
 install -m 0644 packaging/debian/copyright "$tree/usr/share/doc/$package/copyright"
+# The attribution notices the linked Swift packages ask to be passed on (Apache License 2.0, section 4(d)).
+install -m 0644 NOTICE "$tree/usr/share/doc/$package/NOTICE"
 # The README and the docs a device owner or maker reads on the device (the unit's Documentation= names some, as
 # file:// URLs, so `systemctl help` opens them offline), in the repository's layout so their links between them
 # hold.

@@ -13,7 +13,7 @@ struct EmulatorConfig: Sendable {
     var accessTokenLifetime: Double = 3600
     var codeLifetime: Double = 300
     /// Code-based linking: how long a code pair can be entered, and the least time between two polls
-    /// (PROTOCOL.md's example: 600 s and 30 s).
+    /// (an example pair: 600 s and 30 s).
     var codePairLifetime: Double = 600
     var codePairInterval: Double = 30
     /// Where the customer enters the code (shown by the device, never fetched by it).

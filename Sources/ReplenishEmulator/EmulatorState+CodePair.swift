@@ -1,6 +1,6 @@
 import Foundation
 
-/// Code-based linking (PROTOCOL.md section 3): `POST /auth/O2/create/codepair`, the token endpoint's
+/// Code-based linking (docs/protocol.md): `POST /auth/O2/create/codepair`, the token endpoint's
 /// `device_code` grant, and `POST /admin/enter-code`, which plays the customer typing the code.
 extension EmulatorState {
     /// `POST /auth/O2/create/codepair`: checks the request as `/ap/oa` checks its query, and answers a new pair.

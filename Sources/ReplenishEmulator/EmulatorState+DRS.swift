@@ -1,6 +1,6 @@
 import Foundation
 
-/// The DRS device API (PROTOCOL.md section 4): token and version-header checks, then each call.
+/// The DRS device API (docs/protocol.md): token and version-header checks, then each call.
 extension EmulatorState {
     static let schemaPrefix = "com.amazon.dash.replenishment."
     static let invalidTokenErrorType =

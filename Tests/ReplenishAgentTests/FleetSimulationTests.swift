@@ -77,7 +77,7 @@ import Testing
         let contract = Self.simulate(devices: 10_000, window: FleetSpread.startupWindow, seed: 2026)
         let fleet = Self.simulate(devices: 10_000, window: .seconds(600), seed: 2026)
         print("FLEET-SIM requests per minute, 10,000 devices, seed 2026")
-        print(Self.table([("25 s start-up window (CONTRACT.md)", contract), ("600 s start-up window", fleet)]))
+        print(Self.table([("25 s start-up window (docs/behaviour.md)", contract), ("600 s start-up window", fleet)]))
         // Every device's start-up requests land inside its window, whatever the seed.
         #expect(contract.perMinute[0] >= 3 * 9_000)
         // With a ten-minute window the start-up load is flat: the peak minute is at most twice the mean.

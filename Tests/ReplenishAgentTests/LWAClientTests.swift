@@ -2,7 +2,7 @@ import Testing
 
 @testable import ReplenishAgent
 
-/// What LWA's answers may put into the agent: tokens only from the token alphabet (PROTOCOL.md section 2),
+/// What LWA's answers may put into the agent: tokens only from the token alphabet (docs/protocol.md),
 /// so that nothing LWA sends can end up as a second header line behind `Authorization: Bearer`.
 @Suite(.tags(.unit)) struct LWAClientTests {
     func lwa(answering body: String) throws -> (LWAClient, ScriptedHTTPClient) {

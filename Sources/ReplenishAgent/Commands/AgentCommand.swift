@@ -1,6 +1,6 @@
 import ArgumentParser
 
-/// `replenish-agent`: the device agent. See CONTRACT.md for the commands' promises.
+/// `replenish-agent`: the device agent. docs/commands.md has the commands' promises.
 @main
 struct AgentCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

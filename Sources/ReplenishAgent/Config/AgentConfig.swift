@@ -1,4 +1,4 @@
-/// The agent's configuration, decoded strictly from `agent.json` (see CONTRACT.md and
+/// The agent's configuration, decoded strictly from `agent.json` (docs/configuration.md and
 /// `config/agent.example.json`). Every field is already validated; the loader is `AgentConfig.load`.
 struct AgentConfig: Sendable {
     /// The DRS phase decides the two flags the device reports to the companion app and LWA.
@@ -27,9 +27,9 @@ struct AgentConfig: Sendable {
 
     /// How the customer links the device to an account (`pairing.mode`).
     enum PairingMode: String, Sendable, Equatable {
-        /// The companion app talks to the device's pairing endpoints (PROTOCOL.md section 5).
+        /// The companion app talks to the device's pairing endpoints (docs/companion-app.md).
         case companion
-        /// The device gets a code pair from LWA and shows the code; no pairing port (PROTOCOL.md section 3).
+        /// The device gets a code pair from LWA and shows the code; no pairing port (docs/protocol.md).
         case code
     }
 

@@ -1,6 +1,6 @@
 import FoundationEssentials
 
-/// The DRS device API calls, with the exact version headers PROTOCOL.md lists. It returns the raw answer;
+/// The DRS device API calls, with the exact version headers docs/protocol.md lists. It returns the raw answer;
 /// what an answer means for an order is decided by `DeliveryPolicy`.
 struct DRSClient: Sendable {
     static let prefix = "com.amazon.dash.replenishment."

@@ -22,7 +22,7 @@ struct DRSSession: Sendable {
     let client: DRSClient
     let tokens: any AccessTokens
 
-    /// The DRS device API calls (PROTOCOL.md), as values.
+    /// The DRS device API calls (docs/protocol.md), as values.
     enum Call: Sendable {
         case replenish(slot: String)
         case deviceStatus(mostRecentlyActive: Double)

@@ -2,8 +2,9 @@ import FoundationEssentials
 
 /// What DRS says of a placed order (`GET /getOrderInfo/{eventInstanceId}`) and when to ask again: gently (every
 /// few hours, jittered, so a fleet does not ask together) in production, every few minutes in the test and
-/// certification phases, where orders are test orders that a tester cancels or an emulator ships. Pure: the
-/// service (`OrderTracker`) applies it.
+/// certification phases, where a tester watches each order (test orders in the test phase; real ones, cancelled
+/// in the account's order history, in certification: docs/protocol.md). Pure: the service (`OrderTracker`)
+/// applies it.
 enum OrderFollowUp {
     /// The wait before the next question about an open order.
     static func delay<R: RandomNumberGenerator>(phase: AgentConfig.Phase, using random: inout R) -> Duration {

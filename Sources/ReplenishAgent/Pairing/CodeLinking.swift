@@ -1,6 +1,6 @@
-/// Code-based linking (PROTOCOL.md section 3; `pairing.mode` `code`) as decisions. Pure: events go in (the
-/// token manager's, LWA's answers), the time comes from the daemon's clock, and `next(at:)` says what to do
-/// now; `CodeLinker` carries it out.
+/// Code-based linking (docs/protocol.md, docs/companion-app.md; `pairing.mode` `code`) as decisions. Pure:
+/// events go in (the token manager's, LWA's answers), the time comes from the daemon's clock, and `next(at:)`
+/// says what to do now; `CodeLinker` carries it out.
 ///
 /// The rules: an unpaired device gets a code pair; it polls the token endpoint no sooner than `interval`
 /// after LWA's previous answer (the first poll `interval` after the pair came); `slow_down` adds 5 s to the

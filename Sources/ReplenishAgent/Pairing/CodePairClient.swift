@@ -1,6 +1,6 @@
 import FoundationEssentials
 
-/// The two LWA calls of code-based linking (PROTOCOL.md section 3): `POST {lwa.codePairURL}` for a code pair,
+/// The two LWA calls of code-based linking (docs/protocol.md): `POST {lwa.codePairURL}` for a code pair,
 /// and the token endpoint's `device_code` grant to learn whether the customer entered the code. Both go on
 /// the LWA lane (`lwa.http`). Answers become `CodeLinking` events; the device code never reaches a message.
 struct CodePairClient: Sendable {
@@ -47,7 +47,7 @@ struct CodePairClient: Sendable {
     }
 
     /// `{"dash:replenish":{"device_model":M,"serial":S,"is_test_device":B,"should_include_non_live":B}}`: the
-    /// same scope data the companion app builds from the device's `deviceInfo` (PROTOCOL.md section 1), its
+    /// same scope data the companion app builds from the device's `deviceInfo` (docs/companion-app.md), its
     /// flags from the phase (`AgentConfig.Phase`), as `PairingCoordinator` reports them. A released device (the
     /// `production` phase) passes no flags at all, as Amazon's sample devices do: both keys are left out.
     struct ScopeData: Encodable, Equatable {

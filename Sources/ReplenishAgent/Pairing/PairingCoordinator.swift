@@ -1,7 +1,7 @@
 import Logging
 import NIOHTTP1
 
-/// The device's side of pairing with the companion app (PROTOCOL.md section 5). Each `deviceInfo` starts a
+/// The device's side of pairing with the companion app (docs/companion-app.md). Each `deviceInfo` starts a
 /// new session with a fresh PKCE pair (the newest session is always valid; each peer address has one, see
 /// `PairingSessions` for the rate limits); `companionInfo` redeems the app's authorization code with that
 /// session's verifier and answers 204 only once the tokens are durable. Every request first passes

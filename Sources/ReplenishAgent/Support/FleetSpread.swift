@@ -4,8 +4,8 @@
 /// (the duties, the order follow-up, the deregistration queue). Pure rules, also used by the fleet simulation
 /// (`fleet-sim`), so the simulation measures the agent's own schedule and not a copy of it.
 enum FleetSpread {
-    /// The first duties after a start land uniformly in this window. CONTRACT.md promises device status
-    /// within 30 s of a start; the rest of those 30 s is left for the request itself.
+    /// The first duties after a start land uniformly in this window. docs/behaviour.md promises device
+    /// status within 30 s of a start; the rest of those 30 s is left for the request itself.
     static let startupWindow = Duration.seconds(25)
     /// Device status is due daily; each day's moment moves by up to this much either way, so a fleet
     /// synchronised by a power cut drifts apart instead of reporting in the same second every day.

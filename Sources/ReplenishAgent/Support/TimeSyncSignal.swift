@@ -54,7 +54,7 @@ struct TimeSyncSignal: Sendable, Equatable {
             line += "nothing here creates it (\(why))"
             if !otherClients.isEmpty {
                 line += "; \(otherClients.joined(separator: ", ")) found: have it create the file once it has "
-                line += "synchronised the clock (/usr/share/doc/replenish-agent/time-sync.md)"
+                line += "synchronised the clock (/usr/share/doc/replenish-agent/docs/time-sync.md)"
             }
         }
         return line + "; now \(markerPresent ? "present" : "absent")"

@@ -146,7 +146,7 @@ struct LWAClient: Sendable {
         }
     }
 
-    /// The token alphabet (PROTOCOL.md section 2): 1 to 2048 bytes of printable ASCII without spaces
+    /// The token alphabet (docs/protocol.md): 1 to 2048 bytes of printable ASCII without spaces
     /// (`!` to `~`), so that a token can never end a header line or start another.
     static func isTokenText(_ token: String) -> Bool {
         let bytes = token.utf8
