@@ -173,16 +173,16 @@ import Testing
         let gate = Mutex<CheckedContinuation<Void, Never>?>(nil)
         let pipeline = InputPipeline(
             board: Self.buttonBoard, clock: clock, monotonicNow: { origin + clock.now.offset }, handing: .detached,
-            logger: Self.quiet
-        ) { _ in
-            // Not cancellable: the handler finishes only when the test opens the gate.
-            await withCheckedContinuation { continuation in
-                gate.withLock { $0 = continuation }
-                log.withLock { $0.append("handler started") }
-            }
-            log.withLock { $0.append("handler finished") }
-            return .success("ok")
-        }
+            logger: Self.quiet,
+            handler: { _ in
+                // Not cancellable: the handler finishes only when the test opens the gate.
+                await withCheckedContinuation { continuation in
+                    gate.withLock { $0 = continuation }
+                    log.withLock { $0.append("handler started") }
+                }
+                log.withLock { $0.append("handler finished") }
+                return .success("ok")
+            })
         let (edges, input) = AsyncStream<InputEdge>.makeStream()
         let running = Task {
             await pipeline.run(edges: edges)

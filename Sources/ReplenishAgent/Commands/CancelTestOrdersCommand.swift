@@ -2,11 +2,11 @@ import ArgumentParser
 import FoundationEssentials
 
 /// `cancel-test-orders [--slot ID]`: cancels the device's test orders at DRS (`TestOrderCancellation`), for
-/// test and certification runs; refused in production. The daemon does it when it runs, else the command.
+/// test runs (only the test phase places test orders; certification orders are real); refused in production. The daemon does it when it runs, else the command.
 struct CancelTestOrdersCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "cancel-test-orders",
-        abstract: "Test and certification phases: cancel the device's test orders (all slots, or one).")
+        abstract: "Test phase: cancel the device's test orders (all slots, or one); refused in production.")
 
     @OptionGroup var options: ConfigOption
 

@@ -97,7 +97,7 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
             nextHandlingID += 1
             handling[id] = Task {
                 await self.deliver(press)
-                await self.handled(id)
+                self.handled(id)
             }
         case .awaited: await deliver(press)
         }

@@ -48,7 +48,7 @@ enum TestOrders {
     static func refusal(phase: AgentConfig.Phase, slot: String?, slots: [String]) -> String? {
         if phase == .production {
             return
-                "refused: the device is in the production phase (device.phase), where orders are real; only test and certification devices have test orders to cancel"
+                "refused: the device is in the production phase (device.phase), where orders are real; only a device in the test phase places test orders to cancel"
         }
         if let slot, !slots.contains(slot) {
             return "the config maps no button to slot \"\(slot)\" (its slots: \(slots.joined(separator: ", ")))"
