@@ -143,9 +143,9 @@ import Testing
             Issue.record("a second token rejection must not loop on refresh")
         }
         #expect(
-            decide(.success(json(404, #"{"message":"no slot"}"#))) == .park(reason: "DRS does not know this slot (404)")
+            decide(.success(json(404, #"{"message":"no slot"}"#))) == .park(reason: .unknownSlot)
         )
-        #expect(decide(.success(json(400, #"{"message":"Slot not subscribed"}"#))) == .park(reason: "not subscribed"))
+        #expect(decide(.success(json(400, #"{"message":"Slot not subscribed"}"#))) == .park(reason: .notSubscribed))
         for status in [500, 502, 503] {
             guard case .retry(let delay, _) = decide(.success(json(status, "oops"))) else {
                 Issue.record("\(status) must be retried")
@@ -172,7 +172,7 @@ import Testing
             decide(.success(json(503, "", headers: [("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT")]))).retryDelay
                 .map { $0 <= Backoff.orders.ceiling(attempt: 1) } == true)
         // Other 4xx park with the status; an unknown detail code parks too (it says neither placed nor not).
-        #expect(decide(.success(json(409, #"{"message":"conflict"}"#))) == .park(reason: "DRS refused the order (409)"))
+        #expect(decide(.success(json(409, #"{"message":"conflict"}"#))) == .park(reason: .refused(status: 409)))
         // A 408 (the server gave up on the request) is transient, like a timeout.
         #expect(decide(.success(json(408, ""))).retryDelay != nil)
         // A token fault in other words (an expired-token type, a gateway's message) refreshes, never parks.
@@ -182,7 +182,7 @@ import Testing
         #expect(decide(.success(json(400, #"{"message":"The security token has expired"}"#))) == .refreshTokenAndRetry)
         #expect(
             decide(.success(json(200, #"{"detailCode":"ORDER_FAILED"}"#)))
-                == .park(reason: "DRS answered an unknown detail code ORDER_FAILED"))
+                == .park(reason: .unknownDetailCode("ORDER_FAILED")))
         #expect(
             decide(.success(json(200, #"{"detailCode":"STANDARD_ORDER_PLACED"}"#)))
                 == .done(detailCode: "STANDARD_ORDER_PLACED", eventInstanceId: nil))

@@ -69,7 +69,7 @@ struct Agent {
             drs: session, tokens: tokens, status: status,
             checkSubscriptions: { () throws(AgentError) in try await subscriptions.check() }, clock: clock,
             wallTime: wallTime, clockTrusted: { WallClock.isTrusted() }, logger: logger)
-        let followUp = OrderTracker(
+        let tracker = OrderTracker(
             drs: session, tokens: tokens, orders: orders, slots: config.slots, phase: config.device.phase, clock: clock,
             wallTime: wallTime, logger: logger)
         // Pairing: the companion app's endpoints in their window, or code-based linking (no port).
@@ -166,7 +166,7 @@ struct Agent {
         let presses = PressHandler(
             config: config, orders: orders, tokens: tokens, duties: duties, subscriptions: subscriptions,
             clock: clock, wallTime: wallTime, logger: logger, openPairingWindow: pairingEntry.open,
-            factoryReset: owner.resetConfirmedWithTheButton, followUp: followUp)
+            factoryReset: owner.resetConfirmedWithTheButton, tracker: tracker)
         let inputs = InputPipeline(board: config.board, clock: clock, logger: logger, handler: presses.handle)
         let control = ControlServer(
             backend: backend as? SimulatedBackend, inputs: inputs, lights: lights, board: config.board,
@@ -186,7 +186,7 @@ struct Agent {
             LoopPart(service: tokens, description: "tokens"),
             TokenFollowingPart(service: orders, tokens: tokens.events.subscribe(), description: "orders"),
             TokenFollowingPart(service: duties, tokens: tokens.events.subscribe(), description: "duties"),
-            OrderTracker.Part(followUp: followUp, orders: orders.updates.subscribe()),
+            OrderTracker.Part(tracker: tracker, orders: orders.updates.subscribe()),
             LoopPart(service: deregistration, description: "deregistration"),
             ClockWatch.Part(clock: clock, tokens: tokens, orders: orders, logger: logger),
             pairing,

@@ -11,7 +11,25 @@ enum DeliveryPolicy {
         /// Transient: try again after at least this long.
         case retry(after: Duration, reason: String)
         /// Retrying cannot help (unknown slot, not subscribed, other 4xx): keep the entry, parked with a reason.
-        case park(reason: String)
+        case park(reason: ParkReason)
+    }
+
+    /// Why an entry is parked. The outbox keeps its `text` (what `status` and `orders` show); the agent acts on
+    /// the case (`notSubscribed` sends the slot's subscription to be checked again).
+    enum ParkReason: Equatable, Sendable {
+        case notSubscribed
+        case unknownSlot
+        case unknownDetailCode(String)
+        case refused(status: Int)
+
+        var text: String {
+            switch self {
+            case .notSubscribed: "not subscribed"
+            case .unknownSlot: "DRS does not know this slot (404)"
+            case .unknownDetailCode(let code): "DRS answered an unknown detail code \(code)"
+            case .refused(let status): "DRS refused the order (\(status))"
+            }
+        }
     }
 
     static let knownDetailCodes: Set<String> = ["STANDARD_ORDER_PLACED", "TEST_ORDER_PLACED", "ORDER_INPROGRESS"]
@@ -41,7 +59,7 @@ enum DeliveryPolicy {
             // An unknown detail code says neither "placed" nor "not placed": retrying could order twice and
             // completing could lose the press, so the entry is parked with the code for the customer to see.
             guard knownDetailCodes.contains(answer.detailCode) else {
-                return .park(reason: "DRS answered an unknown detail code \(LWAClient.sanitize(answer.detailCode))")
+                return .park(reason: .unknownDetailCode(LWAClient.sanitize(answer.detailCode)))
             }
             return .done(detailCode: answer.detailCode, eventInstanceId: answer.eventInstanceId)
         case _ where DRSClient.isTokenRejection(response):
@@ -55,11 +73,11 @@ enum DeliveryPolicy {
             if let retryAfter = response.retryAfter { delay = max(delay, retryAfter) }
             return .retry(after: delay, reason: "DRS answered \(response.status)")
         case 404:
-            return .park(reason: "DRS does not know this slot (404)")
+            return .park(reason: .unknownSlot)
         default:
             let message = (try? JSONDecoder().decode(DRSMessage.self, from: Data(response.body)))?.message
-            if message?.lowercased().containsText("not subscribed") == true { return .park(reason: "not subscribed") }
-            return .park(reason: "DRS refused the order (\(response.status))")
+            if message?.lowercased().containsText("not subscribed") == true { return .park(reason: .notSubscribed) }
+            return .park(reason: .refused(status: response.status))
         }
     }
 }

@@ -136,11 +136,11 @@ extension OrderTracker {
 extension OrderTracker {
     /// The order follow-up as the daemon runs it, following the outbox's updates (a delivered order).
     struct Part: DaemonPart {
-        let followUp: OrderTracker
+        let tracker: OrderTracker
         let orders: AsyncStream<Orders<C>.Update>
         var description: String { "order follow-up" }
 
-        func follow() async { await followUp.follow(orders: orders) }
-        func work() async { await followUp.run() }
+        func follow() async { await tracker.follow(orders: orders) }
+        func work() async { await tracker.run() }
     }
 }

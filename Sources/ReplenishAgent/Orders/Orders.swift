@@ -389,14 +389,14 @@ actor Orders<C: Clock> where C.Duration == Duration {
                     publish(.retrying(slot: slot, network: false))
                 }
                 return
-            case .park(let reason):
-                let at = wallTime()
+            case .park(let why):
+                let (at, reason) = (wallTime(), why.text)
                 await commit {
                     $0.park(slot: slot, reason: reason)
                     $0.recordRefusal(slot: slot, reason: reason, at: at)
                 }
                 logger.error("order parked", metadata: ["order.slot": "\(slot)", "order.reason": "\(reason)"])
-                if reason == "not subscribed" { await notSubscribed(slot) }
+                if why == .notSubscribed { await notSubscribed(slot) }
                 publish(.parked(slot: slot, reason: reason))
                 return
             }

@@ -23,7 +23,7 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
     /// The owner-change gesture's work (`FactoryReset`: the one deregistration path, then the wipe).
     private let factoryReset: @Sendable () async -> Result<String, AgentError>
     /// Asks DRS about a slot's open order when its button is pressed again (`OrderTracker.recheck`).
-    private let followUp: OrderTracker<C>
+    private let tracker: OrderTracker<C>
 
     init(
         config: AgentConfig, orders: Orders<C>, tokens: TokenManager<C>, duties: Duties<C>,
@@ -31,9 +31,9 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
         clock: C, wallTime: @escaping @Sendable () -> Double, logger: Logger,
         openPairingWindow: @escaping @Sendable () async -> String,
         factoryReset: @escaping @Sendable () async -> Result<String, AgentError>,
-        followUp: OrderTracker<C>
+        tracker: OrderTracker<C>
     ) {
-        self.followUp = followUp
+        self.tracker = tracker
         self.openPairingWindow = openPairingWindow
         self.factoryReset = factoryReset
         self.config = config
@@ -125,7 +125,7 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
         var facts = PressMeaning.Facts()
         if needs.sensorLatch { facts.sensorLatched = await orders.sensorOrderedWhileLow(slot) }
         if needs.openOrder, await orders.openOrder(slot: slot) != nil,
-            await followUp.recheck(slot: slot) == true, let (_, state) = await orders.openOrder(slot: slot)
+            await tracker.recheck(slot: slot) == true, let (_, state) = await orders.openOrder(slot: slot)
         {
             facts.openOrder = PressMeaning.OpenOrder(state: state)
         }
