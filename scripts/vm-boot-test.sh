@@ -41,7 +41,10 @@ mirror=http://deb.debian.org/debian
 
 # What the device image holds: systemd and udev, the agent's runtime libraries, the kernel with Debian's own
 # initramfs (virtio_blk and ext4 are modules), and the tools the runner uses.
-packages=(systemd-sysv udev dbus kmod initramfs-tools init-system-helpers openssl adduser curl jq procps)
+# avahi-daemon and avahi-utils: the pairing window's DNS-SD service, browsed with avahi-browse (over the loopback
+# interface, the VM having no network: vm-test-lo-multicast.service); iproute2 for that unit's `ip`.
+packages=(systemd-sysv udev dbus kmod initramfs-tools init-system-helpers openssl adduser curl jq procps
+  avahi-daemon avahi-utils libavahi-client3 iproute2)
 case "$arch" in
 amd64)
   work=$vm/boot
@@ -232,7 +235,7 @@ install -m 0755 "$c_agent" "$tree/usr/local/lib/vm-test/c-agent"
 install -m 0755 "$boot/gpio-sim-chip.sh" "$boot/runner.sh" "$tree/usr/local/lib/vm-test/"
 install -m 0644 "$work/debs/new.deb" "$tree/usr/local/lib/vm-test/replenish-agent.deb"
 install -D -m 0644 "$boot/board.json" "$tree/usr/local/share/vm-test/board.json"
-for service in gpio-sim-chip replenish-emulator vm-test-runner vm-test-restored-clock; do
+for service in gpio-sim-chip replenish-emulator vm-test-runner vm-test-restored-clock vm-test-lo-multicast; do
   # (the runner writes to the serial console: ttyS0 on a PC, ttyAMA0 on an arm64 virt machine)
   sed "s|/dev/ttyS0|/dev/$serial|" "$boot/$service.service" >"$work/$service.service"
   install -D -m 0644 "$work/$service.service" "$tree/etc/systemd/system/$service.service"

@@ -89,7 +89,7 @@ import Testing
         print("stop: \(milliseconds) ms from SIGTERM to exit during a token write whose flushes stall 8 s")
         #expect(milliseconds < 10_000, "the stop took \(milliseconds) ms")
         try FileManager.default.removeItem(atPath: stallFile)
-        try harness.emulator(emulator, .delete, "/admin/faults")
+        _ = try harness.emulator(emulator, .delete, "/admin/faults")
         try expectThePairingKept(harness, emulator: emulator, config: config)
     }
 }
