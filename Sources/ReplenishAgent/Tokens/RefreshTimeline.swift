@@ -51,9 +51,29 @@ struct RefreshTimeline<Instant: InstantProtocol>: Sendable where Instant.Duratio
     /// A token write failed: the next try is at this instant.
     private(set) var writeRetryAt: Instant?
 
+    /// The refresh failures since the last success: how many, the last one's message (the retry-wait state's
+    /// reason) and its code (the retry gate's error).
+    struct Failure: Sendable, Equatable {
+        var attempts: Int
+        var message: String
+        var code: AgentError.Code
+    }
+
+    private(set) var failure: Failure?
+    /// The failure last logged: a repeated configuration fault (`unauthorized_client`) is logged once.
+    private var lastLogged: String?
+    /// The token writes that failed in a row.
+    private var writes = WriteRetry()
+    private var random: RandomSource
+    /// Where in its margin the scheduled refresh falls (`RefreshSchedule`), drawn again after every refresh so
+    /// that a fleet's refreshes spread.
+    private(set) var jitter: Double
+
     /// `fromDisk`: the tokens came from the token file at start (a restart, not a pairing made since).
-    init(fromDisk: Bool) {
+    init(fromDisk: Bool, random: RandomSource = .system) {
         startup = fromDisk
+        self.random = random
+        jitter = Double.random(in: 0..<1, using: &self.random)
     }
 
     mutating func next(_ facts: Facts, at now: Instant) -> Action {
@@ -95,16 +115,40 @@ struct RefreshTimeline<Instant: InstantProtocol>: Sendable where Instant.Duratio
         startupUntil = instant
     }
 
+    /// `.startupDelay(window)`: draws a moment of the window from `now` (`FleetSpread`) and waits for it.
+    mutating func startupWait(window: Duration, at now: Instant) {
+        startupWait(until: now.advanced(by: FleetSpread.startupDelay(window: window, using: &random)))
+    }
+
     /// How long a caller that needs a token now must wait (the retry gate), nil when it may ask LWA.
     func retryGate(at now: Instant) -> Duration? {
         guard let deadline = retryNotBefore, now < deadline else { return nil }
         return now.duration(to: deadline)
     }
 
-    /// A refresh succeeded. Only a scheduled one starts the spacing; a failure's retry follows the backoff.
+    /// A refresh succeeded. Only a scheduled one starts the spacing; a failure's retry follows the backoff. The
+    /// failures are forgotten and the jitter drawn again.
     mutating func refreshed(_ reason: Reason?, at now: Instant) {
         retryNotBefore = nil
         if reason == .scheduled { lastScheduledRefresh = now }
+        failure = nil
+        lastLogged = nil
+        jitter = Double.random(in: 0..<1, using: &random)
+    }
+
+    /// A refresh failed with `error`: the next one (scheduled or asked for) waits for the backoff, slower for a
+    /// configuration fault (`unauthorized_client`) and never sooner than LWA's own `Retry-After` (429, 503).
+    /// Returns the wait and whether the failure is worth a log line (a configuration fault is said once).
+    mutating func refreshFailed(_ error: AgentError, at now: Instant) -> (wait: Duration, attempt: Int, log: Bool) {
+        let attempt = (failure?.attempts ?? 0) + 1
+        failure = Failure(attempts: attempt, message: error.message, code: error.code)
+        let backoff = error.code == .unauthorizedClient ? Backoff.configurationFault : Backoff.tokenRefresh
+        var wait = backoff.delay(attempt: attempt, using: &random)
+        if let asked = error.retryAfter { wait = max(wait, asked) }
+        refreshFailed(at: now, backoff: wait)
+        let log = lastLogged != error.message || error.code != .unauthorizedClient
+        if log { lastLogged = error.message }
+        return (wait, attempt, log)
     }
 
     /// A refresh failed: the next one (scheduled or asked for) after `backoff`.
@@ -121,6 +165,15 @@ struct RefreshTimeline<Instant: InstantProtocol>: Sendable where Instant.Duratio
     /// A token write failed (`retryIn`: the write backoff) or succeeded (nil).
     mutating func written(failedRetryingIn retryIn: Duration?, at now: Instant) {
         writeRetryAt = retryIn.map { now.advanced(by: $0) }
+        if retryIn == nil { writes.succeeded() }
+    }
+
+    /// A token write failed at `now`: the next try after the state-write backoff (`WriteRetry`); returns the
+    /// wait and the attempt.
+    mutating func writeFailed(at now: Instant) -> (wait: Duration, attempt: Int) {
+        let wait = writes.failed(using: &random)
+        written(failedRetryingIn: wait, at: now)
+        return (wait, writes.failures)
     }
 
     /// Paired or unpaired: the retry state starts over.
@@ -128,5 +181,8 @@ struct RefreshTimeline<Instant: InstantProtocol>: Sendable where Instant.Duratio
         startupUntil = nil
         retryNotBefore = nil
         writeRetryAt = nil
+        writes.succeeded()
+        failure = nil
+        lastLogged = nil
     }
 }

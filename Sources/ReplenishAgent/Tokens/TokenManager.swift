@@ -12,37 +12,30 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     private let clock: C
     private let wallTime: @Sendable () -> Double
     private let logger: Logger
-    private let waker = Waker()
+    let waker = Waker()
     private var random: RandomSource
     private var tokens: TokenSet?
     private var lostReason: String?
     private var inFlight: Task<TokenSet, any Error>?
-    private var failures = 0
     /// When to refresh, retry and write again: the schedule and every caller of `accessToken()` share its
     /// one retry gate (callers fail fast with the wait in `retryAfter`).
     private var timeline: RefreshTimeline<C.Instant>
-    private var lastFailureCode: AgentError.Code?
     /// The tokens in memory are newer than the file (a write failed: disk full, I/O error). Until a retried
     /// write succeeds they are the device's only copy of the pairing; the superseded refresh token on disk is
     /// never sent again.
     private var unsaved: Bool { timeline.writeRetryAt != nil }
-    private var saveFailures = 0
-    private var lastLoggedFailure: String?
-    /// The last refresh failure, until a refresh succeeds (the retry-wait state).
-    private var lastFailure: String?
     /// The pairing's check of the client secret got no answer from LWA: why, until a refresh succeeds.
     private var secretUnchecked: String?
-    private var jitter: Double
     /// What the token manager tells the services that follow it; published, never awaited.
     nonisolated let events = Broadcast<TokenEvent>()
     /// The device's identity now (from the config): recorded with every pairing made, and at the first start
     /// with a token file that has none yet (`recordMissingIdentity`). A serial in doubt that reads as the
     /// pairing's again replaces it (`release`).
-    private var identity: DeviceIdentity?
+    var identity: DeviceIdentity?
     /// Why the pairing orders nothing although it is kept (`hold`): the serial read differs from the pairing's
     /// and may be a glitch. No access token is handed out and no refresh is made (where LWA rotates refresh
     /// tokens, a refresh by a clone would end the original unit's pairing) until `release` or a new pairing.
-    private var heldBecause: String?
+    var heldBecause: String?
 
     init(
         store: any TokenStore, lwa: LWAClient, clock: C, wallTime: @escaping @Sendable () -> Double,
@@ -56,30 +49,18 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
         self.wallTime = wallTime
         self.logger = logger
         self.random = random
-        self.jitter = Double.random(in: 0..<1, using: &self.random)
         var tokens = try store.load()
         // With a wall clock that is not set (1970 on a board without a battery clock), a stored expiry says
         // nothing: the access token counts as expired and is refreshed (LWA does not need the device's clock).
         if !clockTrusted { tokens?.accessTokenExpiresAt = 0 }
         self.tokens = tokens
-        timeline = RefreshTimeline(fromDisk: tokens != nil)
+        timeline = RefreshTimeline(fromDisk: tokens != nil, random: random)
     }
 
     var state: State {
-        if let tokens {
-            if let heldBecause { return .retryWait(expiresAt: tokens.accessTokenExpiresAt, reason: heldBecause) }
-            if inFlight != nil { return .refreshing(expiresAt: tokens.accessTokenExpiresAt) }
-            if let lastFailure {
-                let reason = secretUnchecked.map { "\($0): \(lastFailure)" } ?? lastFailure
-                return .retryWait(expiresAt: tokens.accessTokenExpiresAt, reason: reason)
-            }
-            if let secretUnchecked {
-                return .retryWait(expiresAt: tokens.accessTokenExpiresAt, reason: secretUnchecked)
-            }
-            return .fresh(expiresAt: tokens.accessTokenExpiresAt)
-        }
-        if let lostReason { return .needsPairing(reason: lostReason) }
-        return .unpaired
+        TokenState(
+            expiresAt: tokens?.accessTokenExpiresAt, heldBecause: heldBecause, refreshing: inFlight != nil,
+            lastFailure: timeline.failure?.message, secretUnchecked: secretUnchecked, lostReason: lostReason)
     }
 
     var isPaired: Bool { tokens != nil }
@@ -100,31 +81,6 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
         try await store.save(current, isolation: self)
         tokens = current
         return identity
-    }
-
-    /// The pairing was made for another identity than the device's now (`identity`): what changed, or nil
-    /// when it was not (or the token file predates the record, or nothing is paired). Only an identity that was
-    /// read and differs is a change: a serial that cannot be read stops the start before this is asked.
-    var identityChange: String? { identity.flatMap { tokens?.identityChange(to: $0) } }
-
-    /// The identity the pairing was made for (nil when unpaired or recorded by no build yet).
-    var pairedIdentity: DeviceIdentity? { tokens?.identity }
-
-    /// The pairing orders nothing, and is not refreshed, until `release`: `reason` is what `status` says.
-    func hold(reason: String) {
-        guard heldBecause != reason else { return }
-        heldBecause = reason
-        notifyChange()
-    }
-
-    /// The serial in doubt reads as the pairing's again (`identity`, its case as read): the pairing is used again,
-    /// and a later pairing in this run records this identity, not the one read at the start.
-    func release(identity: DeviceIdentity) {
-        self.identity = identity
-        guard heldBecause != nil else { return }
-        heldBecause = nil
-        waker.ring()
-        notifyChange()
     }
 
     /// The tag of the current pairing (nil when unpaired, or paired before tags existed).
@@ -178,7 +134,7 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
         var awaited: Task<TokenSet, any Error>?
         while let task = inFlight, task != awaited {
             awaited = task
-            _ = try? await Self.value(of: task)
+            _ = try? await RefreshTask.value(of: task)
         }
         let had = tokens
         try await store.wipe(isolation: self)
@@ -216,73 +172,34 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     /// the order path and the duties wait for `retryAfter` instead of asking LWA again.
     private func checkRetryGate() throws(AgentError) {
         guard inFlight == nil, tokens != nil, let wait = timeline.retryGate(at: clock.now) else { return }
+        let failure = timeline.failure
         throw AgentError(
-            lastFailureCode ?? .network, "token refresh is backing off: \(lastFailure ?? "an earlier failure")",
+            failure?.code ?? .network, "token refresh is backing off: \(failure?.message ?? "an earlier failure")",
             retryAfter: wait)
     }
 
     /// Refreshes once; concurrent callers wait for the same refresh.
     @discardableResult
-    func refresh(reason: String) async throws(AgentError) -> TokenSet {
-        if let inFlight { return try await Self.value(of: inFlight) }
+    func refresh(reason: String, scheduled: RefreshTimeline<C.Instant>.Reason? = nil) async throws(AgentError)
+        -> TokenSet
+    {
+        if let inFlight { return try await RefreshTask.value(of: inFlight) }
         guard tokens != nil else { throw AgentError(.notPaired, "the device is not paired") }
         if let heldBecause { throw AgentError(.notPaired, heldBecause) }
-        let task = Task { try await self.performRefresh(reason: reason) }
+        let task = Task { try await self.performRefresh(reason: reason, scheduled: scheduled) }
         inFlight = task
         notifyChange()
         let result: Result<TokenSet, AgentError>
-        do { result = .success(try await Self.value(of: task)) } catch { result = .failure(error) }
+        do { result = .success(try await RefreshTask.value(of: task)) } catch { result = .failure(error) }
         inFlight = nil
         notifyChange()
         return try result.get()
     }
 
-    /// The refresh's result. The refresh runs in a task of its own (callers share it), which a caller's
-    /// cancellation does not reach by itself: a cancelled caller (the agent stopping: the schedule and every
-    /// service are cancelled) cancels it. The call to LWA inside it then still gets `stopGrace` to be answered
-    /// (`finishingWithinTheStopGrace`): where LWA rotates refresh tokens it may have ended the one on disk
-    /// already, and only its answer carries the new one. A token write under way returns once the new file is
-    /// in place (`FileTokenStore.save`). So a stop stays within its 10 s and keeps a rotation LWA answered.
-    private static func value(of task: Task<TokenSet, any Error>) async throws(AgentError) -> TokenSet {
-        do {
-            return try await withTaskCancellationHandler {
-                try await task.value
-            } onCancel: {
-                task.cancel()
-            }
-        } catch let error as AgentError { throw error } catch {
-            throw AgentError(.network, "refresh interrupted")
-        }
-    }
-
-    /// How long a refresh already sent to LWA may still take once the agent stops: the stop's 10 s less the
-    /// second curl takes to abort and the write of the answer. A refresh of 6 s interrupted 1 s in is answered.
-    static var stopGrace: Duration { .seconds(6) }
-
-    /// Runs `call` (a request to LWA) in a task that a cancellation of the caller ends only `stopGrace` later:
-    /// LWA's answer to a request that has left may hold the only copy of a rotated refresh token. A call still
-    /// unanswered then is aborted; LWA may have rotated the token meanwhile, which the device cannot know, and
-    /// the restart tries the token on disk.
-    private func finishingWithinTheStopGrace(
-        _ call: @escaping @Sendable () async throws(AgentError) -> TokenGrant
-    ) async throws(AgentError) -> TokenGrant {
-        let inner = Task { () async throws -> TokenGrant in try await call() }
-        let clock = clock
-        do {
-            return try await withTaskCancellationHandler {
-                try await inner.value
-            } onCancel: {
-                Task {
-                    try? await clock.sleep(for: Self.stopGrace)
-                    inner.cancel()
-                }
-            }
-        } catch let error as AgentError { throw error } catch {
-            throw AgentError(.network, "refresh interrupted")
-        }
-    }
-
-    private func performRefresh(reason: String) async throws(AgentError) -> TokenSet {
+    /// `scheduled`: the schedule's reason when the schedule asked (`step`), nil for a caller's refresh.
+    private func performRefresh(reason: String, scheduled: RefreshTimeline<C.Instant>.Reason?)
+        async throws(AgentError) -> TokenSet
+    {
         guard let current = tokens else { throw AgentError(.notPaired, "the device is not paired") }
         logger.debug("refreshing access token", metadata: ["token.reason": "\(reason)"])
         // The lifetime counts from when the request left, not from when the answer came: LWA may take up to the
@@ -290,7 +207,7 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
         let sentAt = wallTime()
         do throws(AgentError) {
             let lwa = lwa
-            let grant = try await finishingWithinTheStopGrace { () async throws(AgentError) in
+            let grant = try await RefreshTask.finishingWithinTheStopGrace(clock: clock) { () async throws(AgentError) in
                 try await lwa.refresh(refreshToken: current.refreshToken, clientId: current.clientId)
             }
             // The customer may have unpaired or paired again while LWA answered: this grant belongs to a pairing
@@ -308,13 +225,8 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
             // the pairing now), the old one is never sent again, and the write is retried on a timer.
             await save(next)
             tokens = next
-            failures = 0
-            timeline.refreshed(nil, at: clock.now)
-            lastFailureCode = nil
-            lastLoggedFailure = nil
-            lastFailure = nil
+            timeline.refreshed(scheduled, at: clock.now)
             secretUnchecked = nil
-            jitter = Double.random(in: 0..<1, using: &random)
             waker.ring()
             logger.info(
                 "access token refreshed",
@@ -335,35 +247,23 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
         } catch  where error.code == .notPaired {
             throw error
         } catch {
-            failures += 1
-            lastFailure = error.message
-            lastFailureCode = error.code
-            let backoff = error.code == .unauthorizedClient ? Backoff.configurationFault : Backoff.tokenRefresh
-            var delay = backoff.delay(attempt: failures, using: &random)
-            // LWA's own Retry-After (429, 503) is honoured: never sooner than it asked.
-            if let asked = error.retryAfter { delay = max(delay, asked) }
-            timeline.refreshFailed(at: clock.now, backoff: delay)
+            let (delay, attempt, log) = timeline.refreshFailed(error, at: clock.now)
             waker.ring()
-            if lastLoggedFailure != error.message || error.code != .unauthorizedClient {
+            if log {
                 logger.warning(
                     "token refresh failed",
                     metadata: [
-                        "error.code": "\(error.code)", "error": "\(error.message)", "attempt": "\(failures)",
+                        "error.code": "\(error.code)", "error": "\(error.message)", "attempt": "\(attempt)",
                         "token.retryIn": "\(delay.components.seconds)s",
                     ])
-                lastLoggedFailure = error.message
             }
             throw AgentError(error.code, error.message, retryAfter: delay)
         }
     }
 
     private func clearRetryState() {
-        failures = 0
-        lastFailure = nil
         secretUnchecked = nil
-        lastFailureCode = nil
         timeline.pairingChanged()
-        saveFailures = 0
     }
 
     /// Writes `next`; on failure keeps it as unsaved and plans another write (5 s doubling to 5 minutes).
@@ -372,15 +272,12 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
             try await store.save(next, isolation: self)
             if unsaved { logger.notice("the refreshed tokens are written now") }
             timeline.written(failedRetryingIn: nil, at: clock.now)
-            saveFailures = 0
         } catch {
-            saveFailures += 1
-            let delay = Backoff.stateWrite.delay(attempt: saveFailures, using: &random)
-            timeline.written(failedRetryingIn: delay, at: clock.now)
+            let (delay, attempt) = timeline.writeFailed(at: clock.now)
             logger.error(
                 "could not write the tokens; keeping them in memory and trying again",
                 metadata: [
-                    "error": "\(error.message)", "attempt": "\(saveFailures)",
+                    "error": "\(error.message)", "attempt": "\(attempt)",
                     "token.retryIn": "\(delay.components.seconds)s",
                 ])
         }
@@ -393,7 +290,7 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
         waker.ring()
     }
 
-    private func notifyChange() {
+    func notifyChange() {
         events.publish(.changed(state))
     }
 
@@ -414,23 +311,20 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
                     paired: true,
                     secondsUntilRefresh: RefreshSchedule.secondsUntilRefresh(
                         now: wallTime(), expiresAt: current.accessTokenExpiresAt,
-                        lifetime: current.accessTokenLifetime, jitter: jitter),
+                        lifetime: current.accessTokenLifetime, jitter: timeline.jitter),
                     lifetime: current.accessTokenLifetime)
             }
             switch timeline.next(facts ?? .init(paired: false, secondsUntilRefresh: 0, lifetime: 0), at: clock.now) {
             case .waitForPairing:
                 return .wait(until: nil, worked: worked)
             case .startupDelay(let window):
-                timeline.startupWait(
-                    until: clock.now.advanced(by: FleetSpread.startupDelay(window: window, using: &random)))
+                timeline.startupWait(window: window, at: clock.now)
             case .retryWrite:
                 if let tokens { await save(tokens) }
                 worked = true
             case .refresh(let reason):
                 // A failure set the retry gate (or wiped the pairing): the next action waits for it.
-                if (try? await refresh(reason: reason.rawValue)) != nil {
-                    timeline.refreshed(reason, at: clock.now)
-                }
+                _ = try? await refresh(reason: reason.rawValue, scheduled: reason)
                 worked = true
             case .wait(let until):
                 return .wait(until: until, worked: worked)

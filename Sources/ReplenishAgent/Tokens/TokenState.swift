@@ -31,6 +31,31 @@ enum TokenState: Sendable, Equatable, Codable {
 
     var name: String { kind.rawValue }
 
+    /// The state of a token manager holding tokens that expire at `expiresAt` (nil: none), from what it knows:
+    /// a hold (`TokenManager.hold`), a refresh out, the last failure, a client secret not checked yet, why the
+    /// pairing was lost.
+    init(
+        expiresAt: Double?, heldBecause: String?, refreshing: Bool, lastFailure: String?, secretUnchecked: String?,
+        lostReason: String?
+    ) {
+        guard let expiresAt else {
+            self = lostReason.map { .needsPairing(reason: $0) } ?? .unpaired
+            return
+        }
+        if let heldBecause {
+            self = .retryWait(expiresAt: expiresAt, reason: heldBecause)
+        } else if refreshing {
+            self = .refreshing(expiresAt: expiresAt)
+        } else if let lastFailure {
+            self = .retryWait(
+                expiresAt: expiresAt, reason: secretUnchecked.map { "\($0): \(lastFailure)" } ?? lastFailure)
+        } else if let secretUnchecked {
+            self = .retryWait(expiresAt: expiresAt, reason: secretUnchecked)
+        } else {
+            self = .fresh(expiresAt: expiresAt)
+        }
+    }
+
     var reason: String? {
         switch self {
         case .retryWait(_, let reason), .needsPairing(let reason): reason
