@@ -21,8 +21,8 @@ actor Orders<C: Clock> where C.Duration == Duration {
     private var timeline = OrderTimeline<C.Instant>()
     /// The slots of the config: an entry for any other slot (a config changed since the press) is parked.
     private let configuredSlots: Set<String>
-    /// Failed writes of the outbox in a row (the write backoff's attempt).
-    private var saveFailures = 0
+    /// The outbox's writes that failed in a row, and the backoff of the next (the tokens' is the same value).
+    private var writes = WriteRetry()
     /// One outbox change at a time across its write (`DiskLane`, off the event loop).
     private let turns = WriteTurns()
     /// Entries whose "sent, answer unknown" mark was written with the press (`accept`), before their call left,
@@ -142,7 +142,7 @@ actor Orders<C: Clock> where C.Duration == Duration {
             throw error
         }
         outbox = next
-        saveFailures = 0
+        writes.succeeded()
         timeline.accepted(slot: slot, queued: acceptance == .queued)
         if replacesWaiting {
             logger.notice(
@@ -226,7 +226,7 @@ actor Orders<C: Clock> where C.Duration == Duration {
         outbox = Outbox()
         markedAtAccept.removeAll()
         timeline.wiped()
-        saveFailures = 0
+        writes.succeeded()
         waker.ring()
     }
 
@@ -450,11 +450,10 @@ actor Orders<C: Clock> where C.Duration == Duration {
             try await DiskLane.outbox.save(next, to: path)
             if timeline.writeRetryAt != nil { logger.notice("the outbox is written now") }
             timeline.written(failedRetryingIn: nil, at: clock.now)
-            saveFailures = 0
+            writes.succeeded()
             return true
         } catch {
-            saveFailures += 1
-            let delay = Backoff.stateWrite.delay(attempt: saveFailures, using: &random)
+            let delay = writes.failed(using: &random)
             timeline.written(failedRetryingIn: delay, at: clock.now)
             logger.error(
                 "could not write the outbox; nothing is sent until it is written",
