@@ -44,6 +44,13 @@ struct CheckConfigCommand: AsyncParsableCommand {
         Output.line("config OK: \(options.config)")
         if let device = config?.device { Output.line("serial \(device.serial) from \(device.serialSource.describe)") }
         if let config, let note = RuntimeDirectoryCheck.note(config.runtimeDirectory) { Output.line("note: \(note)") }
+        if let config, config.pairingMode == .companion {
+            if config.pairingSetupKey == nil {
+                Output.line("warning: \(AgentConfig.setupKeyMissingWarning)")
+            } else {
+                Output.line("pairing: setup key from pairing.setupKeyFile (proofs required)")
+            }
+        }
         Output.line(TimeSyncSignal.inspect().description)
         if let config, let change = Self.identityChange(config) {
             Output.line(

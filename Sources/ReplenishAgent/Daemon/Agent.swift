@@ -231,8 +231,10 @@ struct Agent {
         guard let listen = config.pairingListen else {
             throw AgentError(.configuration, "pairing.listen: is required when pairing.mode is \"companion\"")
         }
+        if config.pairingSetupKey == nil { logger.warning("\(AgentConfig.setupKeyMissingWarning)") }
         let pairing = PairingCoordinator(
-            device: config.device, clientId: config.lwa.clientId, lwa: lwa, tokens: tokens, clock: clock,
+            device: config.device, setupKey: config.pairingSetupKey, clientId: config.lwa.clientId, lwa: lwa,
+            tokens: tokens, clock: clock,
             deviceNames: { PairingRequestGuard.deviceNames(listenHost: listen.host) }, logger: logger)
         return PairingServer.Part(
             listen: listen, pairing: pairing, window: window, tokens: tokens.events.subscribe(), group: group,
