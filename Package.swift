@@ -31,10 +31,13 @@ let package = Package(
         .target(name: "CBuildInfo"),
         // OpenSSL's libcrypto for SHA-256 (PKCE); libcurl already loads it, so it costs the device nothing.
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        // libavahi-client: the pairing port's DNS-SD advertisement through avahi-daemon, its state machine on
+        // Avahi's own thread (Debian's libavahi-client-dev).
+        .target(name: "CAvahi", linkerSettings: [.linkedLibrary("avahi-client"), .linkedLibrary("avahi-common")]),
         .executableTarget(
             name: "ReplenishAgent",
             dependencies: [
-                "CCurl", "CGpiod", "CCrypto", "CProcess", "CBuildInfo",
+                "CCurl", "CGpiod", "CCrypto", "CAvahi", "CProcess", "CBuildInfo",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -50,6 +50,13 @@ struct CheckConfigCommand: AsyncParsableCommand {
             } else {
                 Output.line("pairing: setup key from pairing.setupKeyFile (proofs required)")
             }
+            Output.line(
+                "DNS-SD: "
+                    + (AvahiAdvertisement.probe().map {
+                        AdvertisementStatus.notAdvertised("avahi-daemon does not answer on the system bus (\($0))")
+                    }
+                        ?? "avahi-daemon answers: the pairing port is advertised as \(PairingAdvertisement.serviceType) while the window is open")
+            )
         }
         Output.line(TimeSyncSignal.inspect().description)
         if let config, let change = Self.identityChange(config) {
