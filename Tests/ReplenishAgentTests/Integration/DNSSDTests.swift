@@ -58,15 +58,24 @@ import Testing
         poll '[ -n "$(browse)" ]'
         echo "== daemon restarted"; browse
         echo "== pairing"
-        "$bin/replenish-emulator" companion --device http://127.0.0.1:8642 --lwa http://127.0.0.1:8641 \
-          --setup "$payload" 2>&1
+        # replenish-companion finds the device by DNS-SD; the emulator's LWA consents at once, and curl plays the
+        # browser that follows LWA's redirect to the companion's redirect URI.
+        "$bin/replenish-companion" --setup "$payload" --client-id amzn1.application-oa2-client.emulator \
+          --authorize-url http://127.0.0.1:8641/ap/oa --redirect-port 8643 >"$dir/companion-ns.log" 2>&1 </dev/null &
+        companion=$!
+        poll 'grep -q "consent at: " "$dir/companion-ns.log"'
+        url=$(sed -n 's/.*consent at: //p' "$dir/companion-ns.log")
+        location=$(curl -s -o /dev/null -w '%{redirect_url}' "$url")
+        curl -s -o /dev/null "$location"
+        wait "$companion"; echo "companion exit $?"
+        cat "$dir/companion-ns.log"
         sleep 1
         echo "== one second later"; browse
         echo "== end"
         """#
 
     @Test(.enabled(if: unavailable == nil, "\(unavailable ?? "")"))
-    func theWindowIsAdvertisedWhileOpenThroughDaemonRestartsAndWithdrawnAtPairing() throws {
+    func theWindowIsAdvertisedWhileOpenThroughDaemonRestartsAndWithdrawnAtACompanionsPairing() throws {
         let harness = Harness()
         let config = try harness.writeConfig(emulator: "http://127.0.0.1:8641", pairingPort: 8642, setupKey: true)
         let scriptPath = harness.directory + "/dnssd.sh"
@@ -104,7 +113,10 @@ import Testing
             #expect(!listed.contains("TEST0001"), "the serial itself is not on the network")
         }
         #expect(output.contains("DNS-SD: advertised as _replenish._tcp on port 8642"), "\(output)")
-        #expect(section("pairing").contains("companion: device TEST0001 (model model-1) paired"), "\(output)")
+        let pairing = section("pairing")
+        #expect(pairing.contains("companion exit 0"), "\(output)")
+        #expect(pairing.contains("at http://127.0.0.1:8642 proved the label's key"), "found by DNS-SD: \(output)")
+        #expect(pairing.contains("replenish-companion: device TEST0001 paired"), "\(output)")
         #expect(section("one second later").trimmingCharacters(in: .whitespacesAndNewlines) == "", "\(output)")
         let log = harness.read("agent-ns.log")
         #expect(log.contains("pairing port advertised by DNS-SD") && log.contains("pairing port withdrawn from DNS-SD"))
