@@ -153,3 +153,16 @@ import Testing
         }
     }
 }
+
+/// The DNS-SD advertisement's records (`PairingAdvertisement`): TXT `v`, `id` (SHA-256 of the serial, its first
+/// 16 hex digits, here as `sha256sum` computes them) and `md`.
+@Suite(.tags(.unit)) struct PairingAdvertisementTests {
+    @Test func theRecordsNameTheVersionTheSerialsHashAndTheModel() {
+        let advertisement = PairingAdvertisement(serial: "SN0001", model: "model-1", port: 8642)
+        #expect(advertisement.txt == ["v=1", "id=91cb49fdbb972afc", "md=model-1"])
+        #expect(advertisement.name == "Replenish 91cb49fdbb972afc")
+        #expect(advertisement.port == 8642)
+        #expect(PairingAdvertisement.serviceType == "_replenish._tcp")
+        #expect(PairingAdvertisement.id(serial: "TEST0001") == "07ba71d69de78749")
+    }
+}

@@ -28,13 +28,18 @@ struct PairingAdvertiser<C: Clock>: Sendable where C.Duration == Duration {
         var open = false
         var current: AvahiAdvertisement?
         var retrying: Task<Void, Never>?
+        var lastFailure: String?
         func start() async {
             do {
                 current = try AvahiAdvertisement.start(
                     name: advertisement.name, type: PairingAdvertisement.serviceType, port: advertisement.port,
                     txt: advertisement.txt, onChange: { sink.yield(.avahi($0)) })
             } catch {
-                logger.warning("pairing port not advertised by DNS-SD", metadata: ["error": "\(error.message)"])
+                // Said once per reason, not at every try (every `retry` while the window is open).
+                if error.message != lastFailure {
+                    logger.warning("pairing port not advertised by DNS-SD", metadata: ["error": "\(error.message)"])
+                }
+                lastFailure = error.message
                 await shown.recordAdvertisement(AdvertisementStatus.notAdvertised(error.message))
                 let wait = retry
                 retrying = Task {
@@ -46,6 +51,7 @@ struct PairingAdvertiser<C: Clock>: Sendable where C.Duration == Duration {
         func stop() async {
             retrying?.cancel()
             retrying = nil
+            lastFailure = nil
             if let running = current {
                 running.stop()
                 current = nil
