@@ -9,6 +9,7 @@ let package = Package(
     products: [
         .executable(name: "replenish-agent", targets: ["ReplenishAgent"]),
         .executable(name: "replenish-emulator", targets: ["ReplenishEmulator"]),
+        .executable(name: "replenish-companion", targets: ["ReplenishCompanion"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -31,10 +32,13 @@ let package = Package(
         .target(name: "CBuildInfo"),
         // OpenSSL's libcrypto for SHA-256 (PKCE); libcurl already loads it, so it costs the device nothing.
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        // libavahi-client: the pairing port's DNS-SD advertisement through avahi-daemon, its state machine on
+        // Avahi's own thread (Debian's libavahi-client-dev).
+        .target(name: "CAvahi", linkerSettings: [.linkedLibrary("avahi-client"), .linkedLibrary("avahi-common")]),
         .executableTarget(
             name: "ReplenishAgent",
             dependencies: [
-                "CCurl", "CGpiod", "CCrypto", "CProcess", "CBuildInfo",
+                "CCurl", "CGpiod", "CCrypto", "CAvahi", "CProcess", "CBuildInfo",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -54,6 +58,18 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             exclude: ["README.md"]
+        ),
+        // A bench companion for a real Amazon account (docs/companion-app.md): shares no code with the agent or the
+        // emulator, like the emulator; never part of the device binary.
+        .executableTarget(
+            name: "ReplenishCompanion",
+            dependencies: [
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ]
         ),
         // Fixtures (state files of every format version) are read by path, relative to the test sources.
         .testTarget(

@@ -51,7 +51,7 @@ triple=aarch64-unknown-linux-gnu
 mirror=http://deb.debian.org/debian
 # The archive these machines reach is a snapshot whose Release files are past their Valid-Until.
 apt_options=(-o Acquire::Check-Valid-Until=false)
-sysroot_packages=(libc6-dev libgcc-14-dev libstdc++-14-dev linux-libc-dev libcurl4-openssl-dev libgpiod-dev libssl-dev)
+sysroot_packages=(libc6-dev libgcc-14-dev libstdc++-14-dev linux-libc-dev libcurl4-openssl-dev libgpiod-dev libssl-dev libavahi-client-dev)
 # The Swift the device binary is built with: Debian's swiftlang at this version, for the compiler (amd64) and the
 # runtime (arm64) alike. A newer one is taken by changing it here (and running the tests with it).
 swift_version=6.2.3-1+b1

@@ -31,7 +31,8 @@ allowed_sites=(developer.amazon.com www.amazon.com www.swift.org download.swift.
   rauc.readthedocs.io sbabic.github.io)
 # Hex words the commit-hash check lets through, each an example value that is not a commit: the Raspberry Pi
 # serial of configuration.md's check-config example.
-allowed_hex=(10000000a1b2c3d4)
+# Example values: a serial, and the test vector's key and nonce (docs/companion-app.md).
+allowed_hex=(10000000a1b2c3d4 000102030405060708090a0b0c0d0e0f 00112233445566778899aabbccddeeff)
 
 # Links: [text](target) and <img src="target">, outside code; http(s), mailto and in-page anchors are not files.
 for file in "${files[@]}"; do

@@ -3,13 +3,15 @@
 # is installed, and no root is needed, when they are all there.
 #   scripts/install-deps.sh           the build's and the demo's packages
 #   scripts/install-deps.sh --tests   those and the tests' own: libfaketime (the process tests move the agent's
-#                                     wall clock with it: a day offline, RealHomesTests)
+#                                     wall clock with it: a day offline, RealHomesTests); avahi-daemon,
+#                                     avahi-utils and dbus (DNSSDTests runs them in a network namespace of its
+#                                     own; installing them starts nothing where systemd is not PID 1)
 set -euo pipefail
 . "$(dirname "$0")/apt.sh"
-packages=(libcurl4-openssl-dev libgpiod-dev libssl-dev pkg-config openssl curl)
+packages=(libcurl4-openssl-dev libgpiod-dev libssl-dev libavahi-client-dev pkg-config openssl curl)
 case "${1:-}" in
 "") ;;
---tests) packages+=(libfaketime) ;;
+--tests) packages+=(libfaketime avahi-daemon avahi-utils dbus) ;;
 *) echo "usage: scripts/install-deps.sh [--tests]" >&2; exit 2 ;;
 esac
 apt_install "${packages[@]}"

@@ -26,6 +26,12 @@ struct CompanionCommand: ParsableCommand {
     @Option(help: "PEM bundle to trust for https URLs instead of the system's roots.")
     var cacert: String?
 
+    @Option(
+        help: ArgumentHelp(
+            "The label's payload, RPL1:<serial>:<key>: check the device's proof and send the companion's.",
+            valueName: "PAYLOAD"))
+    var setup: String?
+
     func run() throws {
         do {
             try pair()
@@ -83,12 +89,19 @@ struct CompanionCommand: ParsableCommand {
                 }
             }
         }
+        // With the label's payload: a fresh nonce for each deviceInfo, whose proof the device must answer.
+        let label = try setup.map { payload in
+            do { return try PairingProof(payload: payload) } catch { throw CompanionFailure(description: "\(error)") }
+        }
+        var nonce = PairingProof.makeNonce()
+        func infoPath() -> String { label == nil ? "/provision/deviceInfo" : "/provision/deviceInfo?nonce=\(nonce)" }
         // A device rate-limits deviceInfo per address (429 with Retry-After): wait as told, a few times.
-        var infoAnswer = try toDevice(.GET, "/provision/deviceInfo")
+        var infoAnswer = try toDevice(.GET, infoPath())
         for _ in 0..<5 where infoAnswer.status == .tooManyRequests {
             let wait = min(max(Int(infoAnswer.headers.first(name: "retry-after") ?? "") ?? 1, 1), 30)
             Thread.sleep(forTimeInterval: Double(wait))
-            infoAnswer = try toDevice(.GET, "/provision/deviceInfo")
+            nonce = PairingProof.makeNonce()
+            infoAnswer = try toDevice(.GET, infoPath())
         }
         guard infoAnswer.status == .ok else {
             throw CompanionFailure(
@@ -101,6 +114,18 @@ struct CompanionCommand: ParsableCommand {
             let sessionId = info["sessionId"]?.stringValue
         else {
             throw CompanionFailure(description: "deviceInfo answer lacks a field: \(infoAnswer.bodyText)")
+        }
+        if let label {
+            // The device on the label: its serial, and a proof only the key's holder can make for this nonce.
+            guard serial == label.serial else {
+                throw CompanionFailure(description: "the device's serial \(serial) is not the label's \(label.serial)")
+            }
+            let expected = try label.deviceInfoProof(
+                nonce: nonce, sessionId: sessionId, codeChallenge: challenge, serial: serial, model: model)
+            guard let proof = info["proof"]?.stringValue, proof == expected else {
+                throw CompanionFailure(
+                    description: "the device did not prove it holds the label's setup key: not the device on the label")
+            }
         }
 
         let scopeData: JSONValue = .obj([
@@ -130,10 +155,16 @@ struct CompanionCommand: ParsableCommand {
         }
         guard param("state") == state else { throw CompanionFailure(description: "LWA redirect lost the state") }
 
-        let companionInfo: JSONValue = .obj([
+        var companionFields: [String: JSONValue] = [
             "sessionId": .string(sessionId), "authCode": .string(code), "clientId": .string(clientId),
             "redirectUri": .string(redirectURI),
-        ])
+        ]
+        if let label {
+            companionFields["proof"] = .string(
+                try label.companionInfoProof(
+                    sessionId: sessionId, authCode: code, clientId: clientId, redirectUri: redirectURI))
+        }
+        let companionInfo: JSONValue = .sortedObject(companionFields)
         let answer = try toDevice(
             .POST, "/provision/companionInfo", headers: [("Content-Type", "application/json")],
             body: Array(companionInfo.serialized.utf8))

@@ -19,6 +19,8 @@ struct EmulatorConfig: Sendable {
     /// Where the customer enters the code (shown by the device, never fetched by it).
     var verificationURI = "https://amazon.com/us/code"
     var rotateRefreshTokens = false
+    /// `/ap/oa` shows a consent page that a test answers (`POST /ap/oa/consent`) instead of consenting at once.
+    var consentPage = false
     var oldRefreshTokenPolicy: OldRefreshTokenPolicy = .untilUsed
     /// Send `expires_in` as a JSON string, as one Amazon page shows.
     var expiresInAsString = false

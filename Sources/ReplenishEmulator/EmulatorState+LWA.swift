@@ -33,13 +33,45 @@ extension EmulatorState {
         guard method == "S256" || method == "plain" else { return bad("code_challenge_method must be S256 or plain") }
         guard PKCE.isWellFormedChallenge(challenge, method: method) else { return bad("Malformed code_challenge") }
 
-        let code = "AN" + RandomText.alphanumeric(18)
-        codes[code] = AuthorizationCode(
+        let pending = PendingConsent(
             device: device, redirectURI: redirectURI, challenge: challenge, challengeMethod: method,
-            expiresAt: now.addingTimeInterval(config.codeLifetime))
-        var location = redirectURI + (redirectURI.contains("?") ? "&" : "?")
-        location += "code=\(FormEncoding.escape(code))&scope=\(FormEncoding.escape("dash:replenish"))"
-        if let state = query["state"] {
+            state: query["state"])
+        guard config.consentPage else { return consent(pending, allowed: true, now: now) }
+        // The customer's consent as a page: a form a test (or a person) answers.
+        let id = RandomText.alphanumeric(24)
+        pendingConsents[id] = pending
+        let page = """
+            <!doctype html><title>Consent</title><p>Allow this app to order for device \(device.serial)?</p>
+            <form method="post" action="/ap/oa/consent"><input type="hidden" name="consent" value="\(id)">
+            <button name="decision" value="allow">Allow</button><button name="decision" value="deny">Deny</button></form>
+            """
+        return EmulatorResponse(
+            status: 200, headers: [("Content-Type", "text/html; charset=utf-8")], body: Array(page.utf8))
+    }
+
+    /// `POST /ap/oa/consent`, the consent page's form (`consent=ID&decision=allow|deny`): the redirect.
+    mutating func answerConsent(_ request: EmulatorRequest, now: Date) -> EmulatorResponse {
+        let fields = FormEncoding.decode(String(decoding: request.body, as: UTF8.self)) ?? []
+        func field(_ name: String) -> String? { fields.first { $0.name == name }?.value }
+        guard let id = field("consent"), let pending = pendingConsents.removeValue(forKey: id) else {
+            return .message(400, "Unknown or answered consent")
+        }
+        return consent(pending, allowed: field("decision") == "allow", now: now)
+    }
+
+    /// The redirect to the app: a fresh code, or `error=access_denied`.
+    private mutating func consent(_ pending: PendingConsent, allowed: Bool, now: Date) -> EmulatorResponse {
+        var location = pending.redirectURI + (pending.redirectURI.contains("?") ? "&" : "?")
+        if allowed {
+            let code = "AN" + RandomText.alphanumeric(18)
+            codes[code] = AuthorizationCode(
+                device: pending.device, redirectURI: pending.redirectURI, challenge: pending.challenge,
+                challengeMethod: pending.challengeMethod, expiresAt: now.addingTimeInterval(config.codeLifetime))
+            location += "code=\(FormEncoding.escape(code))&scope=\(FormEncoding.escape("dash:replenish"))"
+        } else {
+            location += "error=access_denied"
+        }
+        if let state = pending.state {
             location += "&state=\(FormEncoding.escape(state))"
         }
         return EmulatorResponse(status: 302, headers: [("Location", location)])

@@ -10,6 +10,8 @@ struct EmulatorState: Sendable {
     /// Devices by `DeviceIdentity.key`, updated at every code redemption.
     var devices: [String: DeviceIdentity] = [:]
     var codes: [String: AuthorizationCode] = [:]
+    /// Consent pages shown and not answered yet (`consentPage`), by id: the code each would issue, unminted.
+    var pendingConsents: [String: PendingConsent] = [:]
     /// Code pairs of code-based linking, by device code.
     var codePairs: [String: CodePairRecord] = [:]
     /// Every `code_verifier` a client presented, for tests that scan a device's output for it.
@@ -87,6 +89,8 @@ struct EmulatorState: Sendable {
         }
         if match("ap/oa") != nil {
             return only("GET") { authorize(request, now: now) }
+        } else if match("ap/oa/consent") != nil {
+            return only("POST") { answerConsent(request, now: now) }
         } else if let slot = match("replenish/*")?.first {
             return only("POST") { replenish(request, slot: slot, now: now) }
         } else if let slot = match("slotStatus/*")?.first {

@@ -44,6 +44,12 @@ struct ServeCommand: ParsableCommand {
     @Flag(help: "Each refresh grant returns a new refresh token.")
     var rotateRefreshTokens = false
 
+    @Flag(
+        help:
+            "LWA's consent as a page: GET /ap/oa answers a form; POST /ap/oa/consent (consent=ID&decision=allow or deny) redirects."
+    )
+    var consentPage = false
+
     @Option(help: "With rotation: invalidate the previous refresh token at once, or keep it until-used.")
     var oldRefreshTokenPolicy: EmulatorConfig.OldRefreshTokenPolicy = .untilUsed
 
@@ -93,6 +99,7 @@ struct ServeCommand: ParsableCommand {
         config.codePairInterval = Double(codePairInterval)
         config.verificationURI = verificationUri
         config.rotateRefreshTokens = rotateRefreshTokens
+        config.consentPage = consentPage
         config.oldRefreshTokenPolicy = oldRefreshTokenPolicy
         config.expiresInAsString = expiresInAsString
         config.closeAfterAnswer = closeAfterAnswer

@@ -4,7 +4,8 @@ import Testing
 @testable import ReplenishAgent
 
 /// The one typed C boundary: each C library is called from its own folder of `Sources/ReplenishAgent` (libcurl
-/// from `Curl/`, libgpiod from `Gpiod/`, libcrypto from `Crypto/`, the C library's system calls from `System/`)
+/// from `Curl/`, libgpiod from `Gpiod/`, libcrypto from `Crypto/`, libavahi-client from `Avahi/`, the C library's
+/// system calls from `System/`)
 /// and from nowhere else, and every unsafe pointer use in the agent says why it is safe.
 ///
 /// Imports alone do not show it: `NIOPosix` re-exports Glibc, so a file that imports it for SwiftNIO could call
@@ -25,12 +26,12 @@ import Testing
         var folder: String { path.split(separator: "/").first.map { $0 + "/" } ?? "" }
     }
 
-    static let boundaryFolders = ["Curl/", "Gpiod/", "System/", "Crypto/"]
+    static let boundaryFolders = ["Curl/", "Gpiod/", "System/", "Crypto/", "Avahi/"]
 
     /// The folders that may import each C module.
     static let allowedImports: [String: Set<String>] = [
         "CCurl": ["Curl/"], "CProcess": ["System/"], "CBuildInfo": ["Support/"], "CGpiod": ["Gpiod/"],
-        "CCrypto": ["Crypto/"],
+        "CCrypto": ["Crypto/"], "CAvahi": ["Avahi/"],
         "SystemPackage": ["System/"],
         "Glibc": ["System/", "Gpiod/"], "Musl": ["System/", "Gpiod/"], "Darwin": ["System/", "Gpiod/"],
     ]
@@ -38,6 +39,7 @@ import Testing
     /// Names of the C libraries' own functions, types and constants (the shims' included), by prefix.
     static let cLibraryPrefixes = [
         "curl_", "CURLOPT_", "CURLE_", "CURLINFO_", "CURLU", "ccurl_", "gpiod_", "CGPIOD_", "EVP_", "SHA256_",
+        "avahi_", "AVAHI_", "cavahi_", "CAVAHI_", "CRYPTO_",
         "Glibc.", "Darwin.", "Musl.",
     ]
 
@@ -193,6 +195,7 @@ import Testing
         let expected = [
             "Curl/": ("CCurl", "curl_easy_perform("), "Gpiod/": ("CGpiod", "cgpiod_read_event("),
             "Crypto/": ("CCrypto", "EVP_Digest("), "System/": ("Glibc", "fsync("),
+            "Avahi/": ("CAvahi", "cavahi_start("),
         ]
         for (folder, (module, call)) in expected {
             let inFolder = files.filter { $0.folder == folder }
@@ -206,7 +209,7 @@ import Testing
         #expect(system.flatMap(Self.boundaryViolations).count > 30)
         // Unsafe uses are found (and explained) in several folders.
         let marked = files.filter { file in file.lines.contains { Self.unsafeMarkers.contains(where: $0.contains) } }
-        #expect(Set(marked.map(\.folder)).isSuperset(of: ["Curl/", "Gpiod/", "System/", "Crypto/"]))
+        #expect(Set(marked.map(\.folder)).isSuperset(of: ["Curl/", "Gpiod/", "System/", "Crypto/", "Avahi/"]))
     }
 
     @Test func theScansCatchEachKindOfBreach() {
@@ -214,6 +217,7 @@ import Testing
             "import Glibc", "@preconcurrency import CCurl", "internal import CGpiod", "import struct Darwin.stat",
             "let uid = geteuid()", "if errno == EINTR { retry() }", "curl_easy_init()", "cgpiod_get_value(h)",
             "let flags = O_RDONLY | O_CLOEXEC", "signal(SIGTERM, SIG_IGN)", "_ = Glibc.write(1, p, n)",
+            "cavahi_stop(handle)", "import CAvahi",
         ]
         let found = Self.boundaryViolations(in: SourceFile("Orders/Bad.swift", bad))
         #expect(found.count == bad.count, "\(found.joined(separator: "\n"))")

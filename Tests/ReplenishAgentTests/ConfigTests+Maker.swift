@@ -24,6 +24,10 @@ extension ConfigTests {
     static func filledInExample(directory: String) throws -> String {
         let caFile = directory + "/ca.pem"
         try "not checked here".write(toFile: caFile, atomically: true, encoding: .utf8)
+        // A unit's setup key, made at the factory (the example names the installed path).
+        let setupKeyFile = directory + "/setup-key"
+        try "000102030405060708090a0b0c0d0e0f\n".write(toFile: setupKeyFile, atomically: true, encoding: .utf8)
+        chmod(setupKeyFile, 0o600)
         return try String(contentsOfFile: packageRoot() + "/config/agent.example.json", encoding: .utf8)
             .replacingOccurrences(of: "REPLACEWITHUNITSERIAL", with: "SN12345")
             .replacingOccurrences(
@@ -42,6 +46,7 @@ extension ConfigTests {
                 with: packageRoot() + "/board/raspberry-pi-4b.json"
             )
             .replacingOccurrences(of: "/etc/ssl/certs/ca-certificates.crt", with: caFile)
+            .replacingOccurrences(of: "/etc/replenish-agent/setup-key", with: setupKeyFile)
     }
 
     func parseText(_ text: String, deviceTree: [String] = []) throws -> (AgentConfig?, [String], String) {
@@ -67,6 +72,7 @@ extension ConfigTests {
         // Only the placeholders (and the board and CA paths of a device) are wrong with it.
         let others = problems.lines.filter {
             !$0.contains("still the example's placeholder") && !$0.hasPrefix("board:") && !$0.hasPrefix("tls.caFile:")
+                && !$0.hasPrefix("pairing.setupKeyFile:")
         }
         #expect(others == [])
         #expect(!problems.lines.joined().contains("REPLACE-WITH-YOUR-LWA-CLIENT-SECRET"))

@@ -11,6 +11,6 @@ struct AgentCommand: AsyncParsableCommand {
         subcommands: [
             RunCommand.self, PressCommand.self, StatusCommand.self, CheckConfigCommand.self, LevelCommand.self,
             GPIOWatchCommand.self, ResetCommand.self, DeregisterCommand.self, CancelTestOrdersCommand.self,
-            OrdersCommand.self,
+            OrdersCommand.self, MakeSetupKeyCommand.self, LabelCommand.self,
         ])
 }

@@ -44,6 +44,20 @@ struct CheckConfigCommand: AsyncParsableCommand {
         Output.line("config OK: \(options.config)")
         if let device = config?.device { Output.line("serial \(device.serial) from \(device.serialSource.describe)") }
         if let config, let note = RuntimeDirectoryCheck.note(config.runtimeDirectory) { Output.line("note: \(note)") }
+        if let config, config.pairingMode == .companion {
+            if config.pairingSetupKey == nil {
+                Output.line("warning: \(AgentConfig.setupKeyMissingWarning)")
+            } else {
+                Output.line("pairing: setup key from pairing.setupKeyFile (proofs required)")
+            }
+            Output.line(
+                "DNS-SD: "
+                    + (AvahiAdvertisement.probe().map {
+                        AdvertisementStatus.notAdvertised("avahi-daemon does not answer on the system bus (\($0))")
+                    }
+                        ?? "avahi-daemon answers: the pairing port is advertised as \(PairingAdvertisement.serviceType) while the window is open")
+            )
+        }
         Output.line(TimeSyncSignal.inspect().description)
         if let config, let (change, onlySerialFromAFile) = Self.identityChange(config) {
             Output.line(

@@ -65,6 +65,8 @@ struct StatusCommand: AsyncParsableCommand {
         var pairingMode: String
         var pairingWindow: PairingWindow
         var linking: Linking?
+        /// While the pairing window is open: whether the pairing port is advertised by DNS-SD, or why not.
+        var dnsSD: String?
         /// unpaired, fresh, refreshing, retry-wait or needs-pairing.
         var tokenState: TokenState.Kind
         var tokenStateReason: String?
@@ -177,6 +179,7 @@ struct StatusCommand: AsyncParsableCommand {
                 Report.Linking(
                     userCode: $0.userCode, verificationURI: $0.verificationURI, expiresAt: ISO8601.format($0.expiresAt))
             },
+            dnsSD: windowClosesAt != nil ? shown.advertisement : nil,
             tokenState: tokenState,
             tokenStateReason: tokens != nil || tokenState == .needsPairing ? shown.tokenStateReason : nil,
             accessTokenExpiresAt: tokens.map { ISO8601.format($0.accessTokenExpiresAt) },
@@ -233,6 +236,7 @@ struct StatusCommand: AsyncParsableCommand {
                         ?? (report.running
                             ? "pairing window closed: a long press on the button opens it"
                             : "pairing window: opens when the agent starts"))
+                if let dnsSD = report.dnsSD { Output.line("DNS-SD: \(dnsSD)") }
             }
         }
         if let expiresAt = report.accessTokenExpiresAt, let seconds = report.accessTokenExpiresInSeconds {

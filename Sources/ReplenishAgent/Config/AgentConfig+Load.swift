@@ -214,6 +214,8 @@ extension AgentConfig {
         var mode = PairingMode.companion
         var listen: Listen?
         var windowMinutes = 10
+        var setupKey: SetupKey?
+        var setupKeyGiven = false
         if var reader = ObjectReader(
             top.value("pairing", required: true, problems: &problems) ?? .object([:]),
             path: "pairing", problems: &problems)
@@ -231,7 +233,14 @@ extension AgentConfig {
                 if listen == nil { problems.add("pairing.listen", "must be HOST:PORT with a port from 1 to 65535") }
             }
             windowMinutes = reader.integer("windowMinutes", in: 1...1440, problems: &problems) ?? 10
+            if let file = reader.string("setupKeyFile", required: false, problems: &problems) {
+                setupKeyGiven = true
+                setupKey = readSetupKeyFile(POSIX.join(configDirectory, file), problems: &problems)
+            }
             reader.reportUnknownKeys(problems: &problems)
+        }
+        if mode == .companion, !setupKeyGiven, device?.phase == .production {
+            problems.add("pairing.setupKeyFile", setupKeyRequiredInProduction)
         }
         if mode == .code, !codePairURLGiven {
             problems.add("lwa.codePairURL", "is required when pairing.mode is \"code\"")
@@ -245,7 +254,45 @@ extension AgentConfig {
         return AgentConfig(
             device: device, lwa: lwa, drsBaseURL: drsBaseURL, caFile: caFile, stateDirectory: stateDirectory,
             boardPath: boardPath, board: board, buttons: buttons, pairingMode: mode, pairingListen: listen,
-            pairingWindowMinutes: windowMinutes, runtimeDirectory: runtimeDirectory, path: path)
+            pairingWindowMinutes: windowMinutes, pairingSetupKey: setupKey, runtimeDirectory: runtimeDirectory,
+            path: path)
+    }
+
+    /// Why a production config without a setup key is refused.
+    static let setupKeyRequiredInProduction =
+        "is required in the production phase: the setup key on the device's label lets the customer's phone tell the device from an impostor on the network (make it with replenish-agent make-setup-key PATH)"
+
+    /// Why a test or certification config without a setup key is only warned about (`check-config`, `run`).
+    static let setupKeyMissingWarning =
+        "pairing.setupKeyFile: not set; pairing works without proofs (any host on the network could pose as the device, or pair it first), which the production phase refuses"
+
+    /// The setup key in `path`: 32 lowercase hex digits and at most a newline, in a file that only its owner
+    /// may read (no group or other bits). Problems name `pairing.setupKeyFile` and never show the contents.
+    private static func readSetupKeyFile(_ path: String, problems: inout Problems) -> SetupKey? {
+        let key = "pairing.setupKeyFile"
+        guard
+            let bytes = problems.readFile(
+                path, key: key, missing: "no such file \(path) (the factory makes it: replenish-agent make-setup-key)",
+                limit: 4096)
+        else { return nil }
+        guard let setupKey = SetupKey(fileContents: bytes) else {
+            problems.add(
+                key, "\(path) does not hold a setup key: 32 lowercase hex digits (16 bytes), then at most a newline")
+            return nil
+        }
+        do {
+            if let info = try POSIX.status(path), info.isReachableByOthers {
+                problems.add(
+                    key,
+                    "\(path) holds the setup key and group or others may access it (mode \(info.octalPermissions)); chmod 600, owned by the agent's user"
+                )
+                return nil
+            }
+        } catch {
+            problems.add(key, error.message)
+            return nil
+        }
+        return setupKey
     }
 
     /// `; board files in /usr/share/replenish-agent/board: raspberry-pi-4b.json, simulated.json`: what a wrong

@@ -63,6 +63,9 @@ struct AgentConfig: Sendable {
     var pairingListen: Listen?
     /// How long the pairing window stays open (`pairing.windowMinutes`, 1 to 1440, default 10).
     var pairingWindowMinutes: Int = 10
+    /// The device's setup key (`pairing.setupKeyFile`): with it the pairing endpoints give and ask for proofs.
+    /// Required in the production phase in companion mode.
+    var pairingSetupKey: SetupKey? = nil
     /// A folder emptied at every boot (`runtimeDirectory`, default `/run/replenish-agent`: the unit's
     /// `RuntimeDirectory=`), where the agent marks which boot it runs in (`BootIdentity`).
     var runtimeDirectory: String = AgentConfig.defaultRuntimeDirectory

@@ -155,7 +155,7 @@ struct Agent {
         let group = MultiThreadedEventLoopGroup.singleton
         let pairing = try Self.pairingPart(
             config: config, lwa: lwa, tokens: tokens, window: window, linking: linking, clock: clock, group: group,
-            logger: logger)
+            shown: shown, logger: logger)
 
         // The board.
         let systemd = SystemdNotifier.fromProcess()
@@ -250,7 +250,8 @@ struct Agent {
     /// or code-based linking (no port).
     private static func pairingPart(
         config: AgentConfig, lwa: LWAClient, tokens: TokenManager<Clock>, window: PairingWindowKeeper<Clock>,
-        linking: CodeLinker<Clock>?, clock: Clock, group: MultiThreadedEventLoopGroup, logger: Logger
+        linking: CodeLinker<Clock>?, clock: Clock, group: MultiThreadedEventLoopGroup, shown: ShownStatusBook,
+        logger: Logger
     ) throws(AgentError) -> any Service {
         if let linking {
             return TokenFollowingPart(service: linking, tokens: tokens.events.subscribe(), description: "linking")
@@ -258,12 +259,18 @@ struct Agent {
         guard let listen = config.pairingListen else {
             throw AgentError(.configuration, "pairing.listen: is required when pairing.mode is \"companion\"")
         }
+        if config.pairingSetupKey == nil { logger.warning("\(AgentConfig.setupKeyMissingWarning)") }
         let pairing = PairingCoordinator(
-            device: config.device, clientId: config.lwa.clientId, lwa: lwa, tokens: tokens, clock: clock,
+            device: config.device, setupKey: config.pairingSetupKey, clientId: config.lwa.clientId, lwa: lwa,
+            tokens: tokens, clock: clock,
             deviceNames: { PairingRequestGuard.deviceNames(listenHost: listen.host) }, logger: logger)
+        let advertiser = PairingAdvertiser(
+            advertisement: PairingAdvertisement(
+                serial: config.device.serial, model: config.device.model, port: listen.port),
+            window: window.changes.subscribe(), shown: shown, logger: logger)
         return PairingServer.Part(
             listen: listen, pairing: pairing, window: window, tokens: tokens.events.subscribe(), group: group,
-            logger: logger)
+            logger: logger, advertiser: advertiser)
     }
 
     /// A subscription to `broadcast`, or a stream that has ended when there is none (the other pairing mode).

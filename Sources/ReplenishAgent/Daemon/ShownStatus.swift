@@ -17,6 +17,9 @@ struct ShownStatus: Codable, Sendable, Equatable, StateFormat {
     var pairingWindowClosesAt: Double?
     /// Code-based linking: the code the customer can enter, while it can be.
     var linking: LinkingCode?
+    /// While the pairing window is open: whether the pairing port is advertised by DNS-SD, or why not
+    /// (`AdvertisementStatus`); nil otherwise.
+    var advertisement: String?
 
     static func path(runtimeDirectory: String) -> String { POSIX.join(runtimeDirectory, "status.json") }
 }
@@ -47,6 +50,8 @@ actor ShownStatusBook {
     func recordPairingWindow(closesAt: Double?) async { await change { $0.pairingWindowClosesAt = closesAt } }
 
     func recordLinkingCode(_ code: LinkingCode?) async { await change { $0.linking = code } }
+
+    func recordAdvertisement(_ text: String?) async { await change { $0.advertisement = text } }
 
     private func change(_ change: (inout ShownStatus) -> Void) async {
         var next = shown

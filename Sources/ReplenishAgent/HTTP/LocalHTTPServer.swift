@@ -213,8 +213,12 @@ enum LocalHTTPServer {
                 case .end:
                     guard let requestHead = head else { continue }
                     let path = String(requestHead.uri.prefix { $0 != "?" })
+                    let query = requestHead.uri.firstIndex(of: "?").map {
+                        String(requestHead.uri[requestHead.uri.index(after: $0)...])
+                    }
                     let request = ServerRequest(
-                        method: requestHead.method, path: path, body: body, headers: requestHead.headers, peer: peer)
+                        method: requestHead.method, path: path, body: body, headers: requestHead.headers, peer: peer,
+                        query: query)
                     // A request that asks to close is the connection's last: answered, then a lingering close
                     // (what the peer pipelined after it is read and discarded, so no reset destroys the answer).
                     let keepAlive = requestHead.isKeepAlive

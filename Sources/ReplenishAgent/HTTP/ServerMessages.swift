@@ -9,6 +9,8 @@ struct ServerRequest: Sendable {
     var headers: HTTPHeaders = [:]
     /// The peer's IP address (nil on a Unix socket).
     var peer: String? = nil
+    /// What follows the path's `?`, as sent (nil without one).
+    var query: String? = nil
 }
 
 /// An answer from one of the agent's servers.

@@ -6,8 +6,14 @@ import NIOHTTP1
 /// `PairingSessions` for the rate limits); `companionInfo` redeems the app's authorization code with that
 /// session's verifier and answers 204 only once the tokens are durable. Every request first passes
 /// `PairingRequestGuard` (Host, Origin, Content-Type).
+///
+/// With a setup key (`pairing.setupKeyFile`) both sides prove they know it (`SetupKey`): `deviceInfo` needs a
+/// `nonce` and answers a `proof` of it and the session; `companionInfo` needs the app's `proof`, checked before
+/// anything goes to LWA (a wrong one answers 403 `INCORRECT_PROOF`, the code is not redeemed and the session
+/// stays valid).
 actor PairingCoordinator<C: Clock> where C.Duration == Duration {
     private let device: AgentConfig.Device
+    private let setupKey: SetupKey?
     private let clientId: String
     private let lwa: LWAClient
     private let tokens: TokenManager<C>
@@ -24,11 +30,12 @@ actor PairingCoordinator<C: Clock> where C.Duration == Duration {
     var port: Int?
 
     init(
-        device: AgentConfig.Device, clientId: String, lwa: LWAClient, tokens: TokenManager<C>, clock: C,
-        limits: PairingSessions<C.Instant, PKCE>.Limits = .init(),
+        device: AgentConfig.Device, setupKey: SetupKey? = nil, clientId: String, lwa: LWAClient,
+        tokens: TokenManager<C>, clock: C, limits: PairingSessions<C.Instant, PKCE>.Limits = .init(),
         deviceNames: @escaping @Sendable () -> Set<String>, logger: Logger
     ) {
         self.device = device
+        self.setupKey = setupKey
         self.clientId = clientId
         self.lwa = lwa
         self.tokens = tokens
@@ -56,7 +63,7 @@ actor PairingCoordinator<C: Clock> where C.Duration == Duration {
         }
         if await tokens.isPaired { return .error(404, "NOT_FOUND", "the device is already paired") }
         switch (request.method, request.path) {
-        case (.GET, "/provision/deviceInfo"): return deviceInfo(peer: request.peer ?? "")
+        case (.GET, "/provision/deviceInfo"): return deviceInfo(peer: request.peer ?? "", query: request.query)
         case (.POST, "/provision/companionInfo"): return await companionInfo(request.body)
         case (_, "/provision/deviceInfo"), (_, "/provision/companionInfo"):
             return .error(405, "INVALID_PARAM", "method not allowed")
@@ -80,9 +87,29 @@ actor PairingCoordinator<C: Clock> where C.Duration == Duration {
         var codeChallenge: String
         var codeChallengeMethod: String
         var sessionId: String
+        /// With a setup key: HMAC of the nonce and this answer's fields (`SetupKey.deviceInfoMessage`).
+        var proof: String?
     }
 
-    func deviceInfo(peer: String) -> ServerResponse {
+    /// The `nonce` parameter of a query (`nonce=…`, first one), or nil.
+    static func nonce(inQuery query: String?) -> String? {
+        guard let query else { return nil }
+        for pair in query.split(separator: "&") where pair.hasPrefix("nonce=") {
+            return String(pair.dropFirst("nonce=".count))
+        }
+        return nil
+    }
+
+    func deviceInfo(peer: String, query: String? = nil) -> ServerResponse {
+        var nonce: String?
+        if setupKey != nil {
+            guard let given = Self.nonce(inQuery: query), SetupKey.isNonce(given) else {
+                return .error(
+                    400, "INVALID_PARAM",
+                    "this device has a setup key: send ?nonce= with 32 hex digits, and check the answer's proof")
+            }
+            nonce = given
+        }
         let now = clock.now
         if let wait = sessions.mayStart(peer: peer, at: now) {
             let seconds = max(1, Int(PairingWindowKeeper<C>.seconds(wait).rounded(.up)))
@@ -95,12 +122,18 @@ actor PairingCoordinator<C: Clock> where C.Duration == Duration {
         let id = PKCE.randomSessionID()
         sessions.start(id: id, peer: peer, value: pkce, at: now)
         logger.info("pairing session started", metadata: ["pairing.peer": "\(peer)"])
+        let proof = nonce.flatMap { nonce in
+            setupKey?.proof(
+                of: SetupKey.deviceInfoMessage(
+                    nonce: nonce, sessionId: id, codeChallenge: pkce.challenge, serial: device.serial,
+                    deviceModel: device.model))
+        }
         return .json(
             200,
             DeviceInfo(
                 serial: device.serial, deviceModel: device.model, isTestDevice: device.phase.isTestDevice,
                 shouldIncludeNonLive: device.phase.shouldIncludeNonLive, codeChallenge: pkce.challenge,
-                codeChallengeMethod: pkce.method, sessionId: id))
+                codeChallengeMethod: pkce.method, sessionId: id, proof: proof))
     }
 
     /// The fields the app sends; each checked for presence, type and length.
@@ -109,6 +142,8 @@ actor PairingCoordinator<C: Clock> where C.Duration == Duration {
         var authCode: Secret
         var clientId: String
         var redirectUri: String
+        /// The app's proof (`SetupKey.companionInfoMessage`); nil when not sent.
+        var proof: String? = nil
 
         enum Parsed: Equatable {
             case valid(CompanionInfo)
@@ -132,11 +167,16 @@ actor PairingCoordinator<C: Clock> where C.Duration == Duration {
                 return text
             }
             do throws(Invalid) {
+                // A proof of another type or size is a wrong proof (403), not a malformed request: it is
+                // checked only where a setup key is configured.
+                var proof: String?
+                if case .string(let text)? = fields["proof"], text.utf8.count <= 128 { proof = text }
                 return .valid(
                     CompanionInfo(
                         sessionId: try field("sessionId", limit: 128),
                         authCode: Secret(try field("authCode", limit: 2048)),
-                        clientId: try field("clientId", limit: 256), redirectUri: try field("redirectUri", limit: 2048))
+                        clientId: try field("clientId", limit: 256), redirectUri: try field("redirectUri", limit: 2048),
+                        proof: proof)
                 )
             } catch {
                 return .invalid(reason: error.reason)
@@ -155,6 +195,21 @@ actor PairingCoordinator<C: Clock> where C.Duration == Duration {
         }
         guard let current = sessions.session(id: info.sessionId), !redeeming else {
             return .error(400, "INCORRECT_SESSION_ID", "unknown or superseded session; fetch deviceInfo again")
+        }
+        // Before anything reaches LWA: a code from a companion that did not read the label is never redeemed
+        // (an attacker's code is not, and a customer's code sent to a wrong proof is not burned).
+        if let setupKey {
+            let message = SetupKey.companionInfoMessage(
+                sessionId: info.sessionId, authCode: info.authCode.value, clientId: info.clientId,
+                redirectUri: info.redirectUri)
+            guard let proof = info.proof, setupKey.accepts(proof, of: message) else {
+                logger.warning(
+                    "pairing refused: companionInfo without the setup key's proof",
+                    metadata: ["pairing.proof": "\(info.proof == nil ? "missing" : "wrong")"])
+                return .error(
+                    403, "INCORRECT_PROOF",
+                    "the proof is missing or wrong: compute it with the setup key on the device's label")
+            }
         }
         redeeming = true
         defer { redeeming = false }

@@ -32,9 +32,17 @@ extension PairingServer {
         let tokens: AsyncStream<TokenEvent>
         let group: any EventLoopGroup
         let logger: Logger
+        /// The DNS-SD advertisement of the port while the window is open (nil: none).
+        var advertiser: PairingAdvertiser<C>? = nil
         var description: String { "pairing" }
 
-        func follow() async { await window.follow(tokens: tokens) }
+        func follow() async {
+            await withDiscardingTaskGroup { tasks in
+                if let advertiser { tasks.addTask { await advertiser.run() } }
+                await window.follow(tokens: tokens)
+                tasks.cancelAll()
+            }
+        }
         func work() async throws {
             try await PairingServer.serveInItsWindow(
                 listen: listen, pairing: pairing, window: window, group: group, logger: logger)

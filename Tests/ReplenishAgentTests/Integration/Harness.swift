@@ -13,6 +13,10 @@ final class Harness: @unchecked Sendable {
     private var emulators: [(base: String, caFile: String?)] = []
     /// What every `replenish-agent` command run to completion printed (press, status, …).
     private var commandOutputs = ""
+    /// The setup key of the config `writeConfig` wrote last (with `setupKey`, or in the production phase), and
+    /// the label's payload the companion pairs with (`pair`).
+    private(set) var setupKey: SetupKey?
+    var setupPayload: String? { setupKey.map { LabelPayload(serial: "TEST0001", key: $0).text } }
 
     static let binDirectory: String = {
         // The test bundle sits beside the products it was built with.
@@ -106,7 +110,10 @@ final class Harness: @unchecked Sendable {
             status: process.terminationStatus,
             output: String(decoding: collected.withLock { $0[0] }, as: UTF8.self),
             error: String(decoding: collected.withLock { $0[1] }, as: UTF8.self))
-        if binary == "replenish-agent" { commandOutputs += finished.output + finished.error }
+        // `label` prints the setup key: that is its purpose, so it is not scanned for secrets.
+        if binary == "replenish-agent" && arguments.first != "label" {
+            commandOutputs += finished.output + finished.error
+        }
         return finished
     }
 
@@ -192,15 +199,19 @@ final class Harness: @unchecked Sendable {
     func writeConfig(
         emulator: String, pairingPort: Int = 0, slots: [String] = ["slot-1"], caFile: String? = nil,
         cooldownSeconds: Int = 0, tankSlot: String? = nil, board: String? = nil, pairingWindowMinutes: Int? = nil,
-        codeLinking: Bool = false, phase: String = "test", buttonExtra: String = ""
+        codeLinking: Bool = false, phase: String = "test", buttonExtra: String = "", setupKey: Bool = false
     ) throws -> String {
+        // A unit's setup key (`pairing.setupKeyFile`), which the production phase requires.
+        let keyFile = setupKey || phase == "production" ? try writeSetupKey() : nil
         var buttons = zip(["button", "button2", "button3"], slots).map {
             #"{"input":"\#($0.0)","slot":"\#($0.1)","cooldownSeconds":\#(cooldownSeconds)\#(buttonExtra)}"#
         }
         if let tankSlot { buttons.append(#"{"input":"tank","slot":"\#(tankSlot)"}"#) }
         let tls = caFile.map { #""tls":{"caFile":"\#($0)"},"# } ?? ""
         let window = pairingWindowMinutes.map { #","windowMinutes":\#($0)"# } ?? ""
-        let pairing = codeLinking ? #"{"mode":"code"}"# : #"{"listen":"127.0.0.1:\#(pairingPort)"\#(window)}"#
+        let key = keyFile.map { #","setupKeyFile":"\#($0)""# } ?? ""
+        let pairing =
+            codeLinking ? #"{"mode":"code"}"# : #"{"listen":"127.0.0.1:\#(pairingPort)"\#(window)\#(key)}"#
         let codePair = codeLinking ? #","codePairURL":"\#(emulator)/auth/O2/create/codepair""# : ""
         let text = """
             {"device":{"serial":"TEST0001","model":"model-1","phase":"\(phase)"},
@@ -212,6 +223,25 @@ final class Harness: @unchecked Sendable {
         let path = directory + "/agent.json"
         try text.write(toFile: path, atomically: true, encoding: .utf8)
         return path
+    }
+
+    /// Writes a new setup key file (mode 600) in the harness directory; returns its path.
+    func writeSetupKey() throws -> String {
+        var generator = SystemRandomNumberGenerator()
+        let key = SetupKey(using: &generator)
+        let path = directory + "/setup-key"
+        try (key.hex + "\n").write(toFile: path, atomically: true, encoding: .utf8)
+        chmod(path, 0o600)
+        setupKey = key
+        return path
+    }
+
+    /// Gives the config at `path` a new setup key (`pairing.setupKeyFile`), as a unit moved to production gets.
+    func addSetupKey(config path: String) throws {
+        let keyFile = try writeSetupKey()
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        try text.replacingOccurrences(of: #""pairing":{"#, with: #""pairing":{"setupKeyFile":"\#(keyFile)","#)
+            .write(toFile: path, atomically: true, encoding: .utf8)
     }
 
     /// A call to the emulator (admin interface), with the agent's own HTTP client.
@@ -291,7 +321,7 @@ final class Harness: @unchecked Sendable {
         let companion = try run(
             "replenish-emulator",
             ["companion", "--device", "http://127.0.0.1:\(pairingPort)", "--lwa", emulator]
-                + (caFile.map { ["--cacert", $0] } ?? []))
+                + (caFile.map { ["--cacert", $0] } ?? []) + (setupPayload.map { ["--setup", $0] } ?? []))
         guard companion.status == 0 else {
             throw AgentError(.server, "companion failed (\(companion.status)): \(companion.error)")
         }
@@ -355,6 +385,10 @@ final class Harness: @unchecked Sendable {
     func expectNoSecretsInAgentOutput(sourceLocation: SourceLocation = #_sourceLocation) {
         let output = agentLogs + commandOutputs
         #expect(!agentLogs.isEmpty, sourceLocation: sourceLocation)
+        if let setupKey {
+            let leakedKey = output.contains(setupKey.hex)
+            #expect(!leakedKey, "the setup key reached the agent's output", sourceLocation: sourceLocation)
+        }
         for marker in ["Atza|", "Atzr|", "code_verifier", "Bearer "] {
             let leaked = output.contains(marker)
             #expect(!leaked, "\(marker) reached the agent's output", sourceLocation: sourceLocation)

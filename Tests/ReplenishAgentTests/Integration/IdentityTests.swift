@@ -26,6 +26,8 @@ import Testing
         let outboxBefore = try harness.statusJSON(config: config)["pendingOrders"] as? Int
         #expect(outboxBefore == 0)
         try edit(config, old, new)
+        // A production unit has a setup key (the companion pairs with its label below).
+        if new.contains("production") { try harness.addSetupKey(config: config) }
         let check = try harness.run("replenish-agent", ["check-config", "--before-run", "--config", config])
         #expect(check.status == 0 && check.output.contains("made for another identity (\(change))"), "\(check)")
         _ = try harness.startAgent(config: config)

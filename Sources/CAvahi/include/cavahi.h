@@ -1,0 +1,43 @@
+// The agent's DNS-SD advertisement through avahi-daemon (libavahi-client), as one small object whose state
+// machine runs on Avahi's own thread (avahi_threaded_poll): Avahi's callbacks must create, reset and free its
+// objects from inside themselves (a daemon restart frees the client and makes a new one in its callback, as
+// avahi-publish does), which Swift closures passed as C function pointers cannot do without capturing state.
+// Swift sees only: start one advertisement, learn its state through a callback, stop it.
+#ifndef CAVAHI_H
+#define CAVAHI_H
+
+#include <stdint.h>
+
+/// What the advertisement is doing, reported to the callback from Avahi's thread.
+typedef enum {
+    /// The daemon answered and the service is established on the network.
+    CAVAHI_ADVERTISED = 0,
+    /// No avahi-daemon (or no system bus): waiting for one to appear (AVAHI_CLIENT_NO_FAIL).
+    CAVAHI_WAITING_FOR_DAEMON = 1,
+    /// The daemon refused the service (`error` says why: avahi_strerror).
+    CAVAHI_FAILED = 2,
+    /// Registering with the daemon (not yet on the network).
+    CAVAHI_REGISTERING = 3,
+} cavahi_state;
+
+typedef void (*cavahi_callback)(cavahi_state state, int error, void *userdata);
+
+typedef struct cavahi_advertisement cavahi_advertisement;
+
+/// Starts advertising `name` of `type` on `port` with the TXT strings in `txt_lines`, one a line (copied). Returns
+/// NULL with `*error` set when Avahi's thread or client cannot be made at all (out of memory); a missing daemon
+/// is not an error (the advertisement waits for it). The callback runs on Avahi's thread.
+cavahi_advertisement *cavahi_start(const char *name, const char *type, uint16_t port, const char *txt_lines,
+                                   cavahi_callback callback, void *userdata, int *error);
+
+/// Withdraws the service (the daemon sends its goodbye at once), stops Avahi's thread and frees everything.
+/// The callback is not called any more once this returns.
+void cavahi_stop(cavahi_advertisement *advertisement);
+
+/// Avahi's text for an error code.
+const char *cavahi_strerror(int error);
+
+/// Whether an avahi-daemon answers on the system bus now (0), or the error code why not (check-config).
+int cavahi_probe(void);
+
+#endif

@@ -1,0 +1,34 @@
+import ArgumentParser
+
+/// `make-setup-key PATH`: the factory's step that makes a unit's setup key (`pairing.setupKeyFile`): 16 bytes
+/// from the system's CSPRNG written as 32 lowercase hex digits and a newline, mode 0600. It refuses a file that
+/// exists (a new key would no longer match the printed label). The key is not printed: `label` prints it for
+/// the label.
+struct MakeSetupKeyCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "make-setup-key",
+        abstract: "Make a unit's setup key file (factory step; mode 600; an existing file is never replaced).",
+        discussion: """
+            Then give it to the agent's user (chown replenish-agent PATH), name it in the config \
+            (pairing.setupKeyFile) and print the label with `replenish-agent label`.
+            """)
+
+    @Argument(help: "Where to write the key (for example /etc/replenish-agent/setup-key).")
+    var path: String
+
+    func run() async throws {
+        if POSIX.exists(path) {
+            Output.error("make-setup-key: \(path) exists; a new key would not match the unit's label (remove it first)")
+            throw ExitCode(1)
+        }
+        var generator = SystemRandomNumberGenerator()
+        let key = SetupKey(using: &generator)
+        do {
+            try POSIX.writeFileAtomically(path, Array((key.hex + "\n").utf8))
+        } catch {
+            Output.error("make-setup-key: \(error.message)")
+            throw ExitCode(1)
+        }
+        Output.line("setup key written to \(path) (mode 600); print the label with: replenish-agent label")
+    }
+}

@@ -1,0 +1,100 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP1
+
+/// The device's two pairing endpoints, over plain HTTP on the local network.
+struct DeviceClient {
+    let base: String
+    private let client = HTTPClient(eventLoopGroupProvider: .singleton)
+
+    init(base: String) { self.base = base.hasSuffix("/") ? String(base.dropLast()) : base }
+
+    func shutdown() { try? client.syncShutdown() }
+
+    /// The `deviceInfo` answer, once its proof and serial match the label.
+    struct Info {
+        var serial: String
+        var model: String
+        var sessionId: String
+        var codeChallenge: String
+        var codeChallengeMethod: String
+        /// The `scope_data` for LWA: the model and serial, and the phase's flags (in the production phase both
+        /// flags are left out, as Amazon's sample devices send it).
+        var scopeData: String
+    }
+
+    func deviceInfo(label: Label) async throws -> Info {
+        var (status, body) = (0, [String: Any]())
+        var nonce = ""
+        // The device limits deviceInfo per address (429, Retry-After): wait as told, a few times.
+        for _ in 0..<5 {
+            nonce = Label.randomHex(16)
+            let answer = try await send("GET", "/provision/deviceInfo?nonce=\(nonce)")
+            (status, body) = (answer.status, answer.json)
+            guard status == 429 else { break }
+            try await Task.sleep(for: .seconds(min(max(Int(answer.retryAfter ?? "") ?? 1, 1), 30)))
+        }
+        guard status == 200 else { throw Failure("deviceInfo answered \(status): \(body)") }
+        guard let serial = body["serial"] as? String, let model = body["deviceModel"] as? String,
+            let isTest = body["isTestDevice"] as? Bool, let nonLive = body["shouldIncludeNonLive"] as? Bool,
+            let challenge = body["codeChallenge"] as? String, let method = body["codeChallengeMethod"] as? String,
+            let sessionId = body["sessionId"] as? String
+        else { throw Failure("deviceInfo's answer lacks a field: \(body)") }
+        guard serial == label.serial else { throw Failure("the device's serial \(serial) is not the label's") }
+        let expected = try label.deviceInfoProof(
+            nonce: nonce, sessionId: sessionId, challenge: challenge, serial: serial, model: model)
+        guard body["proof"] as? String == expected else {
+            throw Failure("the device did not prove it holds the label's setup key: not the device on the label")
+        }
+        var device: [String: Any] = ["device_model": model, "serial": serial]
+        if isTest || nonLive {
+            device["is_test_device"] = isTest
+            device["should_include_non_live"] = nonLive
+        }
+        let scope = try JSONSerialization.data(withJSONObject: ["dash:replenish": device], options: [.sortedKeys])
+        return Info(
+            serial: serial, model: model, sessionId: sessionId, codeChallenge: challenge, codeChallengeMethod: method,
+            scopeData: String(decoding: scope, as: UTF8.self))
+    }
+
+    func companionInfo(sessionId: String, code: String, clientId: String, redirectURI: String, label: Label)
+        async throws
+    {
+        let fields = [
+            "sessionId": sessionId, "authCode": code, "clientId": clientId, "redirectUri": redirectURI,
+            "proof": try label.companionInfoProof(
+                sessionId: sessionId, code: code, clientId: clientId, redirectURI: redirectURI),
+        ]
+        let answer = try await send(
+            "POST", "/provision/companionInfo", body: try JSONSerialization.data(withJSONObject: fields))
+        // The device redeems the code at LWA before it answers (up to 30 s per LWA request).
+        guard answer.status == 204 else { throw Failure("companionInfo answered \(answer.status): \(answer.json)") }
+    }
+
+    private struct Answer {
+        var status: Int
+        var json: [String: Any]
+        var retryAfter: String?
+    }
+
+    private func send(_ method: String, _ path: String, body: Data? = nil) async throws -> Answer {
+        var request = HTTPClientRequest(url: base + path)
+        request.method = HTTPMethod(rawValue: method)
+        request.headers.add(name: "User-Agent", value: "replenish-companion")
+        if let body {
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(bytes: body))
+        }
+        do {
+            let response = try await client.execute(request, timeout: .seconds(75))
+            let bytes = try await response.body.collect(upTo: 1 << 20)
+            let json = (try? JSONSerialization.jsonObject(with: Data(bytes.readableBytesView))) as? [String: Any]
+            return Answer(
+                status: Int(response.status.code), json: json ?? [:],
+                retryAfter: response.headers.first(name: "retry-after"))
+        } catch {
+            throw Failure("\(method) \(base)\(path): \(error)")
+        }
+    }
+}

@@ -1,0 +1,69 @@
+import Foundation
+
+/// The device's label as the companion reads it, `RPL1:<serial>:<key>`, and the two proofs under its key
+/// (HMAC-SHA256, lowercase hex) computed with the `openssl` tool.
+struct Label {
+    let serial: String
+    let keyHex: String
+
+    init(payload: String) throws {
+        let parts = payload.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
+        let hex = Set("0123456789abcdef")
+        guard parts.count == 3, parts[0] == "RPL1", !parts[1].isEmpty,
+            parts[1].allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }), parts[2].count == 32,
+            parts[2].allSatisfy({ hex.contains($0) })
+        else { throw Failure("--setup must be the label's payload, RPL1:<serial>:<32 lowercase hex digits>") }
+        serial = parts[1]
+        keyHex = parts[2]
+    }
+
+    /// The DNS-SD TXT `id` of this label's device: the first 16 hex digits of SHA-256 of the serial.
+    var serviceID: String {
+        get throws { String(try Self.openssl(["dgst", "-sha256"], input: serial).prefix(16)) }
+    }
+
+    func deviceInfoProof(nonce: String, sessionId: String, challenge: String, serial: String, model: String) throws
+        -> String
+    {
+        try hmac("replenish-pairing-v1 deviceInfo\n\(nonce)\n\(sessionId)\n\(challenge)\n\(serial)\n\(model)")
+    }
+
+    func companionInfoProof(sessionId: String, code: String, clientId: String, redirectURI: String) throws -> String {
+        try hmac("replenish-pairing-v1 companionInfo\n\(sessionId)\n\(code)\n\(clientId)\n\(redirectURI)")
+    }
+
+    private func hmac(_ message: String) throws -> String {
+        try Self.openssl(["dgst", "-sha256", "-mac", "HMAC", "-macopt", "hexkey:\(keyHex)"], input: message)
+    }
+
+    /// `openssl ARGS` of `input`: the hex digest it prints last.
+    private static func openssl(_ arguments: [String], input: String) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        process.arguments = arguments
+        let stdin = Pipe()
+        let stdout = Pipe()
+        process.standardInput = stdin
+        process.standardOutput = stdout
+        process.standardError = FileHandle.nullDevice
+        do { try process.run() } catch { throw Failure("cannot run /usr/bin/openssl: \(error)") }
+        stdin.fileHandleForWriting.write(Data(input.utf8))
+        try? stdin.fileHandleForWriting.close()
+        let text = String(decoding: stdout.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        let digest = text.split(separator: " ").last.map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+        guard process.terminationStatus == 0, let digest, digest.count == 64 else {
+            throw Failure("openssl could not compute a digest")
+        }
+        return digest
+    }
+
+    /// `count` random bytes as lowercase hex.
+    static func randomHex(_ count: Int) -> String {
+        var rng = SystemRandomNumberGenerator()
+        return (0..<count).map { _ in
+            let byte = UInt8.random(in: .min ... .max, using: &rng)
+            return String(byte >> 4, radix: 16) + String(byte & 0x0f, radix: 16)
+        }.joined()
+    }
+}
