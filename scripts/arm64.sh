@@ -5,7 +5,7 @@
 #   scripts/arm64.sh toolchain     the cross toolchain only (below)
 #   scripts/arm64.sh build         `make arm64`: the release device binary, static Swift standard library, in
 #                                  .build-arm64/aarch64-unknown-linux-gnu/release/replenish-agent
-#   scripts/arm64.sh build-tests   the debug build of the test bundle and of the emulator the booted arm64 device
+#   scripts/arm64.sh build-tests   the debug build of the test bundle, and of the emulator and companion the booted arm64 device
 #                                  runs, in .build-arm64-tests (no debug information: nothing debugs them)
 #   scripts/arm64.sh test          build-tests, then the unit suites under qemu-aarch64 (binfmt_misc)
 #   scripts/arm64.sh c-floor       the bench's C floor (bench/c-agent.c) for arm64, in .build-arm64/c-agent
@@ -323,13 +323,14 @@ build_tests() {
   # compile its TLS and HTTP client packages with optimisation: it cost more). No debug information: nothing
   # debugs these builds, and writing it is part of every compile.
   local product
-  for product in replenish-agentPackageTests replenish-emulator; do
+  for product in replenish-agentPackageTests replenish-emulator replenish-companion; do
     step "swift build --product $product for $triple (debug, no debug information)"
     swift_arm64 "$src/.build-arm64-tests" build --product "$product" -debug-info-format none 2>&1 |
       grep -E 'error|Build' | grep -v '^\[' | tail -n 5
   done
   [ -x "$scratch_tests/$triple/debug/replenish-agentPackageTests.xctest" ] || die "no test bundle"
   [ -x "$scratch_tests/$triple/debug/replenish-emulator" ] || die "no emulator"
+  [ -x "$scratch_tests/$triple/debug/replenish-companion" ] || die "no companion"
 }
 
 # c_floor: the bench's C floor (bench/c-agent.c) for arm64, which scripts/vm-boot-test.sh runs beside the agent in

@@ -150,9 +150,12 @@ fi
 mkdir -p "$work"
 build_log=$work/build.log
 if [ "$arch" = amd64 ]; then
-  step "building replenish-emulator (debug, the tests' build)"
-  swift build --product replenish-emulator >"$build_log" 2>&1 || { tail -n 40 "$build_log"; die "swift build failed"; }
+  step "building replenish-emulator and replenish-companion (debug, the tests' build)"
+  for product in replenish-emulator replenish-companion; do
+    swift build --product $product >>"$build_log" 2>&1 || { tail -n 40 "$build_log"; die "swift build failed"; }
+  done
   emulator=$(swift build --show-bin-path)/replenish-emulator
+  companion=$(swift build --show-bin-path)/replenish-companion
   emulator_libraries=$(swift -print-target-info | sed -n '/"runtimeLibraryPaths"/,/]/p' | grep -o '"/[^"]*"' | tr -d '"' | head -n 1)
   [ -f "$emulator_libraries/libswiftCore.so" ] || die "no Swift runtime libraries at '$emulator_libraries' (swift -print-target-info)"
 else
@@ -161,6 +164,7 @@ else
   step "building replenish-emulator for arm64 (scripts/arm64.sh build-tests)"
   bash scripts/arm64.sh build-tests >"$build_log" 2>&1 || { tail -n 40 "$build_log"; die "scripts/arm64.sh failed"; }
   emulator=$root/.build-arm64-tests/aarch64-unknown-linux-gnu/debug/replenish-emulator
+  companion=$root/.build-arm64-tests/aarch64-unknown-linux-gnu/debug/replenish-companion
   emulator_libraries=$(bash scripts/arm64.sh runtime-libraries)
 fi
 tail -n 1 "$build_log"
@@ -199,7 +203,8 @@ unit_text=$(dpkg-deb --fsys-tarfile "$work/debs/new.deb" | tar -xO --wildcards '
 echo "$tag: package ${deb#"$root"/} (version $version), older build 0~older"
 
 # The checks every run must pass; status-line and watchdog only once the unit has Type=notify and WatchdogSec.
-checks=(boot-ready pairing press power-cut no-timesyncd upgrade idle unknown-boot c-floor stop remove purge)
+checks=(boot-ready dns-sd pairing dns-sd-withdrawn press power-cut no-timesyncd upgrade idle unknown-boot c-floor stop
+  remove purge)
 grep -q '^Type=notify' <<<"$unit_text" && checks+=(status-line)
 grep -q '^WatchdogSec=' <<<"$unit_text" && checks+=(watchdog)
 
@@ -223,6 +228,11 @@ chroot "$tree" dpkg -i --force-confdef --force-confold /tmp/replenish-agent-olde
 rm "$tree/tmp/replenish-agent-older.deb"
 cmp -s "$boot/agent.json" "$tree/etc/replenish-agent/agent.json" || die "dpkg -i replaced the test config"
 install -D -m 0755 "$emulator" "$tree/usr/local/bin/replenish-emulator"
+install -D -m 0755 "$companion" "$tree/usr/local/bin/replenish-companion"
+# The unit's setup key, made as a factory makes it (the package's user exists now) and named by the config.
+chroot "$tree" /usr/bin/replenish-agent make-setup-key /etc/replenish-agent/setup-key >>"$work/dpkg.log" 2>&1 ||
+  { cat "$work/dpkg.log"; die "replenish-agent make-setup-key in the image failed"; }
+chroot "$tree" chown replenish: /etc/replenish-agent/setup-key
 if [ -n "${emulator_libraries:-}" ]; then
   # On the loader's path for the emulator's every use (its unit, and `replenish-emulator companion` in the runner).
   mkdir -p "$tree/usr/local/lib/vm-test/swift"

@@ -3,7 +3,8 @@
 # builds the image and boots it twice). Each check prints `VM-TEST PASS <name>`, `VM-TEST FAIL <name>: <why>`
 # or `VM-TEST SKIP <name>: <why>` on the console; `VM-TEST END boot N` ends a boot.
 #
-# Boot 1 (no /var/lib/vm-test/phase): boot-ready, status-line, pairing, press, then the first half of
+# Boot 1 (no /var/lib/vm-test/phase): boot-ready, status-line, dns-sd (the pairing port found by DNS-SD),
+# pairing (by replenish-companion, found by DNS-SD, with the setup key's proofs), dns-sd-withdrawn, press, then the first half of
 # power-cut: an order placed whose answer is lost (faults), then delivered, the press still "sent, answer
 # unknown" in the agent's outbox, the wall clock saved, and the power cut with sysrq `o` (no sync, no
 # shutdown). Boot 2, its clock restored to boot 1's last time and nothing synchronising it: power-cut (no
@@ -165,22 +166,82 @@ status_line() {
   fi
 }
 
+# The pairing port's DNS-SD service as avahi-browse resolves it (one `=;…` line), or nothing.
+dns_sd_line() { avahi-browse -rpt _replenish._tcp 2>/dev/null | grep '^=;' | grep ';8642;' | head -n 1; }
+dns_sd_listed() { [ -n "$(dns_sd_line)" ]; }
+dns_sd_gone() { [ -z "$(dns_sd_line)" ]; }
+
+# dns-sd: while the pairing window is open (boot 1, unpaired), avahi-daemon lists _replenish._tcp on the pairing
+# port with TXT v=1, id (the first 16 hex digits of SHA-256 of the serial) and md (the device model).
+dns_sd() {
+  local line id
+  id=$(printf '%s' VMBOOT1 | sha256sum | cut -c1-16)
+  if ! wait_until 60 dns_sd_listed; then
+    fail dns-sd "avahi-browse lists no _replenish._tcp on port 8642 (avahi-daemon $(systemctl is-active avahi-daemon.service); status: $(agent_status | jq -c '.dnsSD // empty' 2>/dev/null))"
+    return 1
+  fi
+  line=$(dns_sd_line)
+  note "dns-sd: $line"
+  case "$line" in
+  *'"v=1"'*'"id='"$id"'"'* | *'"id='"$id"'"'*'"v=1"'*) ;;
+  *)
+    fail dns-sd "the service's TXT lacks v=1 or id=$id: $line"
+    return 1
+    ;;
+  esac
+  case "$line" in
+  *'"md=vm-boot-test"'*) pass dns-sd ;;
+  *) fail dns-sd "the service's TXT lacks md=vm-boot-test: $line" ;;
+  esac
+}
+
+# pairing: replenish-companion, given the label's payload, finds the device by DNS-SD, checks its proof of the
+# setup key, and pairs it through the emulator's LWA (whose authorize endpoint consents at once and redirects to
+# the companion's local redirect URI), sending its own proof.
 pairing() {
   if paired; then
     fail pairing "paired before the companion ran"
     return 1
   fi
-  local output
-  if ! output=$(timeout 120 replenish-emulator companion --device http://127.0.0.1:8642 --lwa "$emulator" 2>&1); then
-    fail pairing "companion failed: $(echo "$output" | tail -n 2 | tr '\n' ' ')"
+  local payload log=/tmp/companion.log url location pid status=0
+  if ! payload=$(replenish-agent label --config "$config" 2>&1); then
+    fail pairing "replenish-agent label failed: $payload"
+    return 1
+  fi
+  replenish-companion --setup "$payload" --client-id amzn1.application-oa2-client.emulator \
+    --authorize-url "$emulator/ap/oa" --timeout 120 >"$log" 2>&1 &
+  pid=$!
+  if ! wait_until 90 grep -q "consent at: " "$log"; then
+    kill "$pid" 2>/dev/null
+    fail pairing "the companion printed no authorize URL: $(tail -n 3 "$log" | tr '\n' ' ')"
+    return 1
+  fi
+  url=$(sed -n 's/.*consent at: //p' "$log" | head -n 1)
+  # The browser: LWA's authorize URL redirects to the companion's redirect URI with the code.
+  location=$(curl -s -o /dev/null -w '%{redirect_url}' "$url")
+  curl -s -o /dev/null "$location"
+  wait "$pid" || status=$?
+  if [ "$status" != 0 ]; then
+    fail pairing "replenish-companion exited $status: $(tail -n 3 "$log" | tr '\n' ' ')"
     return 1
   fi
   if ! wait_until 30 paired; then
-    fail pairing "companion said paired, status --json does not"
+    fail pairing "the companion said paired, status --json does not"
     return 1
   fi
-  note "$output"
+  note "$(grep -E 'found|paired' "$log" | tr '\n' ' ')"
   pass pairing
+}
+
+# dns-sd-withdrawn: once paired, the service is gone from DNS-SD.
+dns_sd_withdrawn() {
+  local started=$SECONDS
+  if wait_until 10 dns_sd_gone; then
+    figure dns-sd-withdrawn-within-s "$((SECONDS - started))"
+    pass dns-sd-withdrawn
+  else
+    fail dns-sd-withdrawn "avahi-browse still lists the service 10 s after pairing: $(dns_sd_line)"
+  fi
 }
 
 # First half of power-cut: a replenish call that DRS carries out but whose answer never comes (the emulator
@@ -611,7 +672,8 @@ case "$phase" in
 first)
   boot_ready
   status_line
-  pairing && check_press press "$(last_seq)" later # no second order: settled by power_cut_first_half
+  dns_sd
+  pairing && dns_sd_withdrawn && check_press press "$(last_seq)" later # no second order: settled by power_cut_first_half
   if ! power_cut_first_half; then
     settled
     # No power cut: boot 2 still runs the other checks (power-cut has failed already).
