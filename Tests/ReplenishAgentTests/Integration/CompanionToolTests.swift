@@ -53,7 +53,9 @@ import Testing
                 body: Array("consent=\(id)&decision=allow".utf8)))
         #expect(allowed.status == 302)
         let location = try #require(allowed.header("location"))
-        #expect(location.hasPrefix("http://localhost:\(redirectPort)/callback?code="))
+        // (A boolean: a failure must not print the authorization code.)
+        let toTheRedirectURI = location.hasPrefix("http://localhost:\(redirectPort)/callback?code=")
+        #expect(toTheRedirectURI)
         let callback = try CurlEasy(options: .init()).perform(HTTPRequest(method: .get, url: location))
         #expect(callback.status == 200)
 
