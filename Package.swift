@@ -33,8 +33,9 @@ let package = Package(
         // OpenSSL's libcrypto for SHA-256 (PKCE); libcurl already loads it, so it costs the device nothing.
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         // libavahi-client: the pairing port's DNS-SD advertisement through avahi-daemon, its state machine on
-        // Avahi's own thread (Debian's libavahi-client-dev).
-        .target(name: "CAvahi", linkerSettings: [.linkedLibrary("avahi-client"), .linkedLibrary("avahi-common")]),
+        // Avahi's own thread. Built with Debian's libavahi-client-dev headers; loaded with dlopen when the pairing
+        // window first opens, not linked, so a paired device maps none of it (Sources/CAvahi/cavahi.c).
+        .target(name: "CAvahi"),
         .executableTarget(
             name: "ReplenishAgent",
             dependencies: [

@@ -229,9 +229,10 @@ rm "$tree/tmp/replenish-agent-older.deb"
 cmp -s "$boot/agent.json" "$tree/etc/replenish-agent/agent.json" || die "dpkg -i replaced the test config"
 install -D -m 0755 "$emulator" "$tree/usr/local/bin/replenish-emulator"
 install -D -m 0755 "$companion" "$tree/usr/local/bin/replenish-companion"
-# The unit's setup key, made as a factory makes it (the package's user exists now) and named by the config.
-chroot "$tree" /usr/bin/replenish-agent make-setup-key /etc/replenish-agent/setup-key >>"$work/dpkg.log" 2>&1 ||
-  { cat "$work/dpkg.log"; die "replenish-agent make-setup-key in the image failed"; }
+# The unit's setup key (16 random bytes as 32 hex digits, what `replenish-agent make-setup-key` writes; the
+# binary is not run in the tree, which has no /proc for its arguments), the agent's user's only, named by the
+# config.
+(umask 077 && openssl rand -hex 16 >"$tree/etc/replenish-agent/setup-key")
 chroot "$tree" chown replenish: /etc/replenish-agent/setup-key
 if [ -n "${emulator_libraries:-}" ]; then
   # On the loader's path for the emulator's every use (its unit, and `replenish-emulator companion` in the runner).

@@ -8,8 +8,94 @@
 #include <avahi-common/simple-watch.h>
 #include <avahi-common/strlst.h>
 #include <avahi-common/thread-watch.h>
+#include <dlfcn.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+
+// libavahi-client is loaded when the pairing window first opens (or `check-config` asks), with dlopen, not linked:
+// a paired device, nearly always, maps none of it nor the D-Bus and systemd libraries it pulls in (nine shared
+// libraries, about 1.5 MB of RSS), and starts as fast as without it. The package recommends it with
+// avahi-daemon; without it the agent pairs as before and says the port is not advertised, and why.
+#define CAVAHI_SYMBOLS(X)                                                                                              \
+    X(avahi_client_new)                                                                                                \
+    X(avahi_client_free)                                                                                               \
+    X(avahi_client_errno)                                                                                              \
+    X(avahi_entry_group_new)                                                                                           \
+    X(avahi_entry_group_free)                                                                                          \
+    X(avahi_entry_group_reset)                                                                                         \
+    X(avahi_entry_group_commit)                                                                                        \
+    X(avahi_entry_group_get_client)                                                                                    \
+    X(avahi_entry_group_add_service_strlst)                                                                            \
+    X(avahi_alternative_service_name)                                                                                  \
+    X(avahi_strerror)                                                                                                  \
+    X(avahi_free)                                                                                                      \
+    X(avahi_strdup)                                                                                                    \
+    X(avahi_string_list_add_arbitrary)                                                                                 \
+    X(avahi_string_list_reverse)                                                                                       \
+    X(avahi_string_list_free)                                                                                          \
+    X(avahi_threaded_poll_new)                                                                                         \
+    X(avahi_threaded_poll_get)                                                                                         \
+    X(avahi_threaded_poll_start)                                                                                       \
+    X(avahi_threaded_poll_stop)                                                                                        \
+    X(avahi_threaded_poll_free)                                                                                        \
+    X(avahi_simple_poll_new)                                                                                           \
+    X(avahi_simple_poll_get)                                                                                           \
+    X(avahi_simple_poll_free)
+
+static struct {
+#define CAVAHI_POINTER(name) __typeof__(&name) p_##name;
+    CAVAHI_SYMBOLS(CAVAHI_POINTER)
+#undef CAVAHI_POINTER
+} sym;
+
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+static int loaded;
+
+/// dlopen of libavahi-client (whose dependencies hold the avahi-common functions, found by dlsym through it);
+/// every function is looked up, or none is used.
+static void load(void) {
+    void *library = dlopen("libavahi-client.so.3", RTLD_NOW | RTLD_LOCAL);
+    if (!library) return;
+#define CAVAHI_LOOKUP(name)                                                                                            \
+    if (!(sym.p_##name = (__typeof__(sym.p_##name))dlsym(library, #name))) return;
+    CAVAHI_SYMBOLS(CAVAHI_LOOKUP)
+#undef CAVAHI_LOOKUP
+    loaded = 1;
+}
+
+/// Whether libavahi-client is loaded (loading it at the first call).
+static int ready(void) {
+    pthread_once(&load_once, load);
+    return loaded;
+}
+
+// From here on every Avahi call goes through the looked-up pointers.
+#define CAVAHI_CALL(name) (*sym.p_##name)
+#define avahi_client_new CAVAHI_CALL(avahi_client_new)
+#define avahi_client_free CAVAHI_CALL(avahi_client_free)
+#define avahi_client_errno CAVAHI_CALL(avahi_client_errno)
+#define avahi_entry_group_new CAVAHI_CALL(avahi_entry_group_new)
+#define avahi_entry_group_free CAVAHI_CALL(avahi_entry_group_free)
+#define avahi_entry_group_reset CAVAHI_CALL(avahi_entry_group_reset)
+#define avahi_entry_group_commit CAVAHI_CALL(avahi_entry_group_commit)
+#define avahi_entry_group_get_client CAVAHI_CALL(avahi_entry_group_get_client)
+#define avahi_entry_group_add_service_strlst CAVAHI_CALL(avahi_entry_group_add_service_strlst)
+#define avahi_alternative_service_name CAVAHI_CALL(avahi_alternative_service_name)
+#define avahi_strerror CAVAHI_CALL(avahi_strerror)
+#define avahi_free CAVAHI_CALL(avahi_free)
+#define avahi_strdup CAVAHI_CALL(avahi_strdup)
+#define avahi_string_list_add_arbitrary CAVAHI_CALL(avahi_string_list_add_arbitrary)
+#define avahi_string_list_reverse CAVAHI_CALL(avahi_string_list_reverse)
+#define avahi_string_list_free CAVAHI_CALL(avahi_string_list_free)
+#define avahi_threaded_poll_new CAVAHI_CALL(avahi_threaded_poll_new)
+#define avahi_threaded_poll_get CAVAHI_CALL(avahi_threaded_poll_get)
+#define avahi_threaded_poll_start CAVAHI_CALL(avahi_threaded_poll_start)
+#define avahi_threaded_poll_stop CAVAHI_CALL(avahi_threaded_poll_stop)
+#define avahi_threaded_poll_free CAVAHI_CALL(avahi_threaded_poll_free)
+#define avahi_simple_poll_new CAVAHI_CALL(avahi_simple_poll_new)
+#define avahi_simple_poll_get CAVAHI_CALL(avahi_simple_poll_get)
+#define avahi_simple_poll_free CAVAHI_CALL(avahi_simple_poll_free)
 
 struct cavahi_advertisement {
     AvahiThreadedPoll *poll;
@@ -133,6 +219,10 @@ static AvahiStringList *txt_from_lines(const char *lines) {
 
 cavahi_advertisement *cavahi_start(const char *name, const char *type, uint16_t port, const char *txt_lines,
                                    cavahi_callback callback, void *userdata, int *error) {
+    if (!ready()) {
+        *error = CAVAHI_NOT_INSTALLED;
+        return NULL;
+    }
     cavahi_advertisement *a = calloc(1, sizeof *a);
     if (!a) {
         *error = AVAHI_ERR_NO_MEMORY;
@@ -174,9 +264,14 @@ void cavahi_stop(cavahi_advertisement *a) {
     free(a);
 }
 
-const char *cavahi_strerror(int error) { return avahi_strerror(error); }
+const char *cavahi_strerror(int error) {
+    if (error == CAVAHI_NOT_INSTALLED) return "libavahi-client3 is not installed (apt-get install libavahi-client3)";
+    if (!ready()) return "an Avahi error";
+    return avahi_strerror(error);
+}
 
 int cavahi_probe(void) {
+    if (!ready()) return CAVAHI_NOT_INSTALLED;
     AvahiSimplePoll *poll = avahi_simple_poll_new();
     if (!poll) return AVAHI_ERR_NO_MEMORY;
     int error = 0;

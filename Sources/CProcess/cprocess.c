@@ -18,6 +18,7 @@ int cprocess_set_thp_disable(int disable) {
     return prctl(PR_SET_THP_DISABLE, (unsigned long)disable, 0UL, 0UL, 0UL);
 }
 int cprocess_get_thp_disable(void) { return prctl(PR_GET_THP_DISABLE, 0UL, 0UL, 0UL, 0UL); }
+int cprocess_set_thread_name(const char *name) { return prctl(PR_SET_NAME, (unsigned long)name, 0UL, 0UL, 0UL); }
 #else
 #include <errno.h>
 int cprocess_set_dumpable(int dumpable) {
@@ -35,6 +36,11 @@ int cprocess_set_thp_disable(int disable) {
     return -1;
 }
 int cprocess_get_thp_disable(void) {
+    errno = ENOSYS;
+    return -1;
+}
+int cprocess_set_thread_name(const char *name) {
+    (void)name;
     errno = ENOSYS;
     return -1;
 }

@@ -20,6 +20,10 @@ typedef enum {
     CAVAHI_REGISTERING = 3,
 } cavahi_state;
 
+/// The error of `cavahi_start` and `cavahi_probe` when libavahi-client cannot be loaded (it is loaded with
+/// dlopen at the first call, not linked: see cavahi.c).
+#define CAVAHI_NOT_INSTALLED (-10000)
+
 typedef void (*cavahi_callback)(cavahi_state state, int error, void *userdata);
 
 typedef struct cavahi_advertisement cavahi_advertisement;

@@ -17,6 +17,8 @@ int cprocess_set_dumpable(int dumpable);
 int cprocess_get_dumpable(void);
 /// prctl(PR_SET_THP_DISABLE, disable): 0 on success, -1 with errno set (or where there is no prctl).
 int cprocess_set_thp_disable(int disable);
+/// prctl(PR_SET_NAME, name): names the calling thread (15 characters kept); 0 on success, -1 with errno set.
+int cprocess_set_thread_name(const char *name);
 /// prctl(PR_GET_THP_DISABLE): 1 when transparent huge pages are off for the process, 0 when not, -1 on error.
 int cprocess_get_thp_disable(void);
 

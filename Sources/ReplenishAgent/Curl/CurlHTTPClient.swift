@@ -10,10 +10,12 @@ final class CurlHTTPClient: HTTPClient, @unchecked Sendable {
     private let worker: NIOThreadPool
     private let easy: CurlEasy
 
-    init(options: CurlEasy.Options) throws(AgentError) {
+    /// `name`: the lane's thread's (`lwa-lane`, `drs-lane`), for `top -H`.
+    init(options: CurlEasy.Options, name: String = "curl-lane") throws(AgentError) {
         easy = try CurlEasy(options: options)
         worker = NIOThreadPool(numberOfThreads: 1)
         worker.start()
+        worker.submit { _ in POSIX.nameThisThread(name) }
     }
 
     deinit { worker.shutdownGracefully { _ in } }

@@ -24,9 +24,12 @@ struct Agent {
     /// delays a due token refresh. The daemon and the owner commands that work without it use the same.
     static func lanes(config: AgentConfig) throws(AgentError) -> (lwa: LWAClient, drs: DRSClient) {
         let lwa = LWAClient(
-            http: try CurlHTTPClient(options: .init(caFile: config.caFile)), tokenURL: config.lwa.tokenURL,
+            http: try CurlHTTPClient(options: .init(caFile: config.caFile), name: "lwa-lane"),
+            tokenURL: config.lwa.tokenURL,
             clientSecret: config.lwa.clientSecret)
-        let drs = DRSClient(http: try CurlHTTPClient(options: .init(caFile: config.caFile)), baseURL: config.drsBaseURL)
+        let drs = DRSClient(
+            http: try CurlHTTPClient(options: .init(caFile: config.caFile), name: "drs-lane"),
+            baseURL: config.drsBaseURL)
         return (lwa, drs)
     }
 
@@ -141,7 +144,11 @@ struct Agent {
                 }
                 serialWatch = SerialWatch(
                     read: {
-                        AgentConfig.readSerial(again: device.serialSource, configured: device.serial).map {
+                        // On the disk lane: a slow EEPROM or a late mount must not hold the event loop.
+                        let read = try? await DiskLane.shared.run { () throws(AgentError) in
+                            AgentConfig.readSerial(again: device.serialSource, configured: device.serial)
+                        }
+                        return (read ?? .failure(.init(message: "the disk lane has stopped"))).map {
                             DeviceIdentity(serial: $0, model: device.model, phase: device.phase.rawValue)
                         }
                     }, recorded: recorded, tokens: tokens, clock: clock, forget: { try? await forgetForIdentity($0) },
@@ -212,8 +219,9 @@ struct Agent {
                 "executor": "\(LoopExecutor.installed.description)",
             ])
         if let warning = LoopExecutor.installed.fallbackWarning { logger.warning("\(warning)") }
-        // From here on, a durable write on the event loop stops a debug build (`DiskLane.serving`).
-        DiskLane.serving.store(true, ordering: .relaxed)
+        // From here on, a durable write on the event loop stops a debug build (`OffLoop`).
+        OffLoop.onLoop.withLock { $0 = { MultiThreadedEventLoopGroup.currentEventLoop != nil } }
+        OffLoop.serving.store(true, ordering: .relaxed)
         let result = await Result { try await Self.runGroup(services, logger: logger) }
         // Nobody polls for a linking code any more: `status` must not offer it (the next start gets a new one).
         await shown.recordLinkingCode(nil)

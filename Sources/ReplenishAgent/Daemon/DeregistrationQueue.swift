@@ -144,9 +144,16 @@ actor DeregistrationQueue<C: Clock> where C.Duration == Duration {
         while !Task.isCancelled {
             if !loaded {
                 loaded = true
-                pending = try? StateFile.load(Pending.self, from: Self.path(stateDirectory: stateDirectory)) {
-                    logger.error("\($0)")
+                // On the disk lane: a corrupt file is moved aside (a rename and a directory fsync).
+                let path = Self.path(stateDirectory: stateDirectory)
+                let read = try? await DiskLane.shared.run { () throws(AgentError) -> (Pending?, [String]) in
+                    var problems: [String] = []
+                    let pending = try StateFile.load(Pending.self, from: path) { problems.append($0) }
+                    return (pending, problems)
                 }
+                for problem in read?.1 ?? [] { logger.error("\(problem)") }
+                // A call queued while the file was read (`enqueue`) is the newest.
+                if pending == nil { pending = read?.0 ?? nil }
             }
             switch timeline.next(queued: pending != nil, at: clock.now) {
             case .waitForChange: return .wait(until: nil, worked: worked)

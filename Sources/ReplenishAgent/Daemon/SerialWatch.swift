@@ -6,7 +6,7 @@ import Logging
 /// start found a serial from a file that differs from the pairing's in nothing but the serial.
 struct SerialWatch<C: Clock>: DaemonPart where C.Duration == Duration {
     /// The identity with the serial read again now, or the problem (unreadable, not a serial).
-    let read: @Sendable () -> Result<DeviceIdentity, AgentConfig.SerialProblem>
+    let read: @Sendable () async -> Result<DeviceIdentity, AgentConfig.SerialProblem>
     let recorded: DeviceIdentity
     let tokens: TokenManager<C>
     let clock: C
@@ -19,7 +19,7 @@ struct SerialWatch<C: Clock>: DaemonPart where C.Duration == Duration {
         var settling = SerialSettling<C.Instant>(recorded: recorded)
         while await tokens.isPaired {
             let verdict: SerialSettling<C.Instant>.Verdict
-            switch read() {
+            switch await read() {
             case .success(let identity): verdict = settling.read(identity, at: clock.now)
             case .failure(let problem): verdict = settling.read(nil, problem: problem.message, at: clock.now)
             }

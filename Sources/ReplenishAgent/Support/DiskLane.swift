@@ -14,16 +14,18 @@ import Synchronization
 /// when idle and never wakes on its own.
 final class DiskLane: Sendable {
     /// The daemon's lane, made at the first write.
-    static let shared = DiskLane()
+    static let shared = DiskLane(name: "disk-lane")
     /// The outbox's own lane: a press's write never queues behind a write of another file (the status record of
     /// the duties, a token refresh), only behind earlier writes of the outbox, whose order it keeps.
-    static let outbox = DiskLane()
+    static let outbox = DiskLane(name: "outbox-lane")
 
     private let pool: NIOThreadPool
 
-    init() {
+    /// `name`: the lane's thread's (15 characters at most), for `top -H` and the logs of the flash tests.
+    init(name: String) {
         pool = NIOThreadPool(numberOfThreads: 1)
         pool.start()
+        pool.submit { _ in POSIX.nameThisThread(name) }
     }
 
     deinit { pool.shutdownGracefully { _ in } }
@@ -179,15 +181,5 @@ final class DiskLane: Sendable {
     /// Overwrites `path` with zeros, syncs and unlinks it (`POSIX.shred`).
     func shred(isolation: isolated (any Actor)? = #isolation, _ path: String) async throws(AgentError) {
         try await run(isolation: isolation) { () throws(AgentError) in try POSIX.shred(path) }
-    }
-
-    /// Set once the daemon's start-up is over (`Agent`, with READY): from then on no durable write may run on
-    /// the event loop. Debug builds, the tests' builds, stop at one (`POSIX.writeFileAtomically`, `POSIX.shred`),
-    /// so a write that bypasses the lane fails the process tests instead of freezing a device.
-    static let serving = Atomic<Bool>(false)
-
-    /// True where a durable write must not run now: the event loop's thread of a daemon that serves.
-    static var writeForbiddenHere: Bool {
-        serving.load(ordering: .relaxed) && MultiThreadedEventLoopGroup.currentEventLoop != nil
     }
 }

@@ -8,6 +8,10 @@ import CProcess
 
 /// The process's own facts and settings, and the clocks, as typed calls for the rest of the agent.
 extension POSIX {
+    /// Names the calling thread (`prctl(PR_SET_NAME)`; 15 characters are kept), as `top -H` and
+    /// `/proc/<pid>/task/*/comm` show it.
+    static func nameThisThread(_ name: String) { _ = cprocess_set_thread_name(name) }
+
     /// This process's id.
     static func processID() -> Int32 { getpid() }
 

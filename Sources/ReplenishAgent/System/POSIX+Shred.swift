@@ -13,7 +13,7 @@ extension POSIX {
     /// Overwrites a regular file with zeros (fsync-ed) and removes it durably. A missing file is not an error;
     /// a link is removed, never followed; a file with another hard link is only unlinked (see `shredFile`).
     static func shred(_ path: String) throws(AgentError) {
-        assert(!DiskLane.writeForbiddenHere, "a state file shredded on the event loop: use DiskLane")
+        OffLoop.check("shred", path)
         let directory = try openParent(of: path)
         defer { close(directory) }
         try shredFile(in: directory, baseName(of: path), path: path)
@@ -24,7 +24,7 @@ extension POSIX {
     /// entry shredded the same way, however deep, and is then removed; a symbolic link or a special file is
     /// unlinked.
     static func shredEntry(_ path: String) throws(AgentError) {
-        assert(!DiskLane.writeForbiddenHere, "a state file shredded on the event loop: use DiskLane")
+        OffLoop.check("shred", path)
         let directory = try openParent(of: path)
         defer { close(directory) }
         let name = baseName(of: path)

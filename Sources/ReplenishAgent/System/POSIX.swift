@@ -123,7 +123,7 @@ enum POSIX {
     static func writeFileAtomically(
         _ path: String, _ bytes: [UInt8], durable: Bool = true, renamed: () -> Void = {}
     ) throws(AgentError) {
-        assert(!durable || !DiskLane.writeForbiddenHere, "a state file written on the event loop: use DiskLane")
+        if durable { OffLoop.check("durable write", path) }
         let directory = parentDirectory(of: path)
         let temp = "\(path).tmp-\(getpid())"
         let fd = retryingEINTR { open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600) }
@@ -172,6 +172,7 @@ enum POSIX {
 
     /// fsyncs a directory so that a rename or unlink in it survives a power cut.
     static func syncDirectory(_ directory: String) throws(AgentError) {
+        OffLoop.check("fsync", directory)
         let dfd = retryingEINTR { open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
         if dfd < 0 { throw storageError("open", directory) }
         defer { close(dfd) }
