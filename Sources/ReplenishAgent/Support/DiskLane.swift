@@ -64,26 +64,9 @@ final class DiskLane: Sendable {
         // Encoded on the caller's thread (a few hundred bytes of JSON): only the file's system calls go to the lane.
         let bytes = try StateFile.encode(value, for: path)
         let ending = EarlyEnding()
-        let result: Result<Void, AgentError> = await withTaskCancellationHandler {
-            await withCheckedContinuation(isolation: isolation) { continuation in
-                ending.waiting(continuation)
-                pool.submit { state in
-                    guard case .active = state else {
-                        ending.finish(.failure(AgentError(.storage, "the disk lane has stopped")))
-                        return
-                    }
-                    do throws(AgentError) {
-                        try POSIX.writeFileAtomically(path, bytes) { ending.renamed() }
-                        ending.finish(.success(()))
-                    } catch {
-                        ending.finish(.failure(error))
-                    }
-                }
-            }
-        } onCancel: {
-            ending.cancelled()
+        try await submit(isolation: isolation, ending) { () throws(AgentError) in
+            try POSIX.writeFileAtomically(path, bytes) { ending.renamed() }
         }
-        try result.get()
     }
 
     /// Runs `work` (a write to the runtime directory, a tmpfs: nothing durable) on the lane, in order with the
@@ -92,7 +75,15 @@ final class DiskLane: Sendable {
     func runUnawaitedOnStop(
         isolation: isolated (any Actor)? = #isolation, _ work: @escaping @Sendable () throws(AgentError) -> Void
     ) async throws(AgentError) {
-        let ending = EarlyEnding(atCancellation: true)
+        try await submit(isolation: isolation, EarlyEnding(atCancellation: true), work)
+    }
+
+    /// Runs `work` on the lane and answers the caller once, when `ending` says (the work's end, or earlier once
+    /// the caller is cancelled).
+    private func submit(
+        isolation: isolated (any Actor)?, _ ending: EarlyEnding,
+        _ work: @escaping @Sendable () throws(AgentError) -> Void
+    ) async throws(AgentError) {
         let result: Result<Void, AgentError> = await withTaskCancellationHandler {
             await withCheckedContinuation(isolation: isolation) { continuation in
                 ending.waiting(continuation)
