@@ -131,7 +131,11 @@ toolchain() {
       fi
       die "mmdebstrap sid failed"
     }
-    chroot "$chroot_dir.tmp" git config --global url./opt/swift-packages/.insteadof https://github.com/
+    # A build machine with a local store of the packages' repositories (/opt/swift-packages, GitHub's layout) has
+    # SwiftPM's fetches go there; anywhere else they go to GitHub.
+    if [ -d /opt/swift-packages ]; then
+      chroot "$chroot_dir.tmp" git config --global url./opt/swift-packages/.insteadof https://github.com/
+    fi
     chroot "$chroot_dir.tmp" git config --global --add safe.directory '*'
     mv "$chroot_dir.tmp" "$chroot_dir"
     stamp chroot "$recipe"
