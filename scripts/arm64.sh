@@ -309,6 +309,7 @@ build() {
   local binary=$scratch/$triple/release/replenish-agent
   [ -x "$binary" ] || die "no $binary"
   step "built $binary"
+  need_host_packages file # not on a minimal Debian 12
   file -b "$binary" | grep -q 'ELF 64-bit LSB .*, ARM aarch64,' || die "$binary is not an aarch64 program"
   local needs has
   needs=$(readelf -V --wide "$binary" | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -n 1)
