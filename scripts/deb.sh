@@ -23,8 +23,8 @@ apt_need_commands dpkg=dpkg dpkg-deb=dpkg dpkg-shlibdeps=dpkg-dev dpkg-architect
   gzip=gzip md5sum=coreutils
 # The host build that makes the manual page and the completions (every ARCH) links what the agent links: the
 # README's Swift step installs libcurl's headers and pkg-config; libgpiod's and OpenSSL's are installed here.
-apt_install libcurl4-openssl-dev libgpiod-dev libssl-dev pkg-config ||
-  { echo "deb.sh: the host build needs libcurl4-openssl-dev libgpiod-dev libssl-dev pkg-config" >&2; exit 1; }
+apt_install libcurl4-openssl-dev libgpiod-dev libssl-dev libavahi-client-dev pkg-config ||
+  { echo "deb.sh: the host build needs libcurl4-openssl-dev libgpiod-dev libssl-dev libavahi-client-dev pkg-config" >&2; exit 1; }
 bash scripts/build-info.sh
 
 # The package's Maintainer (packaging/maker.conf, scripts/maker.sh). None set: asked for on a terminal and kept in
