@@ -31,7 +31,7 @@ struct PairingAdvertiser<C: Clock>: Sendable where C.Duration == Duration {
         var lastFailure: String?
         func start() async {
             do {
-                current = try AvahiAdvertisement.start(
+                current = try await AvahiAdvertisement.start(
                     name: advertisement.name, type: PairingAdvertisement.serviceType, port: advertisement.port,
                     txt: advertisement.txt, onChange: { sink.yield(.avahi($0)) })
             } catch {
@@ -53,7 +53,7 @@ struct PairingAdvertiser<C: Clock>: Sendable where C.Duration == Duration {
             retrying = nil
             lastFailure = nil
             if let running = current {
-                running.stop()
+                await running.stop()
                 current = nil
                 logger.info("pairing port withdrawn from DNS-SD")
             }
