@@ -20,6 +20,7 @@ import Testing
             }
             return Secret("Atza|t\(next)")
         }
+        func pairing() async -> TokenPairing? { TokenPairing(pairingId: nil, hasUsableAccessToken: true) }
     }
 
     func session(_ answer: @escaping @Sendable (HTTPRequest) -> HTTPResponse) throws

@@ -4,7 +4,7 @@ import Testing
 @testable import ReplenishAgent
 
 /// The slots' orders in memory, as the follow-up sees them in `Orders`.
-actor OrderBook: FollowedOrders {
+actor MemoryOrderBook: FollowedOrders {
     private(set) var outbox = Outbox()
 
     func recordAnswer(slot: String, detailCode: String, eventInstanceId: String?, at time: Double) {
@@ -30,7 +30,7 @@ actor OrderBook: FollowedOrders {
     let epoch = 1_800_000_000.0
 
     func service(
-        drs: ScriptedHTTPClient, status: OrderBook, phase: AgentConfig.Phase
+        drs: ScriptedHTTPClient, status: MemoryOrderBook, phase: AgentConfig.Phase
     ) throws -> OrderTracker<ManualClock> {
         let tokens = try TokenManager(
             store: MemoryTokenStore(
@@ -78,7 +78,7 @@ actor OrderBook: FollowedOrders {
             #expect(request.url.hasSuffix("/getOrderInfo/amzn1.dash.v2.o.1"))
             return orderInfo(shipped.value ? "Shipped" : "Processing")
         }
-        let status = OrderBook()
+        let status = MemoryOrderBook()
         let followUp = try service(drs: drs, status: status, phase: .production)
 
         // A week with no order placed: not one call.
@@ -106,7 +106,7 @@ actor OrderBook: FollowedOrders {
 
     @Test func theTestPhaseAsksEveryFewMinutesAndAFailureBacksOff() async throws {
         let drs = answering([json(503, ""), json(503, ""), orderInfo("Cancelled")])
-        let status = OrderBook()
+        let status = MemoryOrderBook()
         await status.recordAnswer(
             slot: "slot-1", detailCode: "STANDARD_ORDER_PLACED", eventInstanceId: "amzn1.dash.v2.o.1", at: epoch)
         let followUp = try service(drs: drs, status: status, phase: .test)
@@ -131,17 +131,17 @@ actor OrderBook: FollowedOrders {
 extension OrderFollowUpTests {
     @Test func aPressWhileOpenAsksAtOnceAtMostOnceAMinuteAndAnUnreachableDRSLetsThePressThrough() async throws {
         let drs = answering([orderInfo("Processing"), json(503, ""), orderInfo("Shipped")])
-        let status = OrderBook()
+        let status = MemoryOrderBook()
         await status.recordAnswer(
             slot: "slot-1", detailCode: "STANDARD_ORDER_PLACED", eventInstanceId: "amzn1.dash.v2.o.1", at: epoch)
         let followUp = try service(drs: drs, status: status, phase: .production)
 
         // Asked at once: still processing, so the press is recorded rather than sent.
-        #expect(await followUp.recheck(slot: "slot-1") == true)
+        #expect(await followUp.recheck(slot: "slot-1") == PressMeaning.OpenOrder(state: "Processing"))
         #expect(drs.requests.count == 1)
         // Within the minute: the answer stands, DRS is not asked again.
         clock.advance(by: .seconds(30))
-        #expect(await followUp.recheck(slot: "slot-1") == true)
+        #expect(await followUp.recheck(slot: "slot-1") == PressMeaning.OpenOrder(state: "Processing"))
         #expect(drs.requests.count == 1)
         // DRS unreachable: unknown, so the press is taken as an order (DRS deduplicates), never dropped; and
         // within the minute after that failure, the same.
@@ -152,12 +152,12 @@ extension OrderFollowUpTests {
         #expect(drs.requests.count == 2)
         // Shipped meanwhile: the order is closed, in the slot and in the history, and the press orders.
         clock.advance(by: .seconds(60))
-        #expect(await followUp.recheck(slot: "slot-1") == false)
+        #expect(await followUp.recheck(slot: "slot-1") == nil)
         let record = await status.outbox
         #expect(record.slots["slot-1"]?.orderOpen == false)
         #expect(record.orders?.last?.status == "Shipped" && record.orders?.last?.open == false)
         // No open order: nothing to ask.
-        #expect(await followUp.recheck(slot: "slot-1") == false)
+        #expect(await followUp.recheck(slot: "slot-1") == nil)
         #expect(drs.requests.count == 3)
         // A new order within the same minute is asked about at its first press (the spacing is per order).
         await status.recordAnswer(

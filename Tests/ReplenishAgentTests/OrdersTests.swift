@@ -35,18 +35,18 @@ import Testing
         clockSynchronized: @escaping @Sendable () -> Bool = { false },
         sinceBoot: @escaping @Sendable () -> Double = { 60 }
     ) throws -> Orders<ManualClock> {
-        try Orders(
-            stateDirectory: directory, slots: slots,
+        Orders(
+            book: try OrderBook(
+                stateDirectory: directory, run: run, wallTime: wallTime, clockSynchronized: clockSynchronized,
+                sinceBoot: sinceBoot, random: .seeded(state: 4), logger: .init(label: "test")),
+            slots: slots,
             drs: DRSSession(
                 client: DRSClient(http: drs, baseURL: try EndpointURL("http://127.0.0.1:1")), tokens: tokens),
-            tokens: tokens,
-            clock: clock, wallTime: wallTime,
-            random: .seeded(state: 3), run: run, clockSynchronized: clockSynchronized, sinceBoot: sinceBoot,
-            logger: .init(label: "test"))
+            clock: clock, random: .seeded(state: 3), logger: .init(label: "test"))
     }
 
     func outboxOnDisk(_ directory: String) throws -> Outbox? {
-        try StateFile.load(Outbox.self, from: Orders<ManualClock>.path(stateDirectory: directory)) { _ in }
+        try StateFile.load(Outbox.self, from: OrderBook.path(stateDirectory: directory)) { _ in }
     }
 
     @Test func lwaDownForAnHourWithPressesPendingAsksLWAOnlyOnTheRefreshSchedule() async throws {
@@ -75,7 +75,7 @@ import Testing
         #expect(scheduled >= 8 && scheduled <= 25, "\(scheduled) refreshes in an hour of LWA 503s")
         #expect(busyLWA.requests.count == scheduled)
         #expect(drs.requests.isEmpty, "no DRS call without a token")
-        #expect(await orders.snapshot.pending.count == 3, "the presses are kept")
+        #expect(await orders.book.snapshot.pending.count == 3, "the presses are kept")
     }
 
     /// #19.2: a call left unanswered during an earlier boot waits, not resent, until the wall clock is known
@@ -89,7 +89,7 @@ import Testing
         outbox.markSending(slot: "slot-1", at: epoch - 2 * 86400, run: AgentRun(boot: "boot-before"))
         _ = outbox.accept(slot: "slot-2", at: epoch - 7200)
         outbox.markSending(slot: "slot-2", at: epoch - 3600, run: AgentRun(boot: "boot-before"))
-        try DiskLane.saveNow(outbox, to: Orders<ManualClock>.path(stateDirectory: directory))
+        try DiskLane.saveNow(outbox, to: OrderBook.path(stateDirectory: directory))
         let drs = ScriptedHTTPClient { _ in json(200, #"{"detailCode":"ORDER_INPROGRESS"}"#) }
         let tokens = try tokenManager(
             ScriptedHTTPClient { _ in json(503, "") }, store: MemoryTokenStore(tokenSet(expiresAt: epoch + 3600)))
@@ -101,12 +101,12 @@ import Testing
         let driver = StepDriver(clock: clock, orders.step)
         await driver.pass(.seconds(60))
         #expect(drs.requests.isEmpty, "nothing resent before the clock is synchronised")
-        #expect(await orders.snapshot.pending.map(\.slot) == ["slot-2"], "the hour-old call waits")
+        #expect(await orders.book.snapshot.pending.map(\.slot) == ["slot-2"], "the hour-old call waits")
         #expect(try outboxOnDisk(directory)?.entry(for: "slot-1")?.parkedReason?.contains("no answer") == true)
         synchronized.withLock { $0 = true }
         // The next look at the clock (every 5 s) finds it synchronised.
         await driver.pass(OrderTimeline<ManualClock.Instant>.clockPoll)
-        #expect(await orders.snapshot.pending.isEmpty)
+        #expect(await orders.book.snapshot.pending.isEmpty)
         #expect(drs.requests.map(\.url) == ["http://127.0.0.1:1/replenish/slot-2"])
     }
 
@@ -117,14 +117,14 @@ import Testing
         outbox.markSending(slot: "slot-1", at: epoch - 2 * 86400, run: AgentRun(boot: "this-boot"))
         _ = outbox.accept(slot: "slot-2", at: epoch - 7200)
         outbox.markSending(slot: "slot-2", at: epoch - 3600, run: AgentRun(boot: "this-boot"))
-        try DiskLane.saveNow(outbox, to: Orders<ManualClock>.path(stateDirectory: directory))
+        try DiskLane.saveNow(outbox, to: OrderBook.path(stateDirectory: directory))
         let drs = ScriptedHTTPClient { _ in json(200, #"{"detailCode":"ORDER_INPROGRESS"}"#) }
         let tokens = try tokenManager(
             ScriptedHTTPClient { _ in json(503, "") }, store: MemoryTokenStore(tokenSet(expiresAt: epoch + 3600)))
         let orders = try orderService(directory: directory, drs: drs, tokens: tokens, slots: ["slot-1", "slot-2"])
         let driver = StepDriver(clock: clock, orders.step)
         await driver.drain()
-        #expect(await orders.snapshot.pending.isEmpty)
+        #expect(await orders.book.snapshot.pending.isEmpty)
         // The hour-old unknown call is resent (DRS still de-duplicates it); the two-day-old one is not.
         #expect(drs.requests.map(\.url) == ["http://127.0.0.1:1/replenish/slot-2"])
         let parked = try #require(try outboxOnDisk(directory)?.entry(for: "slot-1"))
@@ -167,14 +167,14 @@ import Testing
             ScriptedHTTPClient { _ in json(503, "") }, store: MemoryTokenStore(tokenSet(expiresAt: epoch + 3600)))
         let orders = try orderService(directory: directory, drs: drs, tokens: tokens)
         // A slot the config no longer has: marked with the press, parked at the first step, never sent.
-        #expect(try await orders.accept(slot: "slot-gone") == .queued)
+        #expect(try await orders.accept(slot: "slot-gone").kind == .queued)
         #expect(try outboxOnDisk(directory)?.entry(for: "slot-gone")?.unansweredSince == epoch)
         let driver = StepDriver(clock: clock, orders.step)
         await driver.drain()
         #expect(try outboxOnDisk(directory)?.entry(for: "slot-gone")?.parkedReason == "slot no longer configured")
         #expect(drs.requests.isEmpty)
         clock.advance(by: .seconds(10))
-        #expect(try await orders.accept(slot: "slot-gone") == .queued)
+        #expect(try await orders.accept(slot: "slot-gone").kind == .queued)
         let replaced = try #require(try outboxOnDisk(directory)?.entry(for: "slot-gone"))
         #expect(replaced.parkedReason == nil)
         #expect(replaced.unansweredSince == epoch + 10)
@@ -191,11 +191,11 @@ import Testing
         let sending = Task { await orders.step() }
         await drs.requestArrived()
         // The disk "fills" while the call is out: a directory where the write's temp file must go.
-        let obstacle = Orders<ManualClock>.path(stateDirectory: directory) + ".tmp-\(getpid())"
+        let obstacle = OrderBook.path(stateDirectory: directory) + ".tmp-\(getpid())"
         try FileManager.default.createDirectory(atPath: obstacle, withIntermediateDirectories: false)
         drs.open()
         _ = await sending.value
-        #expect(await orders.snapshot.pending.isEmpty)
+        #expect(await orders.book.snapshot.pending.isEmpty)
         // Acknowledged in memory, not on disk: the file still says "sent, answer unknown".
         #expect(try outboxOnDisk(directory)?.entry(for: "slot-1")?.unansweredSince != nil)
         // A press now cannot be made durable, so it is refused (never acknowledged and then lost).
@@ -211,14 +211,14 @@ import Testing
         let directory = temporaryDirectory()
         var outbox = Outbox()
         _ = outbox.accept(slot: "slot-gone", at: epoch - 60)
-        try DiskLane.saveNow(outbox, to: Orders<ManualClock>.path(stateDirectory: directory))
+        try DiskLane.saveNow(outbox, to: OrderBook.path(stateDirectory: directory))
         let drs = ScriptedHTTPClient { _ in json(200, #"{"detailCode":"TEST_ORDER_PLACED"}"#) }
         let tokens = try tokenManager(
             ScriptedHTTPClient { _ in json(503, "") }, store: MemoryTokenStore(tokenSet(expiresAt: epoch + 3600)))
         let orders = try orderService(directory: directory, drs: drs, tokens: tokens)
         await StepDriver(clock: clock, orders.step).drain()
-        #expect(await orders.snapshot.parked.count == 1)
-        #expect(await orders.snapshot.parked.first?.parkedReason == "slot no longer configured")
+        #expect(await orders.book.snapshot.parked.count == 1)
+        #expect(await orders.book.snapshot.parked.first?.parkedReason == "slot no longer configured")
         #expect(drs.requests.isEmpty)
     }
 
@@ -257,7 +257,7 @@ import Testing
         let directory = temporaryDirectory()
         var outbox = Outbox()
         _ = outbox.accept(slot: "slot-1", at: epoch - 60, pairingId: "previous-owner")
-        try DiskLane.saveNow(outbox, to: Orders<ManualClock>.path(stateDirectory: directory))
+        try DiskLane.saveNow(outbox, to: OrderBook.path(stateDirectory: directory))
         let drs = ScriptedHTTPClient { _ in json(200, #"{"detailCode":"TEST_ORDER_PLACED"}"#) }
         var tokens = tokenSet(expiresAt: epoch + 3600)
         tokens.pairingId = "new-owner"
@@ -265,14 +265,14 @@ import Testing
         let orders = try orderService(directory: directory, drs: drs, tokens: manager)
         let driver = StepDriver(clock: clock, orders.step)
         await driver.drain()
-        #expect(await orders.snapshot.parked.count == 1)
-        #expect(await orders.snapshot.parked.first?.parkedReason == Outbox.earlierPairingReason)
+        #expect(await orders.book.snapshot.parked.count == 1)
+        #expect(await orders.book.snapshot.parked.first?.parkedReason == Outbox.earlierPairingReason)
         #expect(drs.requests.isEmpty)
         // The new owner's press replaces it and is ordered.
         _ = try await orders.accept(slot: "slot-1")
         await driver.drain()
         #expect(drs.requests.count == 1)
-        #expect(await orders.snapshot.entries.isEmpty)
+        #expect(await orders.book.snapshot.entries.isEmpty)
     }
 
     @Test func aPairingTagsItsPressesAndAnUpgradedTokenFileWithoutATagKeepsItsPresses() throws {

@@ -48,10 +48,28 @@ import Testing
         #expect(actions(.armRepairing).count == 1)
     }
 
-    @Test func theOutboxsAnswerAndItsRefusal() {
-        #expect(PressMeaning.accepted(.queued, slot: "s") == "order for slot s queued")
+    @Test func theOutboxsAnswerAndItsRefusal() throws {
+        func accepted(_ kind: Outbox.Acceptance, fromSensor: Bool = false, quantity: Double? = nil)
+            -> [PressMeaning.Action]
+        {
+            PressMeaning.accepted(
+                .init(kind: kind, consumedAt: [100, 200], markedFrom: nil, replacedWaiting: false), slot: "s",
+                fromSensor: fromSensor, button: .init(input: "button", slot: "s", quantity: quantity))
+        }
+        #expect(accepted(.queued) == [.answer("order for slot s queued")])
+        #expect(accepted(.coalesced) == [.answer("an order for slot s is already pending; press recorded")])
+        // The slot's status is reported from the consumption the accept returned: for a sensor, or a button
+        // whose slot has quantities, and only when the press says something new of the contents.
+        let report = try #require(ConsumptionRate.report(history: [100, 200], quantity: 4, remainingWhenLow: 0))
         #expect(
-            PressMeaning.accepted(.coalesced, slot: "s") == "an order for slot s is already pending; press recorded")
+            accepted(.queued, quantity: 4) == [
+                .reportSlotStatus(slot: "s", report: report), .answer("order for slot s queued"),
+            ])
+        #expect(
+            accepted(.coalesced, quantity: 4) == [.answer("an order for slot s is already pending; press recorded")])
+        #expect(
+            accepted(.coalesced, fromSensor: true).first.map { if case .reportSlotStatus = $0 { true } else { false } }
+                == true)
         #expect(
             PressMeaning.refused(AgentError(.notPaired, "not paired"))
                 == [.signal(.acknowledged), .refuse(.notPaired, "not paired")])

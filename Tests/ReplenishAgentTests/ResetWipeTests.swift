@@ -14,7 +14,7 @@ import Testing
 
     var state: (directory: String, outbox: String) {
         let directory = temporaryDirectory()
-        return (directory, Orders<ManualClock>.path(stateDirectory: directory))
+        return (directory, OrderBook.path(stateDirectory: directory))
     }
 
     /// A paired device (`Atzr|r` in `tokens.json`) with a press queued, a subscribed slot and an order in its
@@ -38,10 +38,12 @@ import Testing
         {"version":1,"slots":{"slot-1":{"subscribed":true}},"orders":[{"slot":"slot-1","detailCode":"STANDARD_ORDER_PLACED","eventInstanceId":"e1","answeredAt":\#(epoch - 60),"open":true}]}
         """#.write(toFile: DutyBook.path(stateDirectory: directory), atomically: true, encoding: .utf8)
         let status = try DutyBook(stateDirectory: directory) { _ in }
-        let orders = try Orders(
-            stateDirectory: directory, slots: ["slot-1"], drs: DRSSession(client: drs, tokens: tokens),
-            tokens: tokens, clock: clock, wallTime: wallTime, random: .seeded(state: 2), run: .unknown,
-            clockSynchronized: { true }, logger: .init(label: "test"))
+        let orders = Orders(
+            book: try OrderBook(
+                stateDirectory: directory, run: .unknown, wallTime: wallTime, clockSynchronized: { true },
+                logger: .init(label: "test")),
+            slots: ["slot-1"], drs: DRSSession(client: drs, tokens: tokens), clock: clock, random: .seeded(state: 2),
+            logger: .init(label: "test"))
         _ = try await orders.accept(slot: "slot-1")
         let queue = DeregistrationQueue(
             stateDirectory: directory, lwa: lwa, drs: drs, clock: clock, logger: .init(label: "test"))

@@ -169,14 +169,14 @@ import Testing
         run: AgentRun = AgentRun(boot: "boot-now", id: "run-now"), sinceBoot: @escaping @Sendable () -> Double
     ) throws -> Orders<ManualClock> {
         let tokens = try tokenManager()
-        return try Orders(
-            stateDirectory: directory, slots: ["slot-1"],
+        return Orders(
+            book: try OrderBook(
+                stateDirectory: directory, run: run, wallTime: wallTime ?? self.wallTime, clockSynchronized: { false },
+                sinceBoot: sinceBoot, logger: .init(label: "test")),
+            slots: ["slot-1"],
             drs: DRSSession(
                 client: DRSClient(http: drs, baseURL: try EndpointURL("http://127.0.0.1:1")), tokens: tokens),
-            tokens: tokens, clock: clock,
-            wallTime: wallTime ?? self.wallTime, random: .seeded(state: 3), run: run,
-            clockSynchronized: { false },
-            sinceBoot: sinceBoot, logger: .init(label: "test"))
+            clock: clock, random: .seeded(state: 3), logger: .init(label: "test"))
     }
 
     /// An outbox whose slot-1 call was sent `age` seconds before the epoch, in an earlier boot.
@@ -184,11 +184,11 @@ import Testing
         var outbox = Outbox()
         _ = outbox.accept(slot: "slot-1", at: epoch - age - 1)
         outbox.markSending(slot: "slot-1", at: epoch - age, run: AgentRun(boot: "boot-before"))
-        try DiskLane.saveNow(outbox, to: Orders<ManualClock>.path(stateDirectory: directory))
+        try DiskLane.saveNow(outbox, to: OrderBook.path(stateDirectory: directory))
     }
 
     func onDisk(_ directory: String) throws -> Outbox.Entry? {
-        try StateFile.load(Outbox.self, from: Orders<ManualClock>.path(stateDirectory: directory)) { _ in }?
+        try StateFile.load(Outbox.self, from: OrderBook.path(stateDirectory: directory)) { _ in }?
             .entry(for: "slot-1")
     }
 
@@ -232,7 +232,7 @@ import Testing
         let driver = StepDriver(clock: clock, service.step)
         await driver.pass(.seconds(60))
         #expect(drs.requests.isEmpty, "the earlier boot's call waits")
-        #expect(try await service.accept(slot: "slot-1") == .queued)
+        #expect(try await service.accept(slot: "slot-1").kind == .queued)
         let queued = try #require(try onDisk(directory))
         #expect(queued.pressedAt.count == 2, "a new entry, the times kept")
         // Its call leaves at once, so the press's write marks it, as this boot's: it does not wait for the clock.
@@ -241,7 +241,7 @@ import Testing
         await driver.pass(.seconds(1))
         #expect(drs.requests.map(\.url) == ["http://127.0.0.1:1/replenish/slot-1"])
         #expect(try onDisk(directory) == nil, "acknowledged")
-        #expect(await service.snapshot.entries.isEmpty)
+        #expect(await service.book.snapshot.entries.isEmpty)
     }
 
     // MARK: - #40.1 and #40.2: this run's own calls
@@ -271,7 +271,7 @@ import Testing
         let drs = firstAnswerLost()
         let service = try orders(directory, drs: drs, run: AgentRun(boot: nil, id: "run-now")) { 2 * 86400 }
         let driver = StepDriver(clock: clock, service.step)
-        #expect(try await service.accept(slot: "slot-1") == .queued)
+        #expect(try await service.accept(slot: "slot-1").kind == .queued)
         await driver.pass(.seconds(600))
         #expect(drs.requests.count == 2, "sent, its answer lost, sent again")
         let left = try onDisk(directory)
@@ -293,7 +293,7 @@ import Testing
         let service = try orders(
             directory, drs: drs, wallTime: { base() + shift.withLock { $0 } }, sinceBoot: sinceBoot)
         let driver = StepDriver(clock: clock, service.step)
-        #expect(try await service.accept(slot: "slot-1") == .queued)
+        #expect(try await service.accept(slot: "slot-1").kind == .queued)
         await driver.pass(.seconds(600))
         #expect(drs.requests.count == 2, "resent after the step")
         let left = try onDisk(directory)

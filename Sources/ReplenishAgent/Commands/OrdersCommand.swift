@@ -45,7 +45,7 @@ struct OrdersCommand: AsyncParsableCommand {
         var problems: [String] = []
         var outbox =
             (try? StatusCommand.readState(
-                Outbox.self, Orders<ContinuousClock>.path(stateDirectory: config.stateDirectory), &problems))
+                Outbox.self, OrderBook.path(stateDirectory: config.stateDirectory), &problems))
             ?? Outbox()
         // Files of an earlier build that no agent of this one has started on yet.
         outbox.adoptLegacyOrders(

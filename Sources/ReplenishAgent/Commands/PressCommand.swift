@@ -46,7 +46,7 @@ struct PressCommand: AsyncParsableCommand {
     /// cannot be read (the failure is then said as it happened).
     static func writtenAnyway(input: String, config: AgentConfig, since: Double) -> String? {
         guard let slot = config.buttons.first(where: { $0.input == input })?.slot else { return nil }
-        let path = Orders<ContinuousClock>.path(stateDirectory: config.stateDirectory)
+        let path = OrderBook.path(stateDirectory: config.stateDirectory)
         guard
             case .read(let outbox)? = try? StateFile.read(
                 Outbox.self, from: path, owner: StateDirectory.agentUID(config.stateDirectory))

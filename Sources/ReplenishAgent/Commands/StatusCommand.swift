@@ -92,7 +92,7 @@ struct StatusCommand: AsyncParsableCommand {
         }
         var outbox =
             (try? readState(
-                Outbox.self, Orders<ContinuousClock>.path(stateDirectory: config.stateDirectory), &problems))
+                Outbox.self, OrderBook.path(stateDirectory: config.stateDirectory), &problems))
             ?? Outbox()
         // Files of an earlier build that no agent of this one has started on yet.
         outbox.adoptLegacyOrders(

@@ -64,16 +64,17 @@ struct Agent {
         let run = AgentRun(boot: boot, id: stateDirectory.run)
         let subscriptions = Subscriptions(
             drs: session, status: status, slots: config.slots, clock: clock, wallTime: wallTime, logger: logger)
-        let orders = try Orders(
-            stateDirectory: config.stateDirectory, slots: config.slots, drs: session, tokens: tokens,
-            notSubscribed: { await subscriptions.refused(slot: $0) }, clock: clock, wallTime: wallTime, run: run,
+        let orders = Orders(
+            book: try OrderBook(stateDirectory: config.stateDirectory, run: run, wallTime: wallTime, logger: logger),
+            slots: config.slots, drs: session, notSubscribed: { await subscriptions.refused(slot: $0) }, clock: clock,
             logger: logger)
         let duties = Duties(
             drs: session, tokens: tokens, status: status,
             checkSubscriptions: { () throws(AgentError) in try await subscriptions.check() }, clock: clock,
             wallTime: wallTime, clockTrusted: { WallClock.isTrusted() }, logger: logger)
         let tracker = OrderTracker(
-            drs: session, tokens: tokens, orders: orders, slots: config.slots, phase: config.device.phase, clock: clock,
+            drs: session, tokens: tokens, orders: orders.book, slots: config.slots, phase: config.device.phase,
+            clock: clock,
             wallTime: wallTime, logger: logger)
         // Pairing: the companion app's endpoints in their window, or code-based linking (no port).
         let window = PairingWindowKeeper(
@@ -90,8 +91,8 @@ struct Agent {
                 afterWipe: pairingEntry.afterWipe),
             testOrders: TestOrderCancellation(
                 phase: config.device.phase, slots: config.slots, tokens: tokens, drs: session,
-                record: { [orders] slots, at throws(AgentError) in
-                    try await orders.recordTestOrdersCancelled(slots: slots, at: at)
+                record: { [book = orders.book] slots, at throws(AgentError) in
+                    try await book.recordTestOrdersCancelled(slots: slots, at: at)
                 }, wallTime: wallTime))
 
         // A pairing from a build before the identity record is this device's: recorded now, at the first start
@@ -169,11 +170,14 @@ struct Agent {
         let backend = try Self.backend(config: config, systemd: systemd)
         let lights = Lights(backend: backend, output: config.board.outputs.first?.name, clock: clock, logger: logger)
         let paired = await tokens.isPaired
-        await lights.start(paired: paired, outbox: await orders.snapshot)
+        await lights.start(paired: paired, outbox: await orders.book.snapshot)
+        let signals = Broadcast<PressMeaning.Signal>()
         let presses = PressHandler(
-            config: config, orders: orders, tokens: tokens, duties: duties, subscriptions: subscriptions,
-            clock: clock, wallTime: wallTime, logger: logger, openPairingWindow: pairingEntry.open,
-            factoryReset: owner.resetConfirmedWithTheButton, tracker: tracker)
+            config: config,
+            effects: DaemonPressEffects(
+                orders: orders, tokens: tokens, tracker: tracker, subscriptions: subscriptions, duties: duties,
+                signals: signals, openWindow: pairingEntry.open, reset: owner.resetConfirmedWithTheButton),
+            clock: clock, logger: logger)
         let inputs = InputPipeline(board: config.board, clock: clock, logger: logger, handler: presses.handle)
         let control = ControlServer(
             backend: backend as? SimulatedBackend, inputs: inputs, lights: lights, board: config.board,
@@ -185,15 +189,15 @@ struct Agent {
         // socket. Started in this order, stopped in reverse: followers stop before the parts they follow.
         var services: [any Service] = [
             Lights.Part(
-                lights: lights, tokens: tokens.events.subscribe(), orders: orders.updates.subscribe(),
-                window: window.changes.subscribe(), linking: linkingChanges(), presses: presses.signals.subscribe()),
+                lights: lights, tokens: tokens.events.subscribe(), orders: orders.book.updates.subscribe(),
+                window: window.changes.subscribe(), linking: linkingChanges(), presses: signals.subscribe()),
             ShownStatusRecorder.Part(
                 status: shown, tokens: tokens.events.subscribe(), window: window.changes.subscribe(),
                 linking: linkingChanges()),
             LoopPart(service: tokens, description: "tokens"),
             TokenFollowingPart(service: orders, tokens: tokens.events.subscribe(), description: "orders"),
             TokenFollowingPart(service: duties, tokens: tokens.events.subscribe(), description: "duties"),
-            OrderTracker.Part(tracker: tracker, orders: orders.updates.subscribe()),
+            OrderTracker.Part(tracker: tracker, orders: orders.book.updates.subscribe()),
             LoopPart(service: deregistration, description: "deregistration"),
             ClockWatch.Part(clock: clock, tokens: tokens, orders: orders, logger: logger),
             pairing,

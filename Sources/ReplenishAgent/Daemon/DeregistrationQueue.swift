@@ -197,6 +197,9 @@ final class OldPairingTokens: AccessTokens {
         return try await refresh()
     }
 
+    /// A pairing being deregistered accepts no press.
+    func pairing() async -> TokenPairing? { nil }
+
     private func refresh() async throws(AgentError) -> Secret {
         let current = pending
         let grant = try await lwa.refresh(refreshToken: current.refreshToken, clientId: current.clientId)

@@ -205,7 +205,7 @@ enum ResetWipe {
                 .init(refreshToken: old.refreshToken, clientId: old.clientId), stateDirectory: stateDirectory)
         }
         try POSIX.shred(POSIX.join(stateDirectory, "tokens.json"))
-        let outbox = Orders<ContinuousClock>.path(stateDirectory: stateDirectory)
+        let outbox = OrderBook.path(stateDirectory: stateDirectory)
         let status = DutyBook.path(stateDirectory: stateDirectory)
         switch scope {
         case .everything:

@@ -12,7 +12,7 @@ extension Lights {
 
     /// Applies every event until the streams end or the task is cancelled.
     nonisolated func follow(
-        tokens: AsyncStream<TokenEvent>, orders: AsyncStream<Orders<C>.Update>,
+        tokens: AsyncStream<TokenEvent>, orders: AsyncStream<OrderUpdate>,
         window: AsyncStream<PairingWindowKeeper<C>.State>, linking: AsyncStream<LinkingCode?>,
         presses: AsyncStream<PressMeaning.Signal>
     ) async {
@@ -59,10 +59,10 @@ extension Lights {
         }
     }
 
-    private func apply(_ update: Orders<C>.Update) {
+    private func apply(_ update: OrderUpdate) {
         self.update { facts in
-            facts.pendingOrders = update.outbox.pending.count
-            facts.parkedOrders = update.outbox.parked.count
+            facts.pendingOrders = update.pending
+            facts.parkedOrders = update.parked
             switch update.event {
             case .retrying(_, let network): facts.lastAttemptFailedForNetwork = network
             case .acknowledged: facts.lastAttemptFailedForNetwork = false
@@ -78,7 +78,7 @@ extension Lights {
     struct Part: DaemonPart {
         let lights: Lights
         let tokens: AsyncStream<TokenEvent>
-        let orders: AsyncStream<Orders<C>.Update>
+        let orders: AsyncStream<OrderUpdate>
         let window: AsyncStream<PairingWindowKeeper<C>.State>
         let linking: AsyncStream<LinkingCode?>
         let presses: AsyncStream<PressMeaning.Signal>

@@ -5,6 +5,15 @@ protocol AccessTokens: Sendable {
     func accessToken() async throws(AgentError) -> Secret
     /// DRS rejected `rejected`: a new one (refreshed now, unless another caller already replaced it).
     func accessTokenReplacing(_ rejected: Secret) async throws(AgentError) -> Secret
+    /// The pairing the tokens belong to, nil when there is none: what a press is accepted under.
+    func pairing() async -> TokenPairing?
+}
+
+/// What the delivery loop knows of the pairing: its tag (stamped on each press), and whether an access token is
+/// at hand now (a press's call then leaves at once, `Orders.accept`).
+struct TokenPairing: Sendable, Equatable {
+    var pairingId: String?
+    var hasUsableAccessToken: Bool
 }
 
 extension TokenManager: AccessTokens {}
@@ -72,6 +81,9 @@ struct DRSSession: Sendable {
 
     /// A token for a caller that makes its tries itself (`sendOnce`).
     func token() async throws(AgentError) -> Secret { try await tokens.accessToken() }
+
+    /// The pairing the tokens belong to, nil when not paired.
+    func pairing() async -> TokenPairing? { await tokens.pairing() }
 
     /// After a rejection of `rejected`, for a caller that makes its tries itself.
     func tokenReplacing(_ rejected: Secret) async throws(AgentError) -> Secret {

@@ -1,6 +1,6 @@
 import Logging
 
-/// What the follow-up reads and records of the slots' orders (`Orders`, their one owner).
+/// What the follow-up reads and records of the slots' orders (`OrderBook`, their one owner).
 protocol FollowedOrders: Actor {
     /// The slots of `slots` whose last placed order is still followed up.
     func openOrders(of slots: [String]) -> [(slot: String, eventInstanceId: String)]
@@ -11,7 +11,7 @@ protocol FollowedOrders: Actor {
         async throws(AgentError)
 }
 
-extension Orders: FollowedOrders {}
+extension OrderBook: FollowedOrders {}
 
 /// Follows each slot's last placed order with `getOrderInfo` (`OrderFollowUp`'s cadence) until DRS says it is
 /// shipped, delivered or cancelled, and records its state for `status`. Woken by the order stream when an
@@ -29,7 +29,7 @@ actor OrderTracker<C: Clock> where C.Duration == Duration {
     /// When each open order is asked about next (in memory: after a restart, one delay from the start).
     private var timeline: FollowUpTimeline<C.Instant>
     /// When each slot's open order was last asked about because of a press (`recheck`), per order.
-    private var rechecks: [String: PressRecheckLimit<C.Instant, String, Bool>] = [:]
+    private var rechecks: [String: PressRecheckLimit<C.Instant, String, PressMeaning.OpenOrder?>] = [:]
 
     init(
         drs: DRSSession, tokens: TokenManager<C>, orders: any FollowedOrders, slots: [String],
@@ -75,22 +75,26 @@ actor OrderTracker<C: Clock> where C.Duration == Duration {
     func wake() { waker.ring() }
 
     /// A press for a slot whose order is still open: DRS may have shipped it since the last question, so ask now,
-    /// at most once a minute per slot. Returns true when the order is still open (now, or as last asked within
-    /// the minute), false when it is final or there is none, and nil when DRS could not be asked (now or within the
-    /// minute): the press is then taken as an order (DRS answers `ORDER_INPROGRESS` if it is still out), never dropped on a guess.
-    func recheck(slot: String) async -> Bool? {
-        guard let (id, _) = await orders.openOrder(slot: slot) else { return false }
+    /// at most once a minute per slot. Returns the order, with DRS's word for its state, when it is still open
+    /// (now, or as last asked within the minute); nil when it is final, there is none, or DRS could not be asked
+    /// (now or within the minute): the press is then taken as an order (DRS answers `ORDER_INPROGRESS` if it is
+    /// still out), never dropped on a guess.
+    func recheck(slot: String) async -> PressMeaning.OpenOrder? {
+        guard let (id, _) = await orders.openOrder(slot: slot) else { return nil }
         // The spacing is per order: a newer order of the slot is asked about at its first press.
-        if case .askedRecently(let open) = rechecks[slot, default: .init()].decide(id, at: clock.now) { return open }
-        guard await check(slot: slot, eventInstanceId: id) else { return nil }
-        let open = await orders.openOrder(slot: slot) != nil
-        rechecks[slot]?.record(open)
-        return open
+        if case .askedRecently(let open) = rechecks[slot, default: .init()].decide(id, at: clock.now) {
+            return open ?? nil
+        }
+        guard let (state, open) = await check(slot: slot, eventInstanceId: id) else { return nil }
+        let answer = open ? PressMeaning.OpenOrder(state: state) : nil
+        rechecks[slot]?.record(answer)
+        return answer
     }
 
-    /// Asks DRS about one order and records the answer; false when it could not (retried with backoff).
+    /// Asks DRS about one order and records the answer (its state, and whether it is still open); nil when it
+    /// could not (retried with backoff).
     @discardableResult
-    private func check(slot: String, eventInstanceId id: String) async -> Bool {
+    private func check(slot: String, eventInstanceId id: String) async -> (state: String, open: Bool)? {
         do throws(AgentError) {
             let call = DRSSession.Call.orderInfo(eventInstanceId: id)
             let answer = try await drs.send(call)
@@ -110,7 +114,7 @@ actor OrderTracker<C: Clock> where C.Duration == Duration {
             logger.info(
                 "order followed up",
                 metadata: ["order.slot": "\(slot)", "order.status": "\(state)", "order.open": "\(open)"])
-            return true
+            return (state, open)
         } catch {
             let delay = timeline.failed(slot: slot, error: error, at: clock.now)
             logger.warning(
@@ -119,14 +123,14 @@ actor OrderTracker<C: Clock> where C.Duration == Duration {
                     "order.slot": "\(slot)", "error": "\(error.message)",
                     "order.retryIn": "\(delay.components.seconds)s",
                 ])
-            return false
+            return nil
         }
     }
 }
 
 extension OrderTracker {
     /// A placed order (the order stream's `.acknowledged`) is followed from now on.
-    nonisolated func follow(orders: AsyncStream<Orders<C>.Update>) async {
+    nonisolated func follow(orders: AsyncStream<OrderUpdate>) async {
         for await update in orders {
             if case .acknowledged = update.event { await wake() }
         }
@@ -137,7 +141,7 @@ extension OrderTracker {
     /// The order follow-up as the daemon runs it, following the outbox's updates (a delivered order).
     struct Part: DaemonPart {
         let tracker: OrderTracker
-        let orders: AsyncStream<Orders<C>.Update>
+        let orders: AsyncStream<OrderUpdate>
         var description: String { "order follow-up" }
 
         func follow() async { await tracker.follow(orders: orders) }

@@ -86,7 +86,7 @@ extension TestOrderCancellation {
         -> @Sendable ([String], Double) async throws(AgentError) -> Void
     {
         { slots, at throws(AgentError) in
-            let path = Orders<ContinuousClock>.path(stateDirectory: stateDirectory)
+            let path = OrderBook.path(stateDirectory: stateDirectory)
             var outbox = try StateFile.load(Outbox.self, from: path) { logger.error("\($0)") } ?? Outbox()
             outbox.recordTestOrdersCancelled(slots: slots, at: at)
             try DiskLane.saveNow(outbox, to: path)

@@ -1,57 +1,32 @@
 import Logging
 
 /// Carries out what a recognised press means: `PressPolicy` decides (cooldown, re-pairing from a long press),
-/// `PressMeaning` says what follows from that and the facts this gathers (orders through the outbox, a press
-/// recorded on an open order, a refill, the LED's signals, which it publishes for `Lights`), and this carries
-/// it out, with slot-status reports for a level sensor. Its answer goes back to whoever caused the press (the
-/// control socket's `press`).
+/// `PressMeaning` says what follows from that and the facts this gathers, and this carries the actions out
+/// through `PressEffects` (the outbox, a press recorded on an open order, a refill, a slot-status report, the
+/// LED's signals). Its answer goes back to whoever caused the press (the control socket's `press`).
 actor PressHandler<C: Clock> where C.Duration == Duration {
     private let config: AgentConfig
-    private let orders: Orders<C>
-    private let tokens: TokenManager<C>
-    private let duties: Duties<C>
-    private let subscriptions: Subscriptions<C>
-    /// What the LED shows because of a press (`Lights` follows it).
-    nonisolated let signals = Broadcast<PressMeaning.Signal>()
+    private let effects: any PressEffects
     private let clock: C
-    private let wallTime: @Sendable () -> Double
     private let logger: Logger
     private var policy = PressPolicy<C.Instant>()
-    /// Opens the pairing window, or in code mode skips the linking's wait (a long press on an unpaired
-    /// device); returns what to tell the customer.
-    private let openPairingWindow: @Sendable () async -> String
-    /// The owner-change gesture's work (`FactoryReset`: the one deregistration path, then the wipe).
-    private let factoryReset: @Sendable () async -> Result<String, AgentError>
-    /// Asks DRS about a slot's open order when its button is pressed again (`OrderTracker.recheck`).
-    private let tracker: OrderTracker<C>
 
-    init(
-        config: AgentConfig, orders: Orders<C>, tokens: TokenManager<C>, duties: Duties<C>,
-        subscriptions: Subscriptions<C>,
-        clock: C, wallTime: @escaping @Sendable () -> Double, logger: Logger,
-        openPairingWindow: @escaping @Sendable () async -> String,
-        factoryReset: @escaping @Sendable () async -> Result<String, AgentError>,
-        tracker: OrderTracker<C>
-    ) {
-        self.tracker = tracker
-        self.openPairingWindow = openPairingWindow
-        self.factoryReset = factoryReset
+    init(config: AgentConfig, effects: any PressEffects, clock: C, logger: Logger) {
         self.config = config
-        self.orders = orders
-        self.tokens = tokens
-        self.duties = duties
-        self.subscriptions = subscriptions
+        self.effects = effects
         self.clock = clock
-        self.wallTime = wallTime
         self.logger = logger
     }
 
     func handle(_ press: ButtonPress) async -> Result<String, AgentError> {
         let now = clock.now
+        // Only a long press's meaning depends on the pairing (re-pair, or open the window); an order's pairing is
+        // checked once, by the outbox's accept.
+        let paired = press.kind == .long ? await effects.isPaired() : true
         let decision = policy.decide(
-            press.kind, slot: config.slot(forInput: press.input),
-            cooldown: config.cooldown(forInput: press.input), paired: await tokens.isPaired, at: now)
-        signals.publish(.repairingArmed(policy.isRepairingArmed(at: now)))
+            press.kind, slot: config.slot(forInput: press.input), cooldown: config.cooldown(forInput: press.input),
+            paired: paired, at: now)
+        effects.signal(.repairingArmed(policy.isRepairingArmed(at: now)))
         let facts = await gather(PressMeaning.needs(decision), for: decision)
         if case .orderFromSensor(let slot) = decision, facts.sensorLatched {
             logger.info(
@@ -66,10 +41,10 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
             switch actions.removeFirst() {
             case .answer(let text): answer = .success(text)
             case .refuse(let code, let message): answer = .failure(AgentError(code, message))
-            case .signal(let signal): signals.publish(signal)
+            case .signal(let signal): effects.signal(signal)
             case .recordRefill(let slot):
                 do {
-                    try await orders.recordRefill(slot: slot)
+                    try await effects.recordRefill(slot: slot)
                     logger.info(
                         "level sensor: refill seen; the next low orders again", metadata: ["order.slot": "\(slot)"])
                 } catch {
@@ -80,7 +55,7 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
                     return .failure(error)
                 }
             case .recordPressWhileOpen(let slot, let state):
-                do { try await orders.recordPressWhileOpen(slot: slot, at: wallTime()) } catch {
+                do { try await effects.recordPressWhileOpen(slot: slot) } catch {
                     logger.error(
                         "could not record the press", metadata: ["order.slot": "\(slot)", "error": "\(error.message)"])
                 }
@@ -89,20 +64,26 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
                     metadata: ["order.slot": "\(slot)", "order.status": "\(state ?? "placed")"])
             case .order(let slot, let fromSensor):
                 do {
-                    let acceptance = try await orders.accept(slot: slot, fromSensor: fromSensor)
+                    let acceptance = try await effects.accept(slot: slot, fromSensor: fromSensor)
                     policy.orderAccepted(slot: slot, at: now)
-                    await reportConsumption(
-                        slot: slot, input: press.input, fromSensor: fromSensor, acceptance: acceptance)
-                    answer = .success(PressMeaning.accepted(acceptance, slot: slot))
+                    actions =
+                        PressMeaning.accepted(
+                            acceptance, slot: slot, fromSensor: fromSensor, button: config.button(forInput: press.input)
+                        )
+                        + actions
                 } catch {
                     logger.warning("press refused", metadata: ["order.slot": "\(slot)", "error": "\(error.message)"])
                     actions = PressMeaning.refused(error) + actions
                 }
+            case .reportSlotStatus(let slot, let report):
+                await effects.reportSlotStatus(slot: slot, report: report)
             case .confirmRepairing:
                 // The owner-change gesture is a factory reset: the next owner gets no queued press of this one.
-                answer = await factoryReset().map { _ in "pairing forgotten, queued presses wiped; \(pairingAgain)" }
+                answer = await effects.factoryReset().map { _ in
+                    "pairing forgotten, queued presses wiped; \(pairingAgain)"
+                }
             case .openPairingWindow:
-                answer = .success(await openPairingWindow())
+                answer = .success(await effects.openPairingWindow())
             }
         }
         if case .failure(let error) = answer, case .order(let slot) = decision, error.code == .accessDenied {
@@ -111,9 +92,9 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
         return answer
     }
 
-    /// The facts `needs` names, for the slot of `decision`: the level sensor's latch; the slot's open order,
-    /// re-checked with DRS (at most once a minute, `OrderTracker.recheck`); whether `Subscriptions` lets
-    /// it order (asked only when the press would order: not latched, no open order).
+    /// The facts `needs` names, for the slot of `decision`, each asked once: the level sensor's latch; the slot's
+    /// open order, re-checked with DRS (at most once a minute); whether `Subscriptions` lets it order (asked only
+    /// when the press would order: not latched, no open order).
     private func gather(_ needs: PressMeaning.Needs, for decision: PressPolicy<C.Instant>.Decision) async
         -> PressMeaning.Facts
     {
@@ -123,32 +104,12 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
         default: return PressMeaning.Facts()
         }
         var facts = PressMeaning.Facts()
-        if needs.sensorLatch { facts.sensorLatched = await orders.sensorOrderedWhileLow(slot) }
-        if needs.openOrder, await orders.openOrder(slot: slot) != nil,
-            await tracker.recheck(slot: slot) == true, let (_, state) = await orders.openOrder(slot: slot)
-        {
-            facts.openOrder = PressMeaning.OpenOrder(state: state)
-        }
+        if needs.sensorLatch { facts.sensorLatched = await effects.sensorLatched(slot: slot) }
+        if needs.openOrder { facts.openOrder = await effects.openOrder(slot: slot) }
         if needs.subscription, !facts.sensorLatched, facts.openOrder == nil {
-            facts.subscribed = await subscriptions.allowsPress(slot: slot)
+            facts.subscribed = await effects.allowsPress(slot: slot)
         }
         return facts
-    }
-
-    /// What an accepted press says of the slot's contents (its consumption, and a level sensor's latch, were
-    /// written with the press, `Orders.accept`): slot status is reported to DRS for a sensor, or for a
-    /// button whose slot has configured quantities (`ConsumptionRate`).
-    private func reportConsumption(slot: String, input: String, fromSensor: Bool, acceptance: Outbox.Acceptance)
-        async
-    {
-        guard acceptance == .queued || fromSensor else { return }
-        let button = config.button(forInput: input)
-        guard fromSensor || button?.quantity != nil,
-            let report = ConsumptionRate.report(
-                history: await orders.consumedAt(slot), quantity: button?.quantity,
-                remainingWhenLow: button?.remainingWhenLow ?? 0)
-        else { return }
-        await duties.reportSlotStatus(slot: slot, report: report)
     }
 
     /// How the device pairs again, for the answers to a confirmed re-pairing.

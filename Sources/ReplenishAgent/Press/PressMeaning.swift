@@ -45,8 +45,10 @@ enum PressMeaning {
         case signal(Signal)
         case recordRefill(slot: String)
         case recordPressWhileOpen(slot: String, state: String?)
-        /// Give the press to the outbox; its answer is `accepted(_:slot:)`, or the refusal.
+        /// Give the press to the outbox; what follows is `accepted(_:slot:fromSensor:button:)`, or the refusal.
         case order(slot: String, fromSensor: Bool)
+        /// Report the slot's contents to DRS (`Duties`' slot-status duty).
+        case reportSlotStatus(slot: String, report: SlotStatusReport)
         case confirmRepairing
         case openPairingWindow
     }
@@ -95,12 +97,26 @@ enum PressMeaning {
         }
     }
 
-    /// The answer to a press the outbox took.
-    static func accepted(_ acceptance: Outbox.Acceptance, slot: String) -> String {
-        switch acceptance {
-        case .queued: "order for slot \(slot) queued"
-        case .coalesced: "an order for slot \(slot) is already pending; press recorded"
+    /// What follows a press the outbox took (`acceptance`): the slot's status reported to DRS when the press
+    /// says something of the slot's contents (a new order, or any low of a level sensor) and the slot can be
+    /// measured (a sensor, or a button whose slot has configured quantities: `ConsumptionRate`), then the answer.
+    static func accepted(
+        _ acceptance: OrderBook.Acceptance, slot: String, fromSensor: Bool, button: AgentConfig.Button?
+    ) -> [Action] {
+        var actions: [Action] = []
+        if acceptance.kind == .queued || fromSensor, fromSensor || button?.quantity != nil,
+            let report = ConsumptionRate.report(
+                history: acceptance.consumedAt, quantity: button?.quantity,
+                remainingWhenLow: button?.remainingWhenLow ?? 0)
+        {
+            actions.append(.reportSlotStatus(slot: slot, report: report))
         }
+        let answer =
+            switch acceptance.kind {
+            case .queued: "order for slot \(slot) queued"
+            case .coalesced: "an order for slot \(slot) is already pending; press recorded"
+            }
+        return actions + [.answer(answer)]
     }
 
     /// A press the outbox refused (not paired, the disk): the LED acknowledges it, the answer says why.

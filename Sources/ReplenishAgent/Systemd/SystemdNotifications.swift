@@ -19,7 +19,7 @@ enum SystemdNotifications {
         group: any EventLoopGroup, pairingMode: AgentConfig.PairingMode = .companion, logger: Logger
     ) async -> Part<C>? where C.Duration == Duration {
         guard notifier.isEnabled else { return nil }
-        let outbox = await orders.snapshot
+        let outbox = await orders.book.snapshot
         let status = SystemdStatusKeeper<C>(
             notifier: notifier, token: await tokens.state, pending: outbox.pending.count,
             parked: outbox.parked.count,
@@ -27,7 +27,7 @@ enum SystemdNotifications {
                 ? "the code to be entered (replenish-agent status shows it)" : "the companion app")
         // Subscribed now, before any service starts, so the line misses no change.
         let tokenEvents = tokens.events.subscribe()
-        let orderUpdates = orders.updates.subscribe()
+        let orderUpdates = orders.book.updates.subscribe()
         var probes = [
             // A job on NIO's event loop (pairing endpoints, control socket) runs.
             HealthProbe(name: "event loop") { (try? await group.next().submit {}.get()) != nil },
@@ -37,8 +37,8 @@ enum SystemdNotifications {
                 return true
             },
             HealthProbe(name: "order service") {
-                _ = await orders.snapshot
-                return true
+                _ = await orders.book.snapshot
+                return await orders.answers()
             },
         ]
         if let gpiod = backend as? GpiodBackend, notifier.watchdogInterval != nil {
@@ -56,7 +56,7 @@ enum SystemdNotifications {
         let notifier: SystemdNotifier
         let status: SystemdStatusKeeper<C>
         let tokens: AsyncStream<TokenEvent>
-        let orders: AsyncStream<Orders<C>.Update>
+        let orders: AsyncStream<OrderUpdate>
         let probes: [HealthProbe]
         let logger: Logger
         var description: String { "systemd" }
@@ -98,14 +98,14 @@ enum SystemdNotifications {
 
 extension SystemdStatusKeeper {
     /// Keeps the STATUS= line up to date with the token state and the outbox.
-    nonisolated func follow(tokens: AsyncStream<TokenEvent>, orders: AsyncStream<Orders<C>.Update>) async {
+    nonisolated func follow(tokens: AsyncStream<TokenEvent>, orders: AsyncStream<OrderUpdate>) async {
         await withDiscardingTaskGroup { group in
             group.addTask {
                 for await case .changed(let state) in tokens { await self.update(token: state) }
             }
             group.addTask {
                 for await update in orders {
-                    await self.update(pending: update.outbox.pending.count, parked: update.outbox.parked.count)
+                    await self.update(pending: update.pending, parked: update.parked)
                 }
             }
         }

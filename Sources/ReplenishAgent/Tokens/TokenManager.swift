@@ -86,6 +86,10 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     /// The tag of the current pairing (nil when unpaired, or paired before tags existed).
     var pairingId: String? { tokens?.pairingId }
 
+    func pairing() -> TokenPairing? {
+        tokens.map { TokenPairing(pairingId: $0.pairingId, hasUsableAccessToken: !isTooClose($0)) }
+    }
+
     /// Stores the tokens from a pairing (`LWAClient.checkedAtPairing`'s result) durably, then starts using them.
     /// When LWA did not answer the check of the client secret (`uncheckedBecause`), the access token counts as
     /// expired, so a refresh (which LWA answers only for the right secret) checks it at once, and again on the

@@ -1,0 +1,288 @@
+import Logging
+
+/// The owner of the order facts: the outbox (presses still to send), each slot's orders, consumption and level
+/// latch, and the order history, all in `outbox.json`. Every change is one `commit`, written on the outbox's
+/// disk lane before anyone sees it; `Orders` (the delivery loop), `OrderTracker`, the press and the owner
+/// commands change the facts only through here, and read only what they need.
+actor OrderBook {
+    private let path: String
+    /// The wall clock the facts are stamped with.
+    nonisolated let wallTime: @Sendable () -> Double
+    private let logger: Logger
+    private var outbox: Outbox
+    /// One change at a time across its write (`DiskLane`, off the event loop).
+    private let turns = WriteTurns()
+    /// The writes that failed in a row, and the backoff of the next (the tokens' is the same value).
+    private var writes = WriteRetry()
+    private var random: RandomSource
+    /// The file is behind the outbox in memory (a write failed): the next commit writes even when it changes
+    /// nothing.
+    private var unwritten = false
+    /// This run and its boot (`AgentRun`), stamped on every "sent, answer unknown" mark.
+    let run: AgentRun
+    /// Whether the wall clock is known synchronised now (`WallClock.isSynchronized`).
+    private let clockSynchronized: @Sendable () -> Bool
+    /// Seconds since this boot began (CLOCK_BOOTTIME): stamped on every mark (a call of this boot is this
+    /// clock's difference old), and a call of an earlier boot is at least this old.
+    private let sinceBoot: @Sendable () -> Double
+    /// Every order event with the counts the followers show; published, never awaited.
+    nonisolated let updates = Broadcast<OrderUpdate>()
+
+    init(
+        stateDirectory: String, run: AgentRun, wallTime: @escaping @Sendable () -> Double,
+        clockSynchronized: @escaping @Sendable () -> Bool = { WallClock.isSynchronized() },
+        sinceBoot: @escaping @Sendable () -> Double = { WallClock.sinceBoot() }, random: RandomSource = .system,
+        logger: Logger
+    ) throws(AgentError) {
+        path = Self.path(stateDirectory: stateDirectory)
+        self.run = run
+        self.wallTime = wallTime
+        self.clockSynchronized = clockSynchronized
+        self.sinceBoot = sinceBoot
+        self.random = random
+        self.logger = logger
+        outbox = try Self.movingLegacyOrders(
+            into: try StateFile.load(Outbox.self, from: path) { logger.error("\($0)") } ?? Outbox(),
+            stateDirectory: stateDirectory, logger: logger)
+    }
+
+    /// Earlier builds kept each slot's orders and the order history in `status.json`: the first start of
+    /// this build moves them here (written now, at the start, before the event loop serves), and `DutyBook`
+    /// leaves them out of its next write.
+    static func movingLegacyOrders(into loaded: Outbox, stateDirectory: String, logger: Logger) throws(AgentError)
+        -> Outbox
+    {
+        var outbox = loaded
+        guard outbox.adoptLegacyOrders(stateDirectory: stateDirectory) else { return loaded }
+        try DiskLane.saveNow(outbox, to: path(stateDirectory: stateDirectory))
+        logger.notice("the slots' orders and the order history moved from status.json to outbox.json")
+        return outbox
+    }
+
+    static func path(stateDirectory: String) -> String { POSIX.join(stateDirectory, "outbox.json") }
+
+    var snapshot: Outbox { outbox }
+
+    // MARK: Accepting a press
+
+    /// What the outbox made of a press: a new entry or one counted on the pending entry, the slot's
+    /// consumption after it (for the slot-status report), and, when the press's write also marked the entry
+    /// "sent, answer unknown", the entry as it was before (what the mark goes back to if the call does not leave).
+    struct Acceptance: Sendable, Equatable {
+        var kind: Outbox.Acceptance
+        var consumedAt: [Double]
+        var markedFrom: Outbox.Entry?
+        /// The press replaced an entry of an earlier boot that waited for the wall clock.
+        var replacedWaiting: Bool
+    }
+
+    /// Whether the call that follows the press may be marked "sent, answer unknown" in the press's own write:
+    /// `Orders` knows whether it leaves at once (a token at hand, the slot not backing off), for a new entry and
+    /// for a press counted on the pending one.
+    struct MarkNow: Sendable, Equatable {
+        var ifQueued = false
+        var ifCoalesced = false
+    }
+
+    /// Writes the press for `slot` to the outbox: durable when this returns; nothing is kept when the write fails.
+    /// `fromSensor`: a level sensor's low, whose order latches the slot until a refill. The press's consumption
+    /// (and the latch) travel in the same write as the press.
+    func accept(slot: String, fromSensor: Bool, pairingId: String?, markNow: MarkNow) async throws(AgentError)
+        -> Acceptance
+    {
+        await turns.take()
+        defer { turns.release() }
+        var next = outbox
+        // A press of this boot does not wait behind an earlier boot's call whose age cannot be told yet.
+        let replacesWaiting =
+            outbox.entry(for: slot).map { Outbox.waitsForClock($0, run: run, clockSynchronized: clockSynchronized()) }
+            ?? false
+        let now = wallTime()
+        let kind = next.accept(slot: slot, at: now, pairingId: pairingId, replacesWaiting: replacesWaiting)
+        if kind == .queued || fromSensor { next.recordConsumption(slot: slot, fromSensor: fromSensor, at: now) }
+        var markedFrom: Outbox.Entry?
+        if kind == .queued ? markNow.ifQueued : markNow.ifCoalesced, let entry = next.entry(for: slot),
+            !entry.isParked, !Outbox.waitsForClock(entry, run: run, clockSynchronized: clockSynchronized())
+        {
+            next.markSending(slot: slot, at: now, run: run, uptime: sinceBoot())
+            markedFrom = entry
+        }
+        // Durable before the answer, and before the delivery loop can see it (and send it).
+        try await write(next, keepOnFailure: false)
+        if replacesWaiting {
+            logger.notice(
+                "this press replaces an order of an earlier boot that waited for the wall clock",
+                metadata: ["order.slot": "\(slot)"])
+        }
+        logger.info("press accepted", metadata: ["order.slot": "\(slot)", "order.acceptance": "\(kind)"])
+        publish(.queued(slot: slot))
+        return Acceptance(
+            kind: kind, consumedAt: outbox.slots[slot]?.consumedAt ?? [], markedFrom: markedFrom,
+            replacedWaiting: replacesWaiting)
+    }
+
+    // MARK: Reading
+
+    /// Whether a level sensor of `slot` ordered and no refill was seen since.
+    func sensorOrderedWhileLow(_ slot: String) -> Bool { outbox.slots[slot]?.sensorOrderedWhileLow == true }
+
+    /// The slot's order while DRS has not said it is final.
+    func openOrder(slot: String) -> (eventInstanceId: String, status: String?)? { outbox.openOrder(slot: slot) }
+
+    /// The slots whose last placed order is still followed up.
+    func openOrders(of slots: [String]) -> [(slot: String, eventInstanceId: String)] {
+        slots.compactMap { slot in outbox.openOrder(slot: slot).map { (slot, $0.eventInstanceId) } }
+    }
+
+    /// The pending entries as the delivery loop judges them: each slot, and whether it waits for the wall clock.
+    func pending() -> [(slot: String, waitsForClock: Bool)] {
+        let synchronized = clockSynchronized()
+        return outbox.pending.map {
+            ($0.slot, Outbox.waitsForClock($0, run: run, clockSynchronized: synchronized))
+        }
+    }
+
+    func entry(for slot: String) -> Outbox.Entry? { outbox.entry(for: slot) }
+
+    // MARK: Changing
+
+    /// Applies `change` to the outbox and writes the result on the disk lane, then publishes `event` (if any).
+    /// A change that changes nothing writes nothing, unless the file is behind (a failed write). A failed write
+    /// (disk full) keeps the change in memory, so the agent acts on what really happened, and throws with the
+    /// backoff after which to write again (`retryAfter`): the file still holds the older state, so an entry
+    /// completed in memory is still there with its "sent, answer unknown" mark, and a restart resends it at most
+    /// within a day, when DRS de-duplicates it.
+    @discardableResult
+    func commit<T: Sendable>(_ event: OrderEvent? = nil, _ change: @Sendable (inout Outbox) -> T)
+        async throws(AgentError) -> T
+    {
+        await turns.take()
+        defer { turns.release() }
+        var next = outbox
+        let result = change(&next)
+        if next != outbox || unwritten { try await write(next, keepOnFailure: true) }
+        if let event { publish(event) }
+        return result
+    }
+
+    /// Marks the slot's entry "sent, answer unknown" before its call leaves, stamped with this run and boot;
+    /// returns the entry as it was, nil when there is none. `answeredBefore`: the slot's last call was answered
+    /// (a rejected token), which this same write records first.
+    func markSending(slot: String, answeredBefore: Bool) async throws(AgentError) -> Outbox.Entry? {
+        let (at, uptime, run) = (wallTime(), sinceBoot(), run)
+        return try await commit { outbox in
+            if answeredBefore { outbox.markAnswered(slot: slot) }
+            let before = outbox.entry(for: slot)
+            if before != nil { outbox.markSending(slot: slot, at: at, run: run, uptime: uptime) }
+            return before
+        }
+    }
+
+    /// Parks entries that must not be sent: a slot not in `configuredSlots`, a call unanswered for over a
+    /// day, or (`pairingId`, when paired) a press of another pairing. Returns the parked slots and why.
+    func parkStale(configuredSlots: Set<String>, pairingId: String??) async throws(AgentError) -> [(
+        slot: String, reason: String
+    )] {
+        let (now, synchronized, sinceBoot, run) = (wallTime(), clockSynchronized(), sinceBoot(), run)
+        let parked = try await commit { next in
+            next.parkStale(
+                now: now, configuredSlots: configuredSlots, pairingId: pairingId, run: run,
+                clockSynchronized: synchronized, sinceBoot: sinceBoot)
+        }
+        for (slot, reason) in parked {
+            logger.error("order parked", metadata: ["order.slot": "\(slot)", "order.reason": "\(reason)"])
+            publish(.parked(slot: slot, reason: reason))
+        }
+        return parked
+    }
+
+    /// A level sensor's refill was seen: the next low orders again.
+    func recordRefill(slot: String) async throws(AgentError) {
+        try await commit { $0.slots[slot, default: .init()].sensorOrderedWhileLow = nil }
+    }
+
+    /// A press for a slot whose order is still open: counted on that order, not sent.
+    func recordPressWhileOpen(slot: String) async throws(AgentError) {
+        let now = wallTime()
+        try await commit { $0.recordPressWhileOpen(slot: slot, at: now) }
+    }
+
+    /// `getOrderInfo` said `state` of the slot's order `id` (`OrderTracker`).
+    func recordFollowUp(slot: String, eventInstanceId id: String, state: String, open: Bool, at time: Double)
+        async throws(AgentError)
+    {
+        try await commit { $0.recordFollowUp(slot: slot, eventInstanceId: id, status: state, open: open, at: time) }
+    }
+
+    /// DRS cancelled the test orders of `slots` (`TestOrderCancellation`).
+    func recordTestOrdersCancelled(slots: [String], at time: Double) async throws(AgentError) {
+        try await commit { $0.recordTestOrdersCancelled(slots: slots, at: time) }
+    }
+
+    /// The device left the customer's account (`reason`): its queued presses go, each one still to send
+    /// recorded in the history as not sent and logged; the history stays.
+    func forgetAccount(reason: String) async throws(AgentError) {
+        let now = wallTime()
+        let dropped = try await commit { $0.forgetAccount(reason: reason, at: now) }
+        for slot in dropped {
+            logger.warning(
+                "a queued press was dropped, never sent",
+                metadata: ["order.slot": "\(slot)", "order.reason": "\(reason)"])
+        }
+    }
+
+    /// Factory reset: every queued press and the history are forgotten, the file overwritten and removed.
+    func wipe() async throws(AgentError) {
+        await turns.take()
+        defer { turns.release() }
+        try await DiskLane.outbox.shred(path)
+        outbox = Outbox()
+        unwritten = false
+        writes.succeeded()
+    }
+
+    /// The one write of the file. `keepOnFailure`: a change that happened (an answer of DRS) stays in memory
+    /// when it cannot be written; a press that cannot be written is refused instead.
+    private func write(_ next: Outbox, keepOnFailure: Bool) async throws(AgentError) {
+        do { try await DiskLane.outbox.save(next, to: path) } catch {
+            // A press not written is refused, and its caller says why (`PressHandler`).
+            guard keepOnFailure else { throw error }
+            outbox = next
+            unwritten = true
+            let delay = writes.failed(using: &random)
+            logger.error(
+                "could not write the outbox; nothing is sent until it is written",
+                metadata: ["error": "\(error.message)", "order.retryIn": "\(delay.components.seconds)s"])
+            throw AgentError(
+                .storage, "could not write \(path); the change is kept in memory and written later",
+                retryAfter: delay)
+        }
+        outbox = next
+        if unwritten { logger.notice("the outbox is written now") }
+        unwritten = false
+        writes.succeeded()
+    }
+
+    private func publish(_ event: OrderEvent) {
+        updates.publish(OrderUpdate(event: event, pending: outbox.pending.count, parked: outbox.parked.count))
+    }
+
+    /// Publishes an event of the delivery loop that changed no fact (a retry scheduled, no token).
+    func tell(_ event: OrderEvent) { publish(event) }
+}
+
+/// What happened to an order, for the LED and the logs.
+enum OrderEvent: Sendable, Equatable {
+    case queued(slot: String)
+    case retrying(slot: String, network: Bool)
+    case acknowledged(slot: String, detailCode: String)
+    case parked(slot: String, reason: String)
+}
+
+/// An order event and what the followers show of the outbox right after it: the entries waiting to be sent and
+/// the ones parked.
+struct OrderUpdate: Sendable, Equatable {
+    var event: OrderEvent
+    var pending: Int
+    var parked: Int
+}
