@@ -79,7 +79,7 @@ import Testing
 
     @Test func aShortPressAsksEachFactOnceAndOrders() async throws {
         let effects = RecordingEffects()
-        let answer = await try handler(effects).handle(ButtonPress(input: "button", kind: .short))
+        let answer = try await handler(effects).handle(ButtonPress(input: "button", kind: .short))
         #expect(try answer.get() == "order for slot slot-1 queued")
         // No "is it paired?" for a short press: the accept is where an order's pairing is checked.
         #expect(
@@ -90,7 +90,7 @@ import Testing
 
     @Test func aButtonWithQuantitiesReportsTheSlotsStatusAfterTheAcceptFromWhatTheAcceptReturned() async throws {
         let effects = RecordingEffects()
-        _ = await try handler(effects, quantity: 10).handle(ButtonPress(input: "button", kind: .short))
+        _ = try await handler(effects, quantity: 10).handle(ButtonPress(input: "button", kind: .short))
         #expect(
             effects.calls.withLock { $0 }.suffix(2) == [
                 "accept slot-1 fromSensor=false", "reportSlotStatus slot-1 remaining=2.0 original=10.0",
@@ -100,14 +100,14 @@ import Testing
             .init(
                 acceptance: .success(.init(kind: .coalesced, consumedAt: [1], markedFrom: nil, replacedWaiting: false)))
         )
-        let answer = await try handler(coalesced, quantity: 10).handle(ButtonPress(input: "button", kind: .short))
+        let answer = try await handler(coalesced, quantity: 10).handle(ButtonPress(input: "button", kind: .short))
         #expect(try answer.get() == "an order for slot slot-1 is already pending; press recorded")
         #expect(!coalesced.calls.withLock { $0 }.contains { $0.hasPrefix("reportSlotStatus") })
     }
 
     @Test func aPressWhileTheOrderIsOpenIsRecordedNotOrdered() async throws {
         let effects = RecordingEffects(.init(openOrder: .init(state: "Processing")))
-        let answer = await try handler(effects).handle(ButtonPress(input: "button", kind: .short))
+        let answer = try await handler(effects).handle(ButtonPress(input: "button", kind: .short))
         #expect(try answer.get().contains("already ordered (Processing"))
         #expect(
             effects.calls.withLock { $0 } == [
@@ -117,7 +117,7 @@ import Testing
 
     @Test func aRefusedAcceptIsAcknowledgedAndAnsweredWithWhy() async throws {
         let effects = RecordingEffects(.init(acceptance: .failure(AgentError(.notPaired, "not paired"))))
-        let answer = await try handler(effects).handle(ButtonPress(input: "button", kind: .short))
+        let answer = try await handler(effects).handle(ButtonPress(input: "button", kind: .short))
         guard case .failure(let error) = answer else {
             Issue.record("a refused accept must fail the press")
             return
@@ -147,11 +147,11 @@ import Testing
                 "reportSlotStatus slot-2 remaining=0.0 original=1.0",
             ])
         let latched = RecordingEffects(.init(latched: true))
-        let answer = await try handler(latched).handle(ButtonPress(input: "sensor", kind: .low))
+        let answer = try await handler(latched).handle(ButtonPress(input: "sensor", kind: .low))
         #expect(try answer.get() == "slot slot-2 was already ordered while low; waiting for a refill")
         #expect(latched.calls.withLock { $0 } == ["sensorLatched slot-2"])
         let full = RecordingEffects(.init(refillFails: true))
-        let refill = await try handler(full).handle(ButtonPress(input: "sensor", kind: .refilled))
+        let refill = try await handler(full).handle(ButtonPress(input: "sensor", kind: .refilled))
         guard case .failure(let error) = refill else {
             Issue.record("a refill that is not written must fail")
             return
@@ -161,8 +161,31 @@ import Testing
 
     @Test func aLongPressAsksThePairingOnceAndOpensTheWindowWhenUnpaired() async throws {
         let effects = RecordingEffects(.init(paired: false))
-        let answer = await try handler(effects).handle(ButtonPress(input: "button", kind: .long))
+        let answer = try await handler(effects).handle(ButtonPress(input: "button", kind: .long))
         #expect(try answer.get() == "pairing window open")
         #expect(effects.calls.withLock { $0 } == ["isPaired", "openPairingWindow"])
+    }
+}
+
+/// Only the followers that show "refreshing" hear it; the delivery loop hears only what lets orders go
+/// (`Broadcast.subscribe(where:)`, `TokenEvent`'s predicates).
+@Suite(.tags(.unit)) struct TokenEventRoutingTests {
+    @Test func aSubscriberHearsOnlyWhatItWants() async {
+        let events = Broadcast<TokenEvent>()
+        let orders = events.subscribe { $0.letsOrdersGo }
+        let lights = events.subscribe { !$0.isRefreshStarting }
+        let status = events.subscribe()
+        let published: [TokenEvent] = [
+            .changed(.refreshing(expiresAt: 1)), .changed(.fresh(expiresAt: 2)),
+            .changed(.retryWait(expiresAt: 2, reason: "LWA down")), .paired, .pairingLost,
+        ]
+        for event in published { events.publish(event) }
+        events.finish()
+        func all(_ stream: AsyncStream<TokenEvent>) async -> [TokenEvent] {
+            await stream.reduce(into: []) { $0.append($1) }
+        }
+        #expect(await all(orders) == [.changed(.fresh(expiresAt: 2)), .paired])
+        #expect(await all(lights) == Array(published.dropFirst()))
+        #expect(await all(status) == published)
     }
 }

@@ -189,14 +189,17 @@ struct Agent {
         // socket. Started in this order, stopped in reverse: followers stop before the parts they follow.
         var services: [any Service] = [
             Lights.Part(
-                lights: lights, tokens: tokens.events.subscribe(), orders: orders.book.updates.subscribe(),
+                lights: lights, tokens: tokens.events.subscribe { !$0.isRefreshStarting },
+                orders: orders.book.updates.subscribe(),
                 window: window.changes.subscribe(), linking: linkingChanges(), presses: signals.subscribe()),
             ShownStatusRecorder.Part(
                 status: shown, tokens: tokens.events.subscribe(), window: window.changes.subscribe(),
                 linking: linkingChanges()),
             LoopPart(service: tokens, description: "tokens"),
-            TokenFollowingPart(service: orders, tokens: tokens.events.subscribe(), description: "orders"),
-            TokenFollowingPart(service: duties, tokens: tokens.events.subscribe(), description: "duties"),
+            TokenFollowingPart(
+                service: orders, tokens: tokens.events.subscribe { $0.letsOrdersGo }, description: "orders"),
+            TokenFollowingPart(
+                service: duties, tokens: tokens.events.subscribe { $0 == .paired }, description: "duties"),
             OrderTracker.Part(tracker: tracker, orders: orders.book.updates.subscribe()),
             LoopPart(service: deregistration, description: "deregistration"),
             ClockWatch.Part(clock: clock, tokens: tokens, orders: orders, logger: logger),
@@ -266,7 +269,8 @@ struct Agent {
         logger: Logger
     ) throws(AgentError) -> any Service {
         if let linking {
-            return TokenFollowingPart(service: linking, tokens: tokens.events.subscribe(), description: "linking")
+            return TokenFollowingPart(
+                service: linking, tokens: tokens.events.subscribe { $0.isPairingChange }, description: "linking")
         }
         guard let listen = config.pairingListen else {
             throw AgentError(.configuration, "pairing.listen: is required when pairing.mode is \"companion\"")
@@ -281,7 +285,8 @@ struct Agent {
                 serial: config.device.serial, model: config.device.model, port: listen.port),
             window: window.changes.subscribe(), shown: shown, logger: logger)
         return PairingServer.Part(
-            listen: listen, pairing: pairing, window: window, tokens: tokens.events.subscribe(), group: group,
+            listen: listen, pairing: pairing, window: window, tokens: tokens.events.subscribe { $0.isPairingChange },
+            group: group,
             logger: logger, advertiser: advertiser)
     }
 

@@ -19,9 +19,8 @@ actor Orders<C: Clock> where C.Duration == Duration {
     private var timeline = OrderTimeline<C.Instant>()
     /// The slots of the config: an entry for any other slot (a config changed since the press) is parked.
     private let configuredSlots: Set<String>
-    /// Entries whose "sent, answer unknown" mark was written with the press (`accept`), before their call left,
-    /// as they were before it: what the mark goes back to when the call does not leave after all.
-    private var markedAtAccept: [String: Outbox.Entry] = [:]
+    /// The presses written with their call's mark (`AcceptMarks`).
+    private var marks = AcceptMarks()
     /// The first step was taken (it parks what must not be sent).
     private var started = false
 
@@ -53,12 +52,12 @@ actor Orders<C: Clock> where C.Duration == Duration {
         let now = clock.now
         let markNow = OrderBook.MarkNow(
             ifQueued: pairing.hasUsableAccessToken && timeline.sendsAtOnce(slot: slot, queued: true, at: now),
-            ifCoalesced: pairing.hasUsableAccessToken && markedAtAccept[slot] == nil
+            ifCoalesced: pairing.hasUsableAccessToken && !marks.has(slot)
                 && timeline.sendsAtOnce(slot: slot, queued: false, at: now))
         let acceptance = try await book.accept(
             slot: slot, fromSensor: fromSensor, pairingId: pairing.pairingId, markNow: markNow)
-        if acceptance.kind == .queued { markedAtAccept[slot] = nil }
-        if let before = acceptance.markedFrom { markedAtAccept[slot] = before }
+        if acceptance.kind == .queued { marks.forget(slot) }
+        if let before = acceptance.markedFrom { marks.remember(slot, before: before) }
         timeline.accepted(slot: slot, queued: acceptance.kind == .queued)
         waker.ring()
         return acceptance
@@ -67,7 +66,7 @@ actor Orders<C: Clock> where C.Duration == Duration {
     /// The device left the customer's account (a reset of the pairing, an identity change: `reason`): its
     /// queued presses go (`OrderBook.forgetAccount`), and with them what this loop knew of their calls.
     func forgetAccount(reason: String) async throws(AgentError) {
-        markedAtAccept.removeAll()
+        marks.forgetAll()
         timeline.wiped()
         defer { waker.ring() }
         try await book.forgetAccount(reason: reason)
@@ -76,7 +75,7 @@ actor Orders<C: Clock> where C.Duration == Duration {
     /// Factory reset: every queued press is forgotten, the file overwritten and removed.
     func wipe() async throws(AgentError) {
         try await book.wipe()
-        markedAtAccept.removeAll()
+        marks.forgetAll()
         timeline.wiped()
         waker.ring()
     }
@@ -93,9 +92,6 @@ actor Orders<C: Clock> where C.Duration == Duration {
         timeline.tokensChanged()
         waker.ring()
     }
-
-    /// True: the actor runs jobs (the watchdog's health probe).
-    func answers() -> Bool { true }
 
     func run() async {
         while !Task.isCancelled { await waker.wait(for: await step(), clock: clock) }
@@ -142,7 +138,7 @@ actor Orders<C: Clock> where C.Duration == Duration {
         let pairingId: String?? = await drs.pairing().map { .some($0.pairingId) } ?? .none
         do throws(AgentError) {
             let parked = try await book.parkStale(configuredSlots: configuredSlots, pairingId: pairingId)
-            forgetMarksOfGoneEntries(await book.snapshot)
+            marks.keepOnlyWaiting(in: await book.snapshot)
             return !parked.isEmpty
         } catch {
             written(error)
@@ -164,7 +160,7 @@ actor Orders<C: Clock> where C.Duration == Duration {
             // may have ordered (and stops resending after a day, when DRS no longer de-duplicates). A try after a
             // rejected token first records that the rejected call was answered (in the same write).
             let unmarked: Outbox.Entry
-            if let before = markedAtAccept.removeValue(forKey: slot) {
+            if let before = marks.take(slot) {
                 unmarked = before
             } else {
                 do throws(AgentError) {
@@ -258,7 +254,7 @@ actor Orders<C: Clock> where C.Duration == Duration {
     /// token manager's own backoff deadline (`retryAfter`), so the order path never asks LWA more often than the
     /// refresh schedule does.
     private func noToken(slot: String, _ error: AgentError) async {
-        if let before = markedAtAccept.removeValue(forKey: slot) {
+        if let before = marks.take(slot) {
             await commit { $0.unmarkSending(slot: slot, previous: before) }
         }
         timeline.noToken(slot, notPaired: error.code == .notPaired, at: clock.now)
@@ -281,8 +277,7 @@ actor Orders<C: Clock> where C.Duration == Duration {
         logger.warning(
             "order not sent yet; will retry",
             metadata: [
-                "order.slot": "\(slot)", "order.reason": "\(reason)",
-                "order.retryIn": "\(delay.components.seconds)s",
+                "order.slot": "\(slot)", "order.reason": "\(reason)", "order.retryIn": "\(delay.components.seconds)s",
                 "order.attempts": "\(attempts)",
             ])
     }
@@ -296,25 +291,10 @@ actor Orders<C: Clock> where C.Duration == Duration {
         } catch {
             written(error)
         }
-        forgetMarksOfGoneEntries(await book.snapshot)
+        marks.keepOnlyWaiting(in: await book.snapshot)
     }
 
     private func written(_ failure: AgentError) {
         timeline.written(failedRetryingIn: failure.retryAfter ?? Backoff.floor, at: clock.now)
-    }
-
-    /// A mark remembered from `accept` is kept only while its entry is still waiting to be tried with that mark:
-    /// an entry completed, parked or replaced before its call was tried takes its remembered state with it.
-    private func forgetMarksOfGoneEntries(_ outbox: Outbox) {
-        markedAtAccept = markedAtAccept.filter { slot, _ in
-            outbox.entry(for: slot).map { !$0.isParked && $0.unansweredSince != nil } ?? false
-        }
-    }
-}
-
-extension Orders: TokenFollower {
-    /// New tokens (a pairing, a refresh) let the entries that waited for them go at once.
-    nonisolated func follow(tokens: AsyncStream<TokenEvent>) async {
-        for await case .changed in tokens { await poke() }
     }
 }

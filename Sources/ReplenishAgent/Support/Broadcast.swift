@@ -8,7 +8,9 @@ import Synchronization
 final class Broadcast<Element: Sendable>: Sendable {
     private struct Subscribers {
         var next = 0
-        var continuations: [Int: AsyncStream<Element>.Continuation] = [:]
+        var continuations:
+            [Int: (continuation: AsyncStream<Element>.Continuation, wants: @Sendable (Element) -> Bool)] =
+                [:]
         var finished = false
     }
 
@@ -17,15 +19,16 @@ final class Broadcast<Element: Sendable>: Sendable {
 
     init(buffer: Int = 64) { self.buffer = buffer }
 
-    /// A stream of every event published from now on; it ends when the broadcast finishes.
-    func subscribe() -> AsyncStream<Element> {
+    /// A stream of every event published from now on that `wants` (all, by default); it ends when the broadcast
+    /// finishes. An event a subscriber does not want is never handed to it, so it never wakes it.
+    func subscribe(where wants: @escaping @Sendable (Element) -> Bool = { _ in true }) -> AsyncStream<Element> {
         let (stream, continuation) = AsyncStream.makeStream(
             of: Element.self, bufferingPolicy: .bufferingNewest(buffer))
         let id: Int? = subscribers.withLock { subscribers in
             guard !subscribers.finished else { return nil }
             let id = subscribers.next
             subscribers.next += 1
-            subscribers.continuations[id] = continuation
+            subscribers.continuations[id] = (continuation, wants)
             return id
         }
         guard let id else {
@@ -40,8 +43,8 @@ final class Broadcast<Element: Sendable>: Sendable {
 
     /// Hands `element` to every subscriber without waiting for any of them.
     func publish(_ element: Element) {
-        let continuations = subscribers.withLock { Array($0.continuations.values) }
-        for continuation in continuations { continuation.yield(element) }
+        let subscribers = subscribers.withLock { Array($0.continuations.values) }
+        for subscriber in subscribers where subscriber.wants(element) { subscriber.continuation.yield(element) }
     }
 
     /// Ends every stream (after the events already published).
@@ -49,7 +52,7 @@ final class Broadcast<Element: Sendable>: Sendable {
         let continuations = subscribers.withLock { subscribers in
             subscribers.finished = true
             defer { subscribers.continuations = [:] }
-            return Array(subscribers.continuations.values)
+            return subscribers.continuations.values.map(\.continuation)
         }
         for continuation in continuations { continuation.finish() }
     }

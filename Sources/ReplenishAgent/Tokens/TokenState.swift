@@ -74,6 +74,25 @@ enum TokenEvent: Sendable, Equatable {
     case pairingLost
 }
 
+extension TokenEvent {
+    /// New tokens at hand (a pairing, a refresh that succeeded): what lets waiting orders go.
+    var letsOrdersGo: Bool {
+        switch self {
+        case .paired, .changed(.fresh): true
+        default: false
+        }
+    }
+
+    /// A pairing made or lost: what the pairing window and code-based linking follow.
+    var isPairingChange: Bool { self == .paired || self == .pairingLost }
+
+    /// Whether the event is a refresh beginning: only the followers that show "refreshing" hear it
+    /// (`Broadcast.subscribe(where:)`): the status files and systemd's status line.
+    var isRefreshStarting: Bool {
+        if case .changed(.refreshing) = self { true } else { false }
+    }
+}
+
 extension AsyncStream where Element == TokenEvent {
     /// Calls `body` with true at each pairing and false at each lost pairing, until the stream ends: what
     /// the pairing window and code-based linking follow.
