@@ -7,7 +7,7 @@ import Synchronization
 /// `ServiceGroup` until SIGTERM/SIGINT. Nothing here decides anything; the README's diagram is this file.
 /// - a button press: `GPIOBackend` → `InputPipeline` (debounce) → `PressHandler` → `Orders.accept`
 ///   (durable outbox) → `Orders.run` → `DRSSession` (the one caller of `DRSClient`);
-/// - streams: `TokenManager.events`, `Orders.updates`, `PairingWindowKeeper.changes` and (code mode)
+/// - streams: `TokenManager.events`, `OrderBook.updates`, `PairingWindowKeeper.changes` and (code mode)
 ///   `CodeLinker.changes`, each read by the services that follow it in their own tasks (lights, status
 ///   file, systemd, pairing window or code linking, duties).
 struct Agent {

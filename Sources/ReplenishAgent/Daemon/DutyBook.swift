@@ -3,7 +3,7 @@ import FoundationEssentials
 /// What the duties learn and the device remembers of them, for its decisions after a restart and for `status`:
 /// whether each slot is subscribed and to what (`Subscriptions`), and when device status was last sent and the
 /// subscriptions last checked. Kept in `status.json` of the state directory, replaced atomically on the disk
-/// lane. The slots' orders are `Orders`' (`outbox.json`); what only the running daemon shows (the token state,
+/// lane. The slots' orders are `OrderBook`'s (`outbox.json`); what only the running daemon shows (the token state,
 /// the pairing window, the linking code) is `ShownStatus`.
 ///
 /// Format (see `StateFormat` for the rule): version 1, every field optional. The first builds wrote a

@@ -2,7 +2,7 @@ import Logging
 
 /// What `status` shows of the running daemon that no decision reads after a restart: the token state and its
 /// reason, when the pairing window closes, and the code of code-based linking. It changes at every token
-/// refresh, so it is not kept on flash: it lives in memory and in `status.json` of the runtime directory
+/// refresh, so it is not kept on flash: it lives in memory and in `shown-status.json` of the runtime directory
 /// (`runtimeDirectory`, the unit's `RuntimeDirectory=`, a tmpfs), written on the disk lane without fsync. A
 /// power cut takes nothing from it that the next start does not make anew. Where the runtime directory cannot
 /// be written (the agent run by hand as a user who may not create `/run/replenish-agent`), it stays in memory
@@ -21,7 +21,7 @@ struct ShownStatus: Codable, Sendable, Equatable, StateFormat {
     /// (`AdvertisementStatus`); nil otherwise.
     var advertisement: String?
 
-    static func path(runtimeDirectory: String) -> String { POSIX.join(runtimeDirectory, "status.json") }
+    static func path(runtimeDirectory: String) -> String { POSIX.join(runtimeDirectory, "shown-status.json") }
 }
 
 /// The daemon's single writer of the shown status (`ShownStatus`).

@@ -25,7 +25,7 @@ struct OrderRecord: Codable, Sendable, Equatable {
 }
 
 /// How the order facts change as orders are answered, followed up, pressed again and cancelled. Pure: the
-/// intent methods of `Orders` call them, tests call them on a value.
+/// intent methods of `OrderBook` call them, tests call them on a value.
 extension Outbox {
     static let orderHistoryLimit = 20
 

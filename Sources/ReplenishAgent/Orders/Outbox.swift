@@ -1,5 +1,5 @@
 /// The durable list of presses not yet acknowledged by DRS, and what DRS answered for each slot (`slots`,
-/// `orders`). Pure rules; `Orders` persists it in `outbox.json`.
+/// `orders`). Pure rules; `OrderBook` writes it to `outbox.json`.
 ///
 /// - At most one entry per slot: a press for a slot that already has one pending is coalesced into it (its
 ///   time is recorded), because DRS would answer the second with `ORDER_INPROGRESS` anyway.
@@ -281,27 +281,4 @@ extension Outbox {
         }
         return merged
     }
-}
-
-/// What the device knows of one slot's orders, for its decisions after a restart and for `status`. Earlier
-/// builds kept these fields in `status.json` (`DutyRecord.Slot`), and a start moves them here
-/// (`Orders`).
-struct SlotOrders: Codable, Sendable, Equatable {
-    var lastResult: String?
-    var lastResultAt: Double?
-    var lastEventInstanceId: String?
-    /// A level sensor of this slot ordered and no refill has been seen since: a restart while the supply
-    /// is still low (its level reads "low" again at start) must not order again.
-    var sensorOrderedWhileLow: Bool?
-    /// The slot's last placed order (`lastEventInstanceId`) is followed with `getOrderInfo` while this is
-    /// true; `orderStatus` is DRS's word for it (nil until asked), `orderCheckedAt` when it was asked.
-    var orderOpen: Bool?
-    var orderStatus: String?
-    var orderCheckedAt: Double?
-    /// When the slot's contents were consumed (a press or a low level), newest last, at most
-    /// `ConsumptionRate.historyLimit`: the expected-replenishment date of slot status comes from them.
-    var consumedAt: [Double]?
-
-    /// Nothing known.
-    var isEmpty: Bool { self == SlotOrders() }
 }

@@ -10,7 +10,7 @@ struct TestOrderCancellation<C: Clock>: Sendable where C.Duration == Duration {
     let slots: [String]
     let tokens: TokenManager<C>
     let drs: DRSSession
-    /// Records the cancelled slots' orders as cancelled (`Orders.recordTestOrdersCancelled` in the daemon,
+    /// Records the cancelled slots' orders as cancelled (`OrderBook.recordTestOrdersCancelled` in the daemon,
     /// `recordOffline` without it).
     let record: @Sendable (_ slots: [String], _ at: Double) async throws(AgentError) -> Void
     let wallTime: @Sendable () -> Double
