@@ -244,6 +244,7 @@ fi
 install -D -m 0644 "$gpio_sim/gpio-sim.ko" "$tree/usr/local/lib/vm-test/gpio-sim.ko"
 install -m 0755 "$c_agent" "$tree/usr/local/lib/vm-test/c-agent"
 install -m 0755 "$boot/gpio-sim-chip.sh" "$boot/runner.sh" "$tree/usr/local/lib/vm-test/"
+install -m 0644 scripts/vm/context-switches.sh "$tree/usr/local/lib/vm-test/"
 install -m 0644 "$work/debs/new.deb" "$tree/usr/local/lib/vm-test/replenish-agent.deb"
 install -D -m 0644 "$boot/board.json" "$tree/usr/local/share/vm-test/board.json"
 for service in gpio-sim-chip replenish-emulator vm-test-runner vm-test-restored-clock vm-test-lo-multicast; do

@@ -154,6 +154,7 @@ make_initramfs() {
   mkdir -p "$stage"/{bin,sbin,usr/bin,usr/sbin,etc,lib/modules,opt/replenish,proc,sys,dev,tmp,lib/x86_64-linux-gnu}
   cp /bin/busybox "$stage/bin/busybox"
   install -m 0755 scripts/vm/init.sh "$stage/init"
+  install -D -m 0644 scripts/vm/context-switches.sh "$stage/lib/vm-test/context-switches.sh"
   printf 'API=%s\nIDLE_SECONDS=%s\n' "$1" "$idle_seconds" >"$stage/etc/vm-test.env"
   cp "$kernel/configfs.ko" "$gpio_sim/gpio-sim.ko" "$stage/lib/modules/"
   cp "$binary" "$stage/opt/replenish/replenish-agent"

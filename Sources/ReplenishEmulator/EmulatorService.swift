@@ -29,14 +29,19 @@ final class EmulatorService: Sendable {
         }
     }
 
+    /// Lets `answer` change the state for `request` with the lock held, then saves the state (`persist`).
+    private func handle<Answer>(_ request: EmulatorRequest, _ answer: (inout EmulatorState) -> Answer) -> Answer {
+        lock.lock()
+        defer { lock.unlock() }
+        let result = answer(&state)
+        persist(after: request)
+        return result
+    }
+
     /// Decides what happens to one request (a fault, or the normal answer) against the current state, at the
     /// current wall-clock time.
     func dispatch(_ request: EmulatorRequest) -> EmulatorDisposition {
-        lock.lock()
-        defer { lock.unlock() }
-        let disposition = state.dispatch(request, now: Date())
-        persist(after: request)
-        return disposition
+        handle(request) { $0.dispatch(request, now: Date()) }
     }
 
     /// Counts one accepted TCP connection (tests check that a client keeps its connection alive) and returns
@@ -57,19 +62,11 @@ final class EmulatorService: Sendable {
 
     /// The normal handling of a request whose injected delay has run out.
     func resumeDelayed(_ request: EmulatorRequest) -> EmulatorDisposition {
-        lock.lock()
-        defer { lock.unlock() }
-        let disposition = state.resumeDelayed(request, now: Date())
-        persist(after: request)
-        return disposition
+        handle(request) { $0.resumeDelayed(request, now: Date()) }
     }
 
     /// Answers `413` for a request whose body was over the limit (and discarded), recording the refusal.
     func refuseTooLarge(_ request: EmulatorRequest) -> EmulatorResponse {
-        lock.lock()
-        defer { lock.unlock() }
-        let response = state.refuseTooLarge(request, now: Date())
-        persist(after: request)
-        return response
+        handle(request) { $0.refuseTooLarge(request, now: Date()) }
     }
 }

@@ -80,11 +80,7 @@ extension EmulatorState {
             return .oauthError(400, "authorization_pending", "The customer has not entered the code yet")
         }
         codePairs[deviceCode]?.used = true
-        let device = pair.device
-        devices[device.key] = device
-        let refreshToken = "Atzr|" + RandomText.tokenBody(120)
-        refreshTokens[refreshToken] = RefreshTokenRecord(deviceKey: device.key, clientId: device.clientId)
-        return tokenAnswer(device: device, refreshToken: refreshToken, grantType: "device_code", now: now)
+        return newPairing(pair.device, grantType: "device_code", now: now)
     }
 
     /// `POST /admin/enter-code` `{"userCode":"…"}`: the customer enters the code at the verification page.

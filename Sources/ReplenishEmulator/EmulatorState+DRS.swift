@@ -34,29 +34,29 @@ extension EmulatorState {
     }
 
     /// Checks the bearer token, then the two version headers.
-    mutating func authorizeDRS(_ request: EmulatorRequest, _ schemas: Schemas, now: Date)
-        -> Outcome<AuthorizedCall>
+    mutating func authorizeDRS(_ request: EmulatorRequest, _ schemas: Schemas, now: Date) throws(Refusal)
+        -> AuthorizedCall
     {
         guard let device = bearerDevice(request, now: now) else {
             stats.invalidTokenAnswers += 1
             var answer = EmulatorResponse.message(
                 400, "Invalid token", headers: [("X-Amzn-Errortype", Self.invalidTokenErrorType)])
             answer.reason = "Invalid token"
-            return .failure(answer)
+            throw Refusal(answer)
         }
         let input = Self.schemaPrefix + schemas.input
         guard request.header("x-amzn-type-version") == input else {
-            return .failure(
+            throw Refusal(
                 .message(400, "Invalid or missing x-amzn-type-version header: expected \(input)"))
         }
         let results = schemas.results.map { Self.schemaPrefix + $0 }
         guard let accept = request.header("x-amzn-accept-type"), results.contains(accept) else {
-            return .failure(
+            throw Refusal(
                 .message(
                     400,
                     "Invalid or missing x-amzn-accept-type header: expected \(results.joined(separator: " or "))"))
         }
-        return .success(AuthorizedCall(device: device, resultSchema: accept))
+        return AuthorizedCall(device: device, resultSchema: accept)
     }
 
     /// The device of a valid, unexpired `Authorization: Bearer` token.
@@ -84,14 +84,10 @@ extension EmulatorState {
     }
 
     /// `POST /replenish/{slotId}`: places an order, or reports the one in progress.
-    mutating func replenish(_ request: EmulatorRequest, slot: String, now: Date) -> EmulatorResponse {
+    mutating func replenish(_ request: EmulatorRequest, slot: String, now: Date) throws(Refusal) -> EmulatorResponse {
         stats.replenishCalls[slot, default: 0] += 1
         recordReplenishHeaders(request)
-        let call: AuthorizedCall
-        switch authorizeDRS(request, .replenish, now: now) {
-        case .success(let c): call = c
-        case .failure(let answer): return answer
-        }
+        let call = try authorizeDRS(request, .replenish, now: now)
         guard config.slots.contains(slot) else { return .message(404, "Slot \(slot) not found") }
         guard subscribed[slot] == true else { return .message(400, "Slot not subscribed") }
         let key = Self.orderKey(call.device, slot)
@@ -110,30 +106,22 @@ extension EmulatorState {
     }
 
     /// The JSON object body of a status call, or the 400 that refuses it.
-    private func statusBody(_ request: EmulatorRequest) -> Outcome<JSONValue> {
+    private func statusBody(_ request: EmulatorRequest) throws(Refusal) -> JSONValue {
         guard request.mediaType == "application/json" else {
-            return .failure(.message(400, "Content-Type must be application/json"))
+            throw Refusal(.message(400, "Content-Type must be application/json"))
         }
         guard let body = try? JSONValue.parse(request.body), case .object = body else {
-            return .failure(.message(400, "Body must be a JSON object"))
+            throw Refusal(.message(400, "Body must be a JSON object"))
         }
-        return .success(body)
+        return body
     }
 
     /// `POST /slotStatus/{slotId}`.
-    mutating func slotStatus(_ request: EmulatorRequest, slot: String, now: Date) -> EmulatorResponse {
+    mutating func slotStatus(_ request: EmulatorRequest, slot: String, now: Date) throws(Refusal) -> EmulatorResponse {
         stats.slotStatusCalls += 1
-        let call: AuthorizedCall
-        switch authorizeDRS(request, .slotStatus, now: now) {
-        case .success(let c): call = c
-        case .failure(let answer): return answer
-        }
+        let call = try authorizeDRS(request, .slotStatus, now: now)
         guard config.slots.contains(slot) else { return .message(404, "Slot \(slot) not found") }
-        let body: JSONValue
-        switch statusBody(request) {
-        case .success(let b): body = b
-        case .failure(let answer): return answer
-        }
+        let body = try statusBody(request)
         for field in ["expectedReplenishmentDate", "lastUseDate"] {
             guard let text = body[field]?.stringValue, ISO8601DateTime.isValid(text) else {
                 return .message(400, "\(field) must be an ISO 8601 date-time with a zone")
@@ -151,18 +139,10 @@ extension EmulatorState {
     }
 
     /// `POST /deviceStatus`.
-    mutating func deviceStatus(_ request: EmulatorRequest, now: Date) -> EmulatorResponse {
+    mutating func deviceStatus(_ request: EmulatorRequest, now: Date) throws(Refusal) -> EmulatorResponse {
         stats.deviceStatusCalls += 1
-        let call: AuthorizedCall
-        switch authorizeDRS(request, .deviceStatus, now: now) {
-        case .success(let c): call = c
-        case .failure(let answer): return answer
-        }
-        let body: JSONValue
-        switch statusBody(request) {
-        case .success(let b): body = b
-        case .failure(let answer): return answer
-        }
+        let call = try authorizeDRS(request, .deviceStatus, now: now)
+        let body = try statusBody(request)
         guard let text = body["mostRecentlyActiveDate"]?.stringValue, ISO8601DateTime.isValid(text) else {
             return .message(400, "mostRecentlyActiveDate must be an ISO 8601 date-time with a zone")
         }
@@ -171,13 +151,9 @@ extension EmulatorState {
     }
 
     /// `GET /subscriptionInfo`, in the `@1.0` (booleans) or `@2.0` (objects) form the client accepts.
-    mutating func subscriptionInfo(_ request: EmulatorRequest, now: Date) -> EmulatorResponse {
+    mutating func subscriptionInfo(_ request: EmulatorRequest, now: Date) throws(Refusal) -> EmulatorResponse {
         stats.subscriptionInfoCalls += 1
-        let call: AuthorizedCall
-        switch authorizeDRS(request, .subscriptionInfo, now: now) {
-        case .success(let c): call = c
-        case .failure(let answer): return answer
-        }
+        let call = try authorizeDRS(request, .subscriptionInfo, now: now)
         let version2 = call.resultSchema.hasSuffix("@2.0")
         let slots: [JSONValue.Member] = config.slots.map { slot in
             let isSubscribed = subscribed[slot] == true
@@ -191,13 +167,9 @@ extension EmulatorState {
     }
 
     /// `DELETE /registration`: every token and code of the device stops working.
-    mutating func deregister(_ request: EmulatorRequest, now: Date) -> EmulatorResponse {
+    mutating func deregister(_ request: EmulatorRequest, now: Date) throws(Refusal) -> EmulatorResponse {
         stats.deregisterCalls += 1
-        let call: AuthorizedCall
-        switch authorizeDRS(request, .deregister, now: now) {
-        case .success(let c): call = c
-        case .failure(let answer): return answer
-        }
+        let call = try authorizeDRS(request, .deregister, now: now)
         let key = call.device.key
         for (token, record) in accessTokens where record.deviceKey == key { accessTokens[token]?.revoked = true }
         for (token, record) in refreshTokens where record.deviceKey == key { refreshTokens[token]?.revoked = true }
@@ -209,13 +181,11 @@ extension EmulatorState {
 
     /// `DELETE /testOrders` (all slots) and `DELETE /testOrders/slots/{slotId}` (one): cancels the device's
     /// orders in progress.
-    mutating func cancelTestOrders(_ request: EmulatorRequest, slot: String?, now: Date) -> EmulatorResponse {
+    mutating func cancelTestOrders(_ request: EmulatorRequest, slot: String?, now: Date) throws(Refusal)
+        -> EmulatorResponse
+    {
         stats.cancelTestOrdersCalls += 1
-        let call: AuthorizedCall
-        switch authorizeDRS(request, .cancelTestOrders, now: now) {
-        case .success(let c): call = c
-        case .failure(let answer): return answer
-        }
+        let call = try authorizeDRS(request, .cancelTestOrders, now: now)
         if let slot, !config.slots.contains(slot) { return .message(404, "Slot \(slot) not found") }
         guard call.device.isTestDevice else { return .message(400, "Only a test device can cancel test orders") }
         let slots = slot.map { [$0] } ?? config.slots
@@ -229,13 +199,11 @@ extension EmulatorState {
     }
 
     /// `GET /getOrderInfo/{eventInstanceId}`: one of the device's own orders.
-    mutating func orderInfo(_ request: EmulatorRequest, eventInstanceId: String, now: Date) -> EmulatorResponse {
+    mutating func orderInfo(_ request: EmulatorRequest, eventInstanceId: String, now: Date) throws(Refusal)
+        -> EmulatorResponse
+    {
         stats.orderInfoCalls += 1
-        let call: AuthorizedCall
-        switch authorizeDRS(request, .orderInfo, now: now) {
-        case .success(let c): call = c
-        case .failure(let answer): return answer
-        }
+        let call = try authorizeDRS(request, .orderInfo, now: now)
         guard let order = orders[eventInstanceId], order.deviceKey == call.device.key else {
             return .message(404, "Order \(eventInstanceId) not found")
         }

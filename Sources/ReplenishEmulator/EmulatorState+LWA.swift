@@ -208,11 +208,7 @@ extension EmulatorState {
             return .oauthError(500, "server_error", "Could not compute SHA-256 (is openssl installed?)")
         }
         codes[codeValue]?.used = true
-        let device = code.device
-        devices[device.key] = device
-        let refreshToken = "Atzr|" + RandomText.tokenBody(120)
-        refreshTokens[refreshToken] = RefreshTokenRecord(deviceKey: device.key, clientId: device.clientId)
-        return tokenAnswer(device: device, refreshToken: refreshToken, grantType: "authorization_code", now: now)
+        return newPairing(code.device, grantType: "authorization_code", now: now)
     }
 
     private mutating func refresh(_ params: [String: String], now: Date) -> EmulatorResponse {
@@ -251,6 +247,15 @@ extension EmulatorState {
             refreshTokens[answerToken] = successor
         }
         return tokenAnswer(device: device, refreshToken: answerToken, grantType: "refresh_token", now: now)
+    }
+
+    /// A code redeemed (`authorization_code` or `device_code`): `device` is registered, gets a new refresh token,
+    /// and the answer carries it with a new access token.
+    mutating func newPairing(_ device: DeviceIdentity, grantType: String, now: Date) -> EmulatorResponse {
+        devices[device.key] = device
+        let refreshToken = "Atzr|" + RandomText.tokenBody(120)
+        refreshTokens[refreshToken] = RefreshTokenRecord(deviceKey: device.key, clientId: device.clientId)
+        return tokenAnswer(device: device, refreshToken: refreshToken, grantType: grantType, now: now)
     }
 
     /// Issues a new access token for `device` and answers with it and `refreshToken`.

@@ -70,8 +70,10 @@ struct EmulatorState: Sendable {
             guard request.method == "POST" else { return .oauthError(405, "invalid_request", "Use POST") }
             return createCodePair(request, now: now)
         }
-        func only(_ method: String, _ answer: () -> EmulatorResponse) -> EmulatorResponse {
-            request.method == method ? answer() : .message(405, "Method \(request.method) not allowed here")
+        // A handler's check that refused the request (`Refusal`) has decided the answer.
+        func only(_ method: String, _ answer: () throws(Refusal) -> EmulatorResponse) -> EmulatorResponse {
+            guard request.method == method else { return .message(405, "Method \(request.method) not allowed here") }
+            do throws(Refusal) { return try answer() } catch { return error.answer }
         }
         // Patterns are path segments; `*` captures one segment.
         func match(_ pattern: String) -> [String]? {
@@ -92,21 +94,21 @@ struct EmulatorState: Sendable {
         } else if match("ap/oa/consent") != nil {
             return only("POST") { answerConsent(request, now: now) }
         } else if let slot = match("replenish/*")?.first {
-            return only("POST") { replenish(request, slot: slot, now: now) }
+            return only("POST") { () throws(Refusal) in try replenish(request, slot: slot, now: now) }
         } else if let slot = match("slotStatus/*")?.first {
-            return only("POST") { slotStatus(request, slot: slot, now: now) }
+            return only("POST") { () throws(Refusal) in try slotStatus(request, slot: slot, now: now) }
         } else if match("deviceStatus") != nil {
-            return only("POST") { deviceStatus(request, now: now) }
+            return only("POST") { () throws(Refusal) in try deviceStatus(request, now: now) }
         } else if match("subscriptionInfo") != nil {
-            return only("GET") { subscriptionInfo(request, now: now) }
+            return only("GET") { () throws(Refusal) in try subscriptionInfo(request, now: now) }
         } else if match("registration") != nil {
-            return only("DELETE") { deregister(request, now: now) }
+            return only("DELETE") { () throws(Refusal) in try deregister(request, now: now) }
         } else if match("testOrders") != nil {
-            return only("DELETE") { cancelTestOrders(request, slot: nil, now: now) }
+            return only("DELETE") { () throws(Refusal) in try cancelTestOrders(request, slot: nil, now: now) }
         } else if let slot = (match("testOrders/slots/*") ?? match("testOrders/*"))?.first {
-            return only("DELETE") { cancelTestOrders(request, slot: slot, now: now) }
+            return only("DELETE") { () throws(Refusal) in try cancelTestOrders(request, slot: slot, now: now) }
         } else if let id = match("getOrderInfo/*")?.first {
-            return only("GET") { orderInfo(request, eventInstanceId: id, now: now) }
+            return only("GET") { () throws(Refusal) in try orderInfo(request, eventInstanceId: id, now: now) }
         } else if match("admin/stats") != nil {
             return only("GET") { .json(200, stats.json) }
         } else if match("admin/enter-code") != nil {

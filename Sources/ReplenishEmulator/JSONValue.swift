@@ -112,32 +112,25 @@ extension JSONValue: Codable {
     }
 
     func encode(to encoder: any Encoder) throws {
-        switch self {
-        case .null:
-            var value = encoder.singleValueContainer()
-            try value.encodeNil()
-        case .bool(let bool):
-            var value = encoder.singleValueContainer()
-            try value.encode(bool)
-        case .number(let number):
-            var value = encoder.singleValueContainer()
-            // Whole numbers (token lifetimes, counters, status codes) are written without a fraction.
-            if number.isFinite, number == number.rounded(), abs(number) < 9_007_199_254_740_992 {
-                try value.encode(Int64(number))
-            } else if number.isFinite {
-                try value.encode(number)
-            } else {
-                try value.encodeNil()
-            }
-        case .string(let string):
-            var value = encoder.singleValueContainer()
-            try value.encode(string)
-        case .array(let items):
+        if case .array(let items) = self {
             var array = encoder.unkeyedContainer()
             for item in items { try array.encode(item) }
-        case .object(let members):
+        } else if case .object(let members) = self {
             var object = encoder.container(keyedBy: Key.self)
             for member in members { try object.encode(member.value, forKey: Key(stringValue: member.key)) }
+        } else {
+            var value = encoder.singleValueContainer()
+            switch self {
+            case .bool(let bool): try value.encode(bool)
+            case .string(let string): try value.encode(string)
+            // Whole numbers (token lifetimes, counters, status codes) are written without a fraction.
+            case .number(let number)
+            where number.isFinite && number == number.rounded() && abs(number) < 9_007_199_254_740_992:
+                try value.encode(Int64(number))
+            case .number(let number) where number.isFinite: try value.encode(number)
+            // null, and a number JSON cannot hold (NaN, an infinity).
+            default: try value.encodeNil()
+            }
         }
     }
 }

@@ -65,6 +65,15 @@ import Testing
         /// What reached the request handler.
         func received() throws -> HTTPServerRequestPart? { try channel.readInbound(as: HTTPServerRequestPart.self) }
 
+        /// Sends `text` and reads the request head it starts with; the test stops, failed, without one.
+        func sendExpectingHead(_ text: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
+            try send(text)
+            let part = try received()
+            var isHead = false
+            if case .head = part { isHead = true }
+            try #require(isHead, "no request head: \(String(describing: part))", sourceLocation: sourceLocation)
+        }
+
         /// The request handler's answer.
         func answer(_ status: HTTPResponseStatus) throws {
             var headers = HTTPHeaders()
@@ -95,11 +104,7 @@ import Testing
 
     @Test func aTrickledBodyIsClosedAtTheDeadlineThoughEachByteReachesTheHandler() throws {
         let connection = try Connection()
-        try connection.send("POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n")
-        guard case .head = try connection.received() else {
-            Issue.record("no request head")
-            return
-        }
+        try connection.sendExpectingHead("POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n")
         for _ in 0..<19 {
             try connection.send("a")
             #expect(try connection.received() != nil)
@@ -168,11 +173,7 @@ import Testing
     /// and then closes: its sending side shuts down once the last answer is out. An idle one closes at once.
     @Test func aStoppingServerAnswersWhatWasPipelinedThenCloses() throws {
         let connection = try Connection()
-        try connection.send("GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n")
-        guard case .head = try connection.received() else {
-            Issue.record("no request head")
-            return
-        }
+        try connection.sendExpectingHead("GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n")
         #expect(try connection.received() == .end(nil))
         connection.channel.pipeline.syncOperations.triggerUserOutboundEvent(RequestDeadline.Drain(), promise: nil)
         try connection.answer(.noContent)

@@ -46,28 +46,16 @@ import Testing
     @Test func tenThousandSeededBouncePatternsEachGiveExactlyOnePress() {
         var random = RandomSource.seeded(state: 20_261_122)
         for _ in 0..<10_000 {
-            var edges: [(Int, Bool)] = []
-            var time = 0
-            var level = false
+            var line = EdgeScript()
             // Press bounce: edges closer together than the debounce period, ending active.
-            for _ in 0..<Int.random(in: 0...12, using: &random) {
-                level.toggle()
-                edges.append((time, level))
-                time += Int.random(in: 1...29, using: &random)
-            }
-            if !level {
-                edges.append((time, true))
-                level = true
-            }
-            let pressStart = edges.last!.0
-            time += Int.random(in: 60...3000, using: &random)
+            for _ in 0..<Int.random(in: 0...12, using: &random) { line.toggle(thenWait: 1...29, using: &random) }
+            if !line.level { line.set(true) }
+            let pressStart = line.edges.last!.0
+            line.time += Int.random(in: 60...3000, using: &random)
             // Release bounce, ending inactive.
-            for _ in 0..<Int.random(in: 0...12, using: &random) {
-                level.toggle()
-                edges.append((time, level))
-                time += Int.random(in: 1...29, using: &random)
-            }
-            if level { edges.append((time, false)) }
+            for _ in 0..<Int.random(in: 0...12, using: &random) { line.toggle(thenWait: 1...29, using: &random) }
+            if line.level { line.set(false) }
+            let edges = line.edges
             let result = presses(edges)
             #expect(result.count == 1, "\(edges)")
             if case .shortPress(let held)? = result.first {

@@ -44,15 +44,10 @@ import Testing
     @Test func aFlappingSensorGivesOneLowPerRefill() {
         var random = RandomSource.seeded(state: 99)
         for _ in 0..<500 {
-            var reports: [(Int, Bool)] = []
-            var time = 0
-            var level = false
+            var line = EdgeScript()
             // Waves: flapping faster than the refill hysteresis, for up to 20 s.
-            while time < 20_000 {
-                level.toggle()
-                reports.append((time, level))
-                time += Int.random(in: 10...4_000, using: &random)
-            }
+            while line.time < 20_000 { line.toggle(thenWait: 10...4_000, using: &random) }
+            let reports = line.edges
             let found = lows(reports, until: 20_000)
             #expect(found.count <= 1 + reports.count / 2)
             // Between two lows the sensor must have been steadily full for the refill time.

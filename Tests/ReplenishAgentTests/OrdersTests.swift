@@ -78,21 +78,31 @@ import Testing
         #expect(await orders.book.snapshot.pending.count == 3, "the presses are kept")
     }
 
+    /// The setting of the unanswered-call tests: an outbox in `directory` with two calls that `boot` sent and never
+    /// heard answered (slot-1's two days ago, pressed three days ago; slot-2's an hour ago, pressed two hours ago),
+    /// a DRS that answers `ORDER_INPROGRESS`, and an access token good for an hour (LWA answers 503).
+    func unansweredCalls(in directory: String, boot: String) throws
+        -> (drs: ScriptedHTTPClient, tokens: TokenManager<ManualClock>)
+    {
+        var outbox = Outbox()
+        _ = outbox.accept(slot: "slot-1", at: epoch - 3 * 86400)
+        outbox.markSending(slot: "slot-1", at: epoch - 2 * 86400, run: AgentRun(boot: boot))
+        _ = outbox.accept(slot: "slot-2", at: epoch - 7200)
+        outbox.markSending(slot: "slot-2", at: epoch - 3600, run: AgentRun(boot: boot))
+        try DiskLane.saveNow(outbox, to: OrderBook.path(stateDirectory: directory))
+        let drs = ScriptedHTTPClient { _ in json(200, #"{"detailCode":"ORDER_INPROGRESS"}"#) }
+        let tokens = try tokenManager(
+            ScriptedHTTPClient { _ in json(503, "") }, store: MemoryTokenStore(tokenSet(expiresAt: epoch + 3600)))
+        return (drs, tokens)
+    }
+
     /// #19.2: a call left unanswered during an earlier boot waits, not resent, until the wall clock is known
     /// synchronised (a restored clock makes it look fresh); then it is judged by its age. #29.2: one that the
     /// clock, synchronised or not, already shows over a day old is parked at once (a restored clock is only
     /// ever behind the true time).
     @Test func unansweredCallsOfAnEarlierBootWaitForASynchronisedClock() async throws {
         let directory = temporaryDirectory()
-        var outbox = Outbox()
-        _ = outbox.accept(slot: "slot-1", at: epoch - 3 * 86400)
-        outbox.markSending(slot: "slot-1", at: epoch - 2 * 86400, run: AgentRun(boot: "boot-before"))
-        _ = outbox.accept(slot: "slot-2", at: epoch - 7200)
-        outbox.markSending(slot: "slot-2", at: epoch - 3600, run: AgentRun(boot: "boot-before"))
-        try DiskLane.saveNow(outbox, to: OrderBook.path(stateDirectory: directory))
-        let drs = ScriptedHTTPClient { _ in json(200, #"{"detailCode":"ORDER_INPROGRESS"}"#) }
-        let tokens = try tokenManager(
-            ScriptedHTTPClient { _ in json(503, "") }, store: MemoryTokenStore(tokenSet(expiresAt: epoch + 3600)))
+        let (drs, tokens) = try unansweredCalls(in: directory, boot: "boot-before")
         let synchronized = Mutex(false)
         let orders = try orderService(
             directory: directory, drs: drs, tokens: tokens, slots: ["slot-1", "slot-2"],
@@ -112,15 +122,7 @@ import Testing
 
     @Test func aCallUnansweredForOverADayIsParkedAndNotSentAgain() async throws {
         let directory = temporaryDirectory()
-        var outbox = Outbox()
-        _ = outbox.accept(slot: "slot-1", at: epoch - 3 * 86400)
-        outbox.markSending(slot: "slot-1", at: epoch - 2 * 86400, run: AgentRun(boot: "this-boot"))
-        _ = outbox.accept(slot: "slot-2", at: epoch - 7200)
-        outbox.markSending(slot: "slot-2", at: epoch - 3600, run: AgentRun(boot: "this-boot"))
-        try DiskLane.saveNow(outbox, to: OrderBook.path(stateDirectory: directory))
-        let drs = ScriptedHTTPClient { _ in json(200, #"{"detailCode":"ORDER_INPROGRESS"}"#) }
-        let tokens = try tokenManager(
-            ScriptedHTTPClient { _ in json(503, "") }, store: MemoryTokenStore(tokenSet(expiresAt: epoch + 3600)))
+        let (drs, tokens) = try unansweredCalls(in: directory, boot: "this-boot")
         let orders = try orderService(directory: directory, drs: drs, tokens: tokens, slots: ["slot-1", "slot-2"])
         let driver = StepDriver(clock: clock, orders.step)
         await driver.drain()

@@ -246,6 +246,20 @@ import Testing
 
     // MARK: - #40.1 and #40.2: this run's own calls
 
+    /// A press of slot-1, then ten minutes: DRS heard two calls (`why`), and the outbox keeps nothing of the
+    /// press (acknowledged, not parked).
+    func expectAPressSentTwiceAndAcknowledged(
+        _ service: Orders<ManualClock>, drs: ScriptedHTTPClient, directory: String, _ why: Comment,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
+        let driver = StepDriver(clock: clock, service.step)
+        #expect(try await service.accept(slot: "slot-1").kind == .queued, sourceLocation: sourceLocation)
+        await driver.pass(.seconds(600))
+        #expect(drs.requests.count == 2, why, sourceLocation: sourceLocation)
+        let left = try onDisk(directory)
+        #expect(left == nil, "acknowledged, not parked: \(String(describing: left))", sourceLocation: sourceLocation)
+    }
+
     /// DRS: the first call's answer is lost after it left (DRS may have it), every later one places the order.
     /// `whileOut` runs while the first call is out.
     func firstAnswerLost(whileOut: @escaping @Sendable () -> Void = {}) -> ScriptedHTTPClient {
@@ -270,12 +284,8 @@ import Testing
         let directory = temporaryDirectory()
         let drs = firstAnswerLost()
         let service = try orders(directory, drs: drs, run: AgentRun(boot: nil, id: "run-now")) { 2 * 86400 }
-        let driver = StepDriver(clock: clock, service.step)
-        #expect(try await service.accept(slot: "slot-1").kind == .queued)
-        await driver.pass(.seconds(600))
-        #expect(drs.requests.count == 2, "sent, its answer lost, sent again")
-        let left = try onDisk(directory)
-        #expect(left == nil, "acknowledged, not parked: \(String(describing: left))")
+        try await expectAPressSentTwiceAndAcknowledged(
+            service, drs: drs, directory: directory, "sent, its answer lost, sent again")
     }
 
     /// #40.2: the call leaves on a restored clock, its answer is lost before DRS has it, and timesyncd then
@@ -292,11 +302,6 @@ import Testing
         }
         let service = try orders(
             directory, drs: drs, wallTime: { base() + shift.withLock { $0 } }, sinceBoot: sinceBoot)
-        let driver = StepDriver(clock: clock, service.step)
-        #expect(try await service.accept(slot: "slot-1").kind == .queued)
-        await driver.pass(.seconds(600))
-        #expect(drs.requests.count == 2, "resent after the step")
-        let left = try onDisk(directory)
-        #expect(left == nil, "acknowledged, not parked: \(String(describing: left))")
+        try await expectAPressSentTwiceAndAcknowledged(service, drs: drs, directory: directory, "resent after the step")
     }
 }

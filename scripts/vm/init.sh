@@ -225,15 +225,8 @@ check_long_press() {
     fi
 }
 
-# Context switches (voluntary + nonvoluntary) of each thread of a process: "TID COUNT NAME" lines.
-context_switches() {
-    for task in /proc/"$1"/task/*; do
-        # NAME: the thread's name (15 characters) and what it waits in, e.g. do_sys_poll or futex_wait_queue.
-        awk -v tid="${task##*/}" -v name="$(cat "$task/comm" 2>/dev/null | tr ' ' _)/$(cat "$task/wchan" 2>/dev/null)" \
-            '/^(voluntary|nonvoluntary)_ctxt_switches:/ { n += $2 } END { if (NR) print tid, n, name }' \
-            "$task/status" 2>/dev/null
-    done
-}
+# context_switches PID: put in the initramfs by scripts/vm-test.sh (scripts/vm/context-switches.sh).
+. /lib/vm-test/context-switches.sh
 
 # idle: context switches of gpio-watch over IDLE_SECONDS without GPIO activity, over threads alive at both
 # ends. The limit is 3 a second: the Swift runtime's own wakeups (about 1 a second) pass, a GPIO poll loop

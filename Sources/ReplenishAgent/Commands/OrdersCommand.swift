@@ -10,8 +10,7 @@ struct OrdersCommand: AsyncParsableCommand {
 
     @OptionGroup var options: ConfigOption
 
-    @Flag(name: .long, help: "Print one JSON object.")
-    var json = false
+    @OptionGroup var format: ReportFormat
 
     struct Report: Encodable, Equatable {
         struct Queued: Encodable, Equatable {
@@ -68,12 +67,7 @@ struct OrdersCommand: AsyncParsableCommand {
     func run() async throws {
         let config = try options.load()
         let report = Self.report(config: config)
-        if json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys]
-            Output.line(String(decoding: try encoder.encode(report), as: UTF8.self))
-            return
-        }
+        if try format.printedAsJSON(report) { return }
         if report.queued.isEmpty { Output.line("no presses waiting to be sent") }
         for entry in report.queued {
             let state = entry.parkedReason.map { "parked: \($0); press again to retry" } ?? "waiting to be sent"

@@ -9,8 +9,7 @@ struct StatusCommand: AsyncParsableCommand {
 
     @OptionGroup var options: ConfigOption
 
-    @Flag(name: .long, help: "Print one JSON object.")
-    var json = false
+    @OptionGroup var format: ReportFormat
 
     struct Report: Encodable, Equatable {
         struct Slot: Encodable, Equatable {
@@ -214,12 +213,7 @@ struct StatusCommand: AsyncParsableCommand {
         let report = Self.report(
             config: config, now: POSIX.wallTime(), runningAgent: StateDirectory.runningAgent(config.stateDirectory),
             agentRun: StateDirectory.runningAgentRun(config.stateDirectory))
-        if json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys]
-            Output.line(String(decoding: try encoder.encode(report), as: UTF8.self))
-            return
-        }
+        if try format.printedAsJSON(report) { return }
         Output.line("device \(report.serial) (phase \(report.phase)): \(report.pairingState)")
         if config.device.serialSource != .config { Output.line("serial from \(config.device.serialSource.describe)") }
         Output.line(

@@ -143,24 +143,7 @@ extension AgentConfig {
         if let relative = top.string("board", problems: &problems) {
             let resolved = POSIX.join(configDirectory, relative)
             boardPath = resolved
-            do {
-                if let bytes = try POSIX.readFile(resolved) {
-                    let syntax = JSONSyntax.inspect(bytes)
-                    if case .fault(let fault) = syntax {
-                        problems.add("board", fault.describe(file: resolved))
-                    } else if case .valid(let duplicates) = syntax, let json = try? JSONValue.parse(bytes) {
-                        for key in duplicates { problems.add(resolved, "\(key): \(duplicateKeyProblem)") }
-                        board = BoardFile.parse(json, file: resolved, problems: &problems)
-                        if !duplicates.isEmpty { board = nil }
-                    } else {
-                        problems.add("board", "\(resolved) is not valid JSON")
-                    }
-                } else {
-                    problems.add("board", "no board file at \(resolved)\(boardFilesNear(resolved))")
-                }
-            } catch {
-                problems.add("board", error.message)
-            }
+            board = readBoardFile(resolved, problems: &problems)
         }
 
         // buttons
@@ -258,100 +241,4 @@ extension AgentConfig {
             path: path)
     }
 
-    /// Why a production config without a setup key is refused.
-    static let setupKeyRequiredInProduction =
-        "is required in the production phase: the setup key on the device's label lets the customer's phone tell the device from an impostor on the network (make it with replenish-agent make-setup-key PATH)"
-
-    /// Why a test or certification config without a setup key is only warned about (`check-config`, `run`).
-    static let setupKeyMissingWarning =
-        "pairing.setupKeyFile: not set; pairing works without proofs (any host on the network could pose as the device, or pair it first), which the production phase refuses"
-
-    /// The setup key in `path`: 32 lowercase hex digits and at most a newline, in a file that only its owner
-    /// may read (no group or other bits). Problems name `pairing.setupKeyFile` and never show the contents.
-    private static func readSetupKeyFile(_ path: String, problems: inout Problems) -> SetupKey? {
-        let key = "pairing.setupKeyFile"
-        guard
-            let bytes = problems.readFile(
-                path, key: key, missing: "no such file \(path) (the factory makes it: replenish-agent make-setup-key)",
-                limit: 4096)
-        else { return nil }
-        guard let setupKey = SetupKey(fileContents: bytes) else {
-            problems.add(
-                key, "\(path) does not hold a setup key: 32 lowercase hex digits (16 bytes), then at most a newline")
-            return nil
-        }
-        do {
-            if let info = try POSIX.status(path), info.isReachableByOthers {
-                problems.add(
-                    key,
-                    "\(path) holds the setup key and group or others may access it (mode \(info.octalPermissions)); chmod 600, owned by the agent's user"
-                )
-                return nil
-            }
-        } catch {
-            problems.add(key, error.message)
-            return nil
-        }
-        return setupKey
-    }
-
-    /// `; board files in /usr/share/replenish-agent/board: raspberry-pi-4b.json, simulated.json`: what a wrong
-    /// board path could have meant (the `.json` files of the folder it names), or that the folder is missing.
-    static func boardFilesNear(_ path: String) -> String {
-        let directory = POSIX.parentDirectory(of: path)
-        guard let names = try? POSIX.directoryEntries(directory) else { return "; no folder \(directory)" }
-        let boards = names.filter { $0.hasSuffix(".json") }
-        if boards.isEmpty { return "; \(directory) has no .json board files" }
-        return "; board files in \(directory): \(boards.joined(separator: ", "))"
-    }
-
-    private static func url(_ text: String?, at path: String, problems: inout Problems) -> EndpointURL? {
-        guard let text else { return nil }
-        do {
-            return try EndpointURL(text)
-        } catch {
-            problems.add(path, error.message)
-            return nil
-        }
-    }
-
-    /// Serials and model ids: `A-Z a-z 0-9 - + _`, 1 to 64 characters (the DRS web guide's rule).
-    /// A serial number: alphanumeric, at most 50 characters (the DRS integration guide; stricter than the web
-    /// guide, so a serial that passes is accepted by both).
-    static func isValidSerial(_ text: String) -> Bool {
-        !text.isEmpty && text.utf8.count <= 50 && text.utf8.allSatisfy(isAlphanumeric)
-    }
-
-    /// A device model id: `A-Z a-z 0-9 - + _`, at most 64 (model ids are often UUIDs).
-    static func isValidIdentifier(_ text: String) -> Bool {
-        !text.isEmpty && text.utf8.count <= 64
-            && text.utf8.allSatisfy {
-                isAlphanumeric($0) || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "_")
-            }
-    }
-
-    /// Slot ids go into URL paths, so only RFC 3986 unreserved characters are allowed.
-    static func isValidSlot(_ text: String) -> Bool {
-        !text.isEmpty && text.utf8.count <= 255
-            && text.utf8.allSatisfy {
-                isAlphanumeric($0) || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "_")
-                    || $0 == UInt8(ascii: "~")
-            }
-    }
-
-    /// `HOST:PORT` or `[IPv6]:PORT`.
-    static func parseListen(_ text: String) -> Listen? {
-        guard let colon = text.lastIndex(of: ":") else { return nil }
-        var host = String(text[..<colon])
-        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        guard !host.isEmpty, let port = Int(text[text.index(after: colon)...]), (1...65535).contains(port) else {
-            return nil
-        }
-        return Listen(host: host, port: port)
-    }
-}
-
-/// Every problem found in a config, one a line, each naming the key path or the file.
-struct ConfigError: Error, Sendable {
-    var problems: [String]
 }

@@ -64,6 +64,47 @@ final class CurlEasy {
             self.limit = limit
             self.abort = abort
         }
+
+        /// The collector behind a callback's `userdata`.
+        // SAFETY: userdata is the retained Collector set as WRITEDATA, HEADERDATA and XFERINFODATA for this
+        // perform (`context`, released only after perform has returned).
+        static func of(_ userdata: UnsafeMutableRawPointer?) -> Collector {
+            Unmanaged<Collector>.fromOpaque(userdata!).takeUnretainedValue()
+        }
+
+        /// WRITEFUNCTION: `length` bytes of the body at `data`. Returns `length`, or 0 past the limit, which
+        /// makes libcurl abort with CURLE_WRITE_ERROR.
+        // SAFETY: `data` is libcurl's, `length` bytes valid during the callback only (used below as such).
+        func appendBody(_ data: UnsafeMutablePointer<CChar>?, length: Int) -> Int {
+            if body.count + length > limit {
+                overflowed = true
+                return 0
+            }
+            if let data {
+                // SAFETY: libcurl passes `length` readable bytes at `data`, valid during this call; they are
+                // copied before returning.
+                body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: length))
+            }
+            return length
+        }
+
+        /// HEADERFUNCTION: one header line of `length` bytes at `data` (a status line starts a new response,
+        /// after a 1xx). Returns `length`.
+        // SAFETY: `data` is libcurl's, `length` bytes valid during the callback only (used below as such).
+        func addHeaderLine(_ data: UnsafeMutablePointer<CChar>?, length: Int) -> Int {
+            guard let data else { return length }
+            // SAFETY: `length` readable bytes at `data`, valid during this call; decoded (copied) here.
+            let bytes = UnsafeRawBufferPointer(start: data, count: length)
+            let line = String(decoding: bytes, as: UTF8.self)
+            if line.hasPrefix("HTTP/") {
+                headers.removeAll()  // a new response (after a 1xx) starts over
+            } else if let colon = line.firstIndex(of: ":") {
+                let name = line[..<colon].lowercased()
+                let value = line[line.index(after: colon)...].trimmingCharacters(in: " \t\r\n")
+                headers.append((name, value))
+            }
+            return length
+        }
     }
 
     /// `replenish-agent/0.1.0+412.g1a2b3c4d` (the package version of this build, or the release version when the
@@ -140,45 +181,15 @@ final class CurlEasy {
             ("HEADERDATA", ccurl_setopt_pointer(handle, CURLOPT_HEADERDATA, context.toOpaque())),
             (
                 "WRITEFUNCTION",
-                ccurl_setopt_write_callback(
-                    handle, CURLOPT_WRITEFUNCTION,
-                    { data, size, count, userdata in
-                        // SAFETY: userdata is the retained Collector set as WRITEDATA for this perform.
-                        let collector = Unmanaged<Collector>.fromOpaque(userdata!).takeUnretainedValue()
-                        let length = size * count
-                        if collector.body.count + length > collector.limit {
-                            collector.overflowed = true
-                            return 0  // anything but `length` makes libcurl abort with CURLE_WRITE_ERROR
-                        }
-                        if let data {
-                            // SAFETY: libcurl passes `length` readable bytes at `data`, valid during this call;
-                            // they are copied before returning.
-                            collector.body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: length))
-                        }
-                        return length
-                    })
+                ccurl_setopt_write_callback(handle, CURLOPT_WRITEFUNCTION) { data, size, count, userdata in
+                    Collector.of(userdata).appendBody(data, length: size * count)
+                }
             ),
             (
                 "HEADERFUNCTION",
-                ccurl_setopt_write_callback(
-                    handle, CURLOPT_HEADERFUNCTION,
-                    { data, size, count, userdata in
-                        // SAFETY: userdata is the retained Collector set as HEADERDATA for this perform.
-                        let collector = Unmanaged<Collector>.fromOpaque(userdata!).takeUnretainedValue()
-                        let length = size * count
-                        guard let data else { return length }
-                        // SAFETY: `length` readable bytes at `data`, valid during this call; decoded (copied) here.
-                        let bytes = UnsafeRawBufferPointer(start: data, count: length)
-                        let line = String(decoding: bytes, as: UTF8.self)
-                        if line.hasPrefix("HTTP/") {
-                            collector.headers.removeAll()  // a new response (after a 1xx) starts over
-                        } else if let colon = line.firstIndex(of: ":") {
-                            let name = line[..<colon].lowercased()
-                            let value = line[line.index(after: colon)...].trimmingCharacters(in: " \t\r\n")
-                            collector.headers.append((name, value))
-                        }
-                        return length
-                    })
+                ccurl_setopt_write_callback(handle, CURLOPT_HEADERFUNCTION) { data, size, count, userdata in
+                    Collector.of(userdata).addHeaderLine(data, length: size * count)
+                }
             ),
         ]
         if abort != nil {
@@ -189,9 +200,7 @@ final class CurlEasy {
                 (
                     "XFERINFOFUNCTION",
                     ccurl_setopt_xferinfo_callback(handle) { userdata, _, _, _, _ in
-                        // SAFETY: userdata is the retained Collector set as XFERINFODATA for this perform.
-                        let collector = Unmanaged<Collector>.fromOpaque(userdata!).takeUnretainedValue()
-                        return collector.abort?.isAborted == true ? 1 : 0
+                        Collector.of(userdata).abort?.isAborted == true ? 1 : 0
                     }
                 ))
         }

@@ -9,17 +9,17 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
 
     private let store: any TokenStore
     private let lwa: LWAClient
-    private let clock: C
-    private let wallTime: @Sendable () -> Double
+    let clock: C
+    let wallTime: @Sendable () -> Double
     private let logger: Logger
     let waker = Waker()
     private var random: RandomSource
-    private var tokens: TokenSet?
+    private(set) var tokens: TokenSet?
     private var lostReason: String?
     private var inFlight: Task<TokenSet, any Error>?
     /// When to refresh, retry and write again: the schedule and every caller of `accessToken()` share its
     /// one retry gate (callers fail fast with the wait in `retryAfter`).
-    private var timeline: RefreshTimeline<C.Instant>
+    var timeline: RefreshTimeline<C.Instant>
     /// The tokens in memory are newer than the file (a write failed: disk full, I/O error). Until a retried
     /// write succeeds they are the device's only copy of the pairing; the superseded refresh token on disk is
     /// never sent again.
@@ -271,7 +271,7 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     }
 
     /// Writes `next`; on failure keeps it as unsaved and plans another write (5 s doubling to 5 minutes).
-    private func save(_ next: TokenSet) async {
+    func save(_ next: TokenSet) async {
         do {
             try await store.save(next, isolation: self)
             if unsaved { logger.notice("the refreshed tokens are written now") }
@@ -287,55 +287,7 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
         }
     }
 
-    /// The wall clock was just set: a refresh that is backing off (TLS fails while the clock says 1970) is
-    /// tried again now.
-    func retryNow() {
-        timeline.clockSet(at: clock.now)
-        waker.ring()
-    }
-
     func notifyChange() {
         events.publish(.changed(state))
     }
-
-    /// The schedule: carries out `RefreshTimeline`'s actions (refresh, back off, write again, wait) until
-    /// cancelled; a change (pairing, refresh, failure) ends a wait early.
-    func run() async {
-        while !Task.isCancelled { await waker.wait(for: await step(), clock: clock) }
-    }
-
-    /// Carries out the timeline's actions until it says wait; returns the wait.
-    func step() async -> LoopStep<C.Instant> {
-        var worked = false
-        while !Task.isCancelled {
-            // Held: no refresh until `release` (which rings) or a new pairing.
-            if heldBecause != nil { return .wait(until: nil, worked: worked) }
-            let facts = tokens.map { current in
-                RefreshTimeline<C.Instant>.Facts(
-                    paired: true,
-                    secondsUntilRefresh: RefreshSchedule.secondsUntilRefresh(
-                        now: wallTime(), expiresAt: current.accessTokenExpiresAt,
-                        lifetime: current.accessTokenLifetime, jitter: timeline.jitter),
-                    lifetime: current.accessTokenLifetime)
-            }
-            switch timeline.next(facts ?? .init(paired: false, secondsUntilRefresh: 0, lifetime: 0), at: clock.now) {
-            case .waitForPairing:
-                return .wait(until: nil, worked: worked)
-            case .startupDelay(let window):
-                timeline.startupWait(window: window, at: clock.now)
-            case .retryWrite:
-                if let tokens { await save(tokens) }
-                worked = true
-            case .refresh(let reason):
-                // A failure set the retry gate (or wiped the pairing): the next action waits for it.
-                _ = try? await refresh(reason: reason.rawValue, scheduled: reason)
-                worked = true
-            case .wait(let until):
-                return .wait(until: until, worked: worked)
-            }
-        }
-        return .wait(until: nil, worked: worked)
-    }
 }
-
-extension TokenManager: LoopingActor {}

@@ -265,6 +265,14 @@ final class Harness: @unchecked Sendable {
 
     func stats(_ base: String) throws -> [String: Any] { try emulator(base, .get, "/admin/stats") }
 
+    /// The requests the emulator received (`/admin/stats`' `arrivals`, oldest first), only those to `path` when
+    /// it is given.
+    func arrivals(_ base: String, path: String? = nil) throws -> [[String: Any]] {
+        let all = try stats(base)["arrivals"] as? [[String: Any]] ?? []
+        guard let path else { return all }
+        return all.filter { $0["path"] as? String == path }
+    }
+
     /// The emulator's replenish event log.
     func replenishEvents(_ base: String) throws -> [[String: Any]] {
         try emulator(base, .get, "/admin/events")["replenish"] as? [[String: Any]] ?? []

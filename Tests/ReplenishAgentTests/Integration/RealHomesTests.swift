@@ -156,10 +156,22 @@ import Testing
         harness.expectNoSecretsInAgentOutput()
     }
 
+    /// Waits until DRS has deregistered the device and the agent has removed its queued deregistration; then
+    /// the arrival times of every DELETE of the registration.
+    func queuedDeregistrationArrivals(_ harness: Harness, _ emulator: String) throws -> [Double] {
+        try harness.waitUntil("DRS to deregister the device", timeout: 60) {
+            try harness.stats(emulator)["deregistrations"] as? Int == 1
+        }
+        // The emulator counts the call before its answer reaches the agent, which removes the file only then.
+        try harness.waitUntil("the queued deregistration to be removed", timeout: 15) {
+            !FileManager.default.fileExists(atPath: harness.directory + "/state/deregistration.json")
+        }
+        return try deregistrationArrivals(harness, emulator)
+    }
+
     /// The `DELETE /registration` calls the emulator received, with their arrival times.
     func deregistrationArrivals(_ harness: Harness, _ emulator: String) throws -> [Double] {
-        let arrivals = try harness.stats(emulator)["arrivals"] as? [[String: Any]] ?? []
-        return arrivals.filter { $0["method"] as? String == "DELETE" && $0["path"] as? String == "/registration" }
+        try harness.arrivals(emulator, path: "/registration").filter { $0["method"] as? String == "DELETE" }
             .compactMap { $0["at"] as? Double }
     }
 
@@ -173,14 +185,7 @@ import Testing
         try harness.injectFault(emulator, path: "/registration", count: 2, #"{"kind":"status","status":503}"#)
         let reset = try harness.run("replenish-agent", ["reset", "--config", config])
         #expect(reset.status == 0, "\(reset.error)")
-        try harness.waitUntil("DRS to deregister the device", timeout: 60) {
-            try harness.stats(emulator)["deregistrations"] as? Int == 1
-        }
-        // The emulator counts the call before its answer reaches the agent, which removes the file only then.
-        try harness.waitUntil("the queued deregistration to be removed", timeout: 15) {
-            !FileManager.default.fileExists(atPath: harness.directory + "/state/deregistration.json")
-        }
-        let times = try deregistrationArrivals(harness, emulator)
+        let times = try queuedDeregistrationArrivals(harness, emulator)
         #expect(times.count == 3, "DELETEs at \(times); the agent's log:\n\(harness.agentLogs)")
         for (earlier, later) in zip(times, times.dropFirst()) {
             #expect(later - earlier >= 1.0, "a retry came \(later - earlier) s after the call before it")
@@ -200,14 +205,7 @@ import Testing
         #expect(offline.status == 0, "\(offline.error)")
         #expect(offline.output.contains("queued"), "deregister said: \(offline.output)")
         _ = try harness.startAgent(config: config)
-        try harness.waitUntil("DRS to deregister the device", timeout: 60) {
-            try harness.stats(emulator)["deregistrations"] as? Int == 1
-        }
-        // The emulator counts the call before its answer reaches the agent, which removes the file only then.
-        try harness.waitUntil("the queued deregistration to be removed", timeout: 15) {
-            !FileManager.default.fileExists(atPath: harness.directory + "/state/deregistration.json")
-        }
-        let times = try deregistrationArrivals(harness, emulator)
+        let times = try queuedDeregistrationArrivals(harness, emulator)
         #expect(times.count == 3, "DELETEs at \(times); the agent's log:\n\(harness.agentLogs)")
         harness.expectNoSecretsInAgentOutput()
     }
@@ -272,9 +270,7 @@ import Testing
         #expect(try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0)
         // The pairing's code grant was the first call to the token endpoint; the refresh is the second.
         try harness.waitUntil("the refresh to reach LWA") {
-            (try harness.stats(emulator)["arrivals"] as? [[String: Any]] ?? []).filter {
-                $0["path"] as? String == "/auth/o2/token"
-            }.count >= 2
+            try harness.arrivals(emulator, path: "/auth/o2/token").count >= 2
         }
         try stopWithinTheGracefulLimit(harness, agent, "a token refresh LWA does not answer")
         let status = try harness.statusJSON(config: config)
@@ -288,9 +284,7 @@ import Testing
         try harness.injectFault(emulator, path: "/replenish/slot-1", count: 1, #"{"kind":"delay","seconds":40}"#)
         #expect(try harness.run("replenish-agent", ["press", "button", "--config", config]).status == 0)
         try harness.waitUntil("the replenish call to reach DRS") {
-            (try harness.stats(emulator)["arrivals"] as? [[String: Any]] ?? []).contains {
-                $0["path"] as? String == "/replenish/slot-1"
-            }
+            try !harness.arrivals(emulator, path: "/replenish/slot-1").isEmpty
         }
         try stopWithinTheGracefulLimit(harness, agent, "a slow replenish call")
         #expect(try harness.statusJSON(config: config)["pendingOrders"] as? Int == 1, "the press is kept")

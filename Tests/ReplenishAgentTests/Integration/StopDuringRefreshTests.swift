@@ -25,9 +25,7 @@ import Testing
     }
 
     static func tokenArrivals(_ harness: Harness, _ emulator: String) throws -> Int {
-        (try harness.stats(emulator)["arrivals"] as? [[String: Any]] ?? []).filter {
-            $0["path"] as? String == "/auth/o2/token"
-        }.count
+        try harness.arrivals(emulator, path: "/auth/o2/token").count
     }
 
     /// SIGTERM 1 s into a refresh LWA answers after 6 s, having rotated the refresh token: the stop lets the

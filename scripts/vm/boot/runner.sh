@@ -393,15 +393,8 @@ footprint_figures() {
   figure "$1-binary-bytes" "$(stat -c %s "$3")"
 }
 
-# Context switches (voluntary + nonvoluntary) of each thread of a process: "TID COUNT NAME/WCHAN" lines.
-context_switches() {
-  local task
-  for task in /proc/"$1"/task/*; do
-    awk -v tid="${task##*/}" -v name="$(tr ' ' _ <"$task/comm" 2>/dev/null)/$(cat "$task/wchan" 2>/dev/null)" \
-      '/^(voluntary|nonvoluntary)_ctxt_switches:/ { n += $2 } END { if (NR) print tid, n, name }' \
-      "$task/status" 2>/dev/null
-  done
-}
+# context_switches PID: installed beside this script (scripts/vm/context-switches.sh).
+. /usr/local/lib/vm-test/context-switches.sh
 
 # idle: the paired agent under systemd on the gpio-sim board, its start-up duties done and no order open
 # (`cancel-test-orders` closes them, so the follow-up has nothing to ask): context switches over
