@@ -6,7 +6,8 @@ import FoundationEssentials
 /// (a FIFO never hangs the agent), and read only when `fstat` of that descriptor shows a regular file owned by
 /// the agent's uid and within the size limit; its `version` follows `StateFormat`'s rule. A file that fails any
 /// of these is moved aside (`NAME.corrupt-<time>`) with the reason, never deleted and never a reason not to
-/// start. Writes replace the file atomically (`POSIX.writeFileAtomically`), on the disk lane (`DiskLane`).
+/// start. Each file is read and written through its store (`StateStore`), which applies these rules; writes replace
+/// the file atomically (`POSIX.writeFileAtomically`), on the disk lane (`DiskLane`) once the daemon serves.
 enum StateFile {
     /// No state file the agent writes comes near this (an outbox holds a few slots).
     static let readLimit = 4 << 20
@@ -19,35 +20,19 @@ enum StateFile {
         case unusable(reason: String)
     }
 
-    /// Decodes the file at `path`, nil when missing. A file that cannot be used is moved aside and `onCorrupt`
-    /// told why and where it went.
+    /// `StateStore.load` of the file at `path`: only Orders.swift (and the tests' fixtures), until it adopts
+    /// `StateStore`.
     static func load<T: StateFormat>(
         _ type: T.Type, from path: String, limit: Int = readLimit, onCorrupt: (String) -> Void
     ) throws(AgentError) -> T? {
-        switch try read(type, from: path, limit: limit) {
-        case .missing: return nil
-        case .read(let value): return value
-        case .unusable(let reason):
-            let aside = try moveAside(path)
-            onCorrupt("state file \(path) \(reason); it was moved to \(aside)")
-            return nil
-        }
+        try StateStore<T>(path: path, limit: limit).load(onCorrupt: onCorrupt)
     }
 
-    /// Reads and decodes the file at `path` without side effects (for `status`, and for `load`). `owner` is the
-    /// agent's uid: this process's in the daemon; `status` run from a root shell passes the state directory's.
+    /// `StateStore.read` of the file at `path`: only the tests' fixtures, until they name their files' stores.
     static func read<T: StateFormat>(
         _ type: T.Type, from path: String, limit: Int = readLimit, owner: UserID = POSIX.effectiveUserID()
     ) throws(AgentError) -> Reading<T> {
-        switch try readBytes(path, limit: limit, owner: owner) {
-        case .missing: return .missing
-        case .unusable(let reason): return .unusable(reason: reason)
-        case .read(let bytes):
-            switch decode(type, from: bytes) {
-            case .success(let value): return .read(value)
-            case .failure(let problem): return .unusable(reason: problem.reason)
-            }
-        }
+        try StateStore<T>(path: path, limit: limit).read(owner: owner)
     }
 
     /// The one field every state file has, read before the rest.
@@ -82,7 +67,7 @@ enum StateFile {
     }
 
     /// The bytes of `value` in this build's format version, for `path` (named in the error). The file is written
-    /// by `DiskLane.save`, off the event loop.
+    /// by its store (`StateStore.save`), off the event loop.
     static func encode<T: StateFormat>(_ value: T, for path: String) throws(AgentError) -> [UInt8] {
         var current = value
         current.version = T.formatVersion
