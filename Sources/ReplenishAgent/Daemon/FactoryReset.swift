@@ -154,7 +154,7 @@ enum ResetWipe {
 
     /// Removes the mark, durably: the wipe is done.
     static func end(stateDirectory: String) throws(AgentError) {
-        try StateStore<Mark>.resetMark(stateDirectory: stateDirectory).shredNow()
+        try StateStore<Mark>.resetMark(stateDirectory: stateDirectory).shredNow(includingADirectory: true)
     }
 
     /// Finishes the wipe of a reset that was cut short (the caller holds the state directory's lock, and no

@@ -111,15 +111,18 @@ struct StateStore<Value: FileFormat>: Sendable {
         }
     }
 
-    /// Overwrites the file with zeros, syncs and unlinks it (`POSIX.shredEntry`: a directory that stands at the
-    /// file's name goes too), on the lane.
+    /// Overwrites the file with zeros, syncs and unlinks it (`POSIX.shred`), on the lane. Something else at the
+    /// file's name (a directory) makes it fail: the wipe stops and is finished at the next start.
     func shred(isolation: isolated (any Actor)? = #isolation) async throws(AgentError) {
         let store = self
         try await lane.run(isolation: isolation) { () throws(AgentError) in try store.shredNow() }
     }
 
-    /// `shred` on the calling thread (the same callers as `saveNow`).
-    func shredNow() throws(AgentError) { try POSIX.shredEntry(path) }
+    /// `shred` on the calling thread (the same callers as `saveNow`). `includingADirectory`: whatever stands at
+    /// the name goes, a directory too (`POSIX.shredEntry`: the reset's mark, which must not outlive its wipe).
+    func shredNow(includingADirectory: Bool = false) throws(AgentError) {
+        if includingADirectory { try POSIX.shredEntry(path) } else { try POSIX.shred(path) }
+    }
 
     private static func writeToTmpfs(_ bytes: [UInt8], to path: String) throws(AgentError) {
         let directory = POSIX.parentDirectory(of: path)
