@@ -14,7 +14,10 @@ import Testing
         ("openFile", { _ = try POSIX.openFile($0 + "/file") }),
         ("OpenFile.readAll", { directory in try OffLoopTests.opened(directory) { _ = try $0.readAll(limit: 64) } }),
         ("OpenFile.readPrefix", { directory in try OffLoopTests.opened(directory) { _ = try $0.readPrefix(8) } }),
-        ("OpenFile.replaceContents", { directory in try OffLoopTests.opened(directory) { try $0.replaceContents([1]) } }),
+        (
+            "OpenFile.replaceContents",
+            { directory in try OffLoopTests.opened(directory) { try $0.replaceContents([1]) } }
+        ),
         ("readFile", { _ = try POSIX.readFile($0 + "/file") }),
         ("status", { _ = try POSIX.status($0 + "/file") }),
         ("linkStatus", { _ = try POSIX.linkStatus($0 + "/file") }),
@@ -27,9 +30,12 @@ import Testing
         ("unlinkEntry", { try POSIX.unlinkEntry($0 + "/file") }),
         ("removeFile", { try POSIX.removeFile($0 + "/file") }),
         ("writeFileAtomically", { try POSIX.writeFileAtomically($0 + "/file", Array("{}".utf8)) }),
-        ("writeFileAtomically(durable: false)", {
-            try POSIX.writeFileAtomically($0 + "/file", Array("{}".utf8), durable: false)
-        }),
+        (
+            "writeFileAtomically(durable: false)",
+            {
+                try POSIX.writeFileAtomically($0 + "/file", Array("{}".utf8), durable: false)
+            }
+        ),
         ("syncDirectory", { try POSIX.syncDirectory($0) }),
         ("checkWritable", { try POSIX.checkWritable($0) }),
         ("shred", { try POSIX.shred($0 + "/file") }),
@@ -38,7 +44,9 @@ import Testing
 
     static func opened(_ directory: String, _ body: (POSIX.OpenFile) throws -> Void) throws {
         // Opened as before the daemon serves: only the descriptor's call is looked at.
-        let file = try OffLoop.$servingOnThisTask.withValue(false) { try POSIX.openFile(directory + "/file", .readWrite) }
+        let file = try OffLoop.$servingOnThisTask.withValue(false) {
+            try POSIX.openFile(directory + "/file", .readWrite)
+        }
         try body(file)
     }
 
@@ -55,7 +63,8 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: directory) }
         #expect(try reported { _ = POSIX.exists(directory + "/file", .memory) }.isEmpty)
         #expect(try reported { _ = try POSIX.readFile(directory + "/file", .memory) }.isEmpty)
-        #expect(try reported { _ = try POSIX.openFile(directory + "/file", medium: .memory).readAll(limit: 64) }.isEmpty)
+        #expect(
+            try reported { _ = try POSIX.openFile(directory + "/file", medium: .memory).readAll(limit: 64) }.isEmpty)
     }
 
     @Test func beforeTheDaemonServesNothingIsReported() throws {
@@ -77,7 +86,8 @@ import Testing
         try prepare(directory)
         let reported: (() throws -> Void) throws -> [String] = { body in
             let seen = Mutex<[String]>([])
-            try OffLoop.$recorded.withValue({ message in seen.withLock { $0.append(message) } }) {
+            let record: @Sendable (String) -> Void = { message in seen.withLock { $0.append(message) } }
+            try OffLoop.$recorded.withValue(record) {
                 try OffLoop.$servingOnThisTask.withValue(serving) { try body() }
             }
             return seen.withLock { $0 }.filter { $0.contains(directory) }

@@ -204,7 +204,8 @@ final class OldPairingTokens: AccessTokens {
 extension DeregistrationQueue: LoopingActor {
     /// Over `deregistration.json` of `stateDirectory` (`StateStore.deregistration`).
     init(stateDirectory: String, lwa: LWAClient, drs: DRSClient, clock: C, logger: Logger) {
-        self.init(store: .deregistration(stateDirectory: stateDirectory), lwa: lwa, drs: drs, clock: clock, logger: logger)
+        self.init(
+            store: .deregistration(stateDirectory: stateDirectory), lwa: lwa, drs: drs, clock: clock, logger: logger)
     }
 }
 

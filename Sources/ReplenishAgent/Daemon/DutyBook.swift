@@ -47,7 +47,8 @@ struct LegacyOrders: Decodable, Sendable {
     /// What `status.json` of `stateDirectory` still holds of them; nil when nothing (or no readable file).
     static func read(stateDirectory: String, owner: UserID = POSIX.effectiveUserID()) -> LegacyOrders? {
         guard
-            case .read(let bytes)? = try? StateStore<DutyRecord>.dutyRecord(stateDirectory: stateDirectory).readBytes(owner: owner),
+            case .read(let bytes)? = try? StateStore<DutyRecord>.dutyRecord(stateDirectory: stateDirectory).readBytes(
+                owner: owner),
             let legacy = try? JSONDecoder().decode(LegacyOrders.self, from: Data(bytes)), !legacy.isEmpty
         else { return nil }
         return legacy
@@ -145,5 +146,7 @@ actor DutyBook {
 
 extension StateStore<DutyRecord> {
     /// `status.json` of the state directory, on the daemon's lane; its one owner is `DutyBook`.
-    static func dutyRecord(stateDirectory: String) -> Self { StateStore(path: DutyBook.path(stateDirectory: stateDirectory)) }
+    static func dutyRecord(stateDirectory: String) -> Self {
+        StateStore(path: DutyBook.path(stateDirectory: stateDirectory))
+    }
 }
