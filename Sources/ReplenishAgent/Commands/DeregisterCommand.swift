@@ -47,15 +47,14 @@ struct DeregisterCommand: AsyncParsableCommand {
         var deregistered = "the device was not paired"
         if let old {
             var pending = PendingDeregistration(refreshToken: old.refreshToken, clientId: old.clientId)
+            let store = StateStore<PendingDeregistration>.deregistration(stateDirectory: directory)
             do throws(AgentError) {
                 let (lwa, drs) = try Agent.lanes(config: config)
                 let stillGood = old.accessTokenExpiresAt > POSIX.wallTime() + 60
                 try await DeregistrationQueue<ContinuousClock>.attempt(
                     &pending, accessToken: stillGood ? old.accessToken : nil, lwa: lwa, drs: drs, logger: logger
-                ) { (newest) throws(AgentError) in
-                    try DeregistrationQueue<ContinuousClock>.writeNow(newest, stateDirectory: directory)
-                }
-                try POSIX.shred(DeregistrationQueue<ContinuousClock>.path(stateDirectory: directory))
+                ) { (newest) throws(AgentError) in try store.saveNow(newest) }
+                try store.shredNow()
                 deregistered = "deregistered from DRS"
             } catch {
                 deregistered = "deregistration queued (\(error.message)); the agent retries it when it runs"

@@ -46,10 +46,9 @@ struct PressCommand: AsyncParsableCommand {
     /// cannot be read (the failure is then said as it happened).
     static func writtenAnyway(input: String, config: AgentConfig, since: Double) -> String? {
         guard let slot = config.buttons.first(where: { $0.input == input })?.slot else { return nil }
-        let path = OrderBook.path(stateDirectory: config.stateDirectory)
         guard
-            case .read(let outbox)? = try? StateFile.read(
-                Outbox.self, from: path, owner: StateDirectory.agentUID(config.stateDirectory))
+            case .read(let outbox)? = try? StateStore<Outbox>.outbox(stateDirectory: config.stateDirectory).read(
+                owner: StateDirectory.agentUID(config.stateDirectory))
         else { return nil }
         if outbox.entry(for: slot)?.pressedAt.contains(where: { $0 >= since }) == true {
             return "the agent stopped before it answered, but the press was written: it is kept and will be "

@@ -90,21 +90,18 @@ struct StatusCommand: AsyncParsableCommand {
             problems.append(error.message)
         }
         var outbox =
-            (try? readState(
-                Outbox.self, OrderBook.path(stateDirectory: config.stateDirectory), &problems))
-            ?? Outbox()
+            (try? readState(StateStore<Outbox>.outbox(stateDirectory: config.stateDirectory), &problems)) ?? Outbox()
         // Files of an earlier build that no agent of this one has started on yet.
         outbox.adoptLegacyOrders(
             stateDirectory: config.stateDirectory, owner: StateDirectory.agentUID(config.stateDirectory))
         let record =
-            (try? readState(DutyRecord.self, DutyBook.path(stateDirectory: config.stateDirectory), &problems))
+            (try? readState(StateStore<DutyRecord>.dutyRecord(stateDirectory: config.stateDirectory), &problems))
             ?? DutyRecord()
         // What the daemon shows while it runs (and its last word, until the next boot empties the runtime
         // directory). A file that cannot be used is the daemon's to replace: it shows nothing here.
-        let shownPath = ShownStatus.path(runtimeDirectory: config.runtimeDirectory)
         var shown = ShownStatus()
-        if case .read(let value)? = try? StateFile.read(
-            ShownStatus.self, from: shownPath, owner: StateDirectory.agentUID(config.runtimeDirectory))
+        if case .read(let value)? = try? StateStore<ShownStatus>.shownStatus(runtimeDirectory: config.runtimeDirectory)
+            .read(owner: StateDirectory.agentUID(config.runtimeDirectory))
         {
             shown = value
         }
@@ -196,14 +193,12 @@ struct StatusCommand: AsyncParsableCommand {
         return product.asin + (amount ?? "")
     }
 
-    static func readState<T: StateFormat>(_ type: T.Type, _ path: String, _ problems: inout [String]) throws
-        -> T?
-    {
-        switch try StateFile.read(type, from: path, owner: StateDirectory.agentUID(POSIX.parentDirectory(of: path))) {
+    static func readState<T: StateFormat>(_ store: StateStore<T>, _ problems: inout [String]) throws -> T? {
+        switch try store.read(owner: StateDirectory.agentUID(POSIX.parentDirectory(of: store.path))) {
         case .missing: return nil
         case .read(let value): return value
         case .unusable(let reason):
-            problems.append("\(path) \(reason) (the agent will move it aside at its next start)")
+            problems.append("\(store.path) \(reason) (the agent will move it aside at its next start)")
             return nil
         }
     }
@@ -256,7 +251,7 @@ extension FileTokenStore {
     /// Reads the token file without the side effects of `load` (no moving aside): for `status`.
     static func peek(stateDirectory: String) throws(AgentError) -> TokenSet? {
         let store = FileTokenStore(stateDirectory: stateDirectory)
-        switch try read(store.path, owner: StateDirectory.agentUID(stateDirectory)) {
+        switch try read(store.file, owner: StateDirectory.agentUID(stateDirectory)) {
         case .missing: return nil
         case .read(let tokens): return tokens
         case .unusable(let reason): throw AgentError(.storage, "\(store.path) \(reason)")

@@ -26,13 +26,7 @@ actor DeregistrationQueue<C: Clock> where C.Duration == Duration {
 
     static func path(stateDirectory: String) -> String { POSIX.join(stateDirectory, "deregistration.json") }
 
-    /// Writes the call now, on the calling thread: for the commands without the daemon and a wipe on the disk
-    /// lane (`ResetWipe`). The queue itself writes through `DiskLane`.
-    static func writeNow(_ pending: Pending, stateDirectory: String) throws(AgentError) {
-        try DiskLane.saveNow(pending, to: path(stateDirectory: stateDirectory))
-    }
-
-    private let stateDirectory: String
+    private let store: StateStore<Pending>
     private let lwa: LWAClient
     private let drs: DRSClient
     private let clock: C
@@ -47,8 +41,10 @@ actor DeregistrationQueue<C: Clock> where C.Duration == Duration {
     /// Why the last try failed, for a `tryNow` that comes inside its backoff.
     private var lastError: AgentError?
 
-    init(stateDirectory: String, lwa: LWAClient, drs: DRSClient, clock: C, logger: Logger) {
-        self.stateDirectory = stateDirectory
+    /// `store`: the file's (`StateStore.deregistration`); the commands without the daemon and a reset's wipe
+    /// write it through the same store (`saveNow`).
+    init(store: StateStore<Pending>, lwa: LWAClient, drs: DRSClient, clock: C, logger: Logger) {
+        self.store = store
         self.lwa = lwa
         self.drs = drs
         self.clock = clock
@@ -59,7 +55,7 @@ actor DeregistrationQueue<C: Clock> where C.Duration == Duration {
     /// `tryNow`; if it never does, the queue tries after `callerGrace` on its own. DRS hears nothing before the
     /// local part is done, however long a loaded device takes over it.
     func enqueue(_ next: Pending) async throws(AgentError) {
-        try await DiskLane.shared.save(next, to: Self.path(stateDirectory: stateDirectory))
+        try await store.save(next)
         pending = next
         loaded = true
         lastError = nil
@@ -92,15 +88,15 @@ actor DeregistrationQueue<C: Clock> where C.Duration == Duration {
         guard var current = pending else { return nil }
         timeline.started()
         defer { waker.ring() }
-        let path = Self.path(stateDirectory: stateDirectory)
+        let store = store
         do throws(AgentError) {
             try await Self.attempt(&current, accessToken: accessToken, lwa: lwa, drs: drs, logger: logger) {
-                (newest) async throws(AgentError) in try await DiskLane.shared.save(newest, to: path)
+                (newest) async throws(AgentError) in try await store.save(newest)
             }
             pending = nil
             lastError = nil
             timeline.succeeded()
-            do { try await DiskLane.shared.shred(path) } catch {
+            do { try await store.shred() } catch {
                 logger.error("could not remove deregistration.json", metadata: ["error": "\(error.message)"])
             }
             return nil
@@ -145,15 +141,10 @@ actor DeregistrationQueue<C: Clock> where C.Duration == Duration {
             if !loaded {
                 loaded = true
                 // On the disk lane: a corrupt file is moved aside (a rename and a directory fsync).
-                let path = Self.path(stateDirectory: stateDirectory)
-                let read = try? await DiskLane.shared.run { () throws(AgentError) -> (Pending?, [String]) in
-                    var problems: [String] = []
-                    let pending = try StateFile.load(Pending.self, from: path) { problems.append($0) }
-                    return (pending, problems)
-                }
-                for problem in read?.1 ?? [] { logger.error("\(problem)") }
+                let read = try? await store.loadOnLane()
+                for problem in read?.problems ?? [] { logger.error("\(problem)") }
                 // A call queued while the file was read (`enqueue`) is the newest.
-                if pending == nil { pending = read?.0 ?? nil }
+                if pending == nil { pending = read?.value ?? nil }
             }
             switch timeline.next(queued: pending != nil, at: clock.now) {
             case .waitForChange: return .wait(until: nil, worked: worked)
@@ -213,4 +204,18 @@ final class OldPairingTokens: AccessTokens {
     }
 }
 
-extension DeregistrationQueue: LoopingActor {}
+extension DeregistrationQueue: LoopingActor {
+    /// Over `deregistration.json` of `stateDirectory` (`StateStore.deregistration`).
+    init(stateDirectory: String, lwa: LWAClient, drs: DRSClient, clock: C, logger: Logger) {
+        self.init(
+            store: .deregistration(stateDirectory: stateDirectory), lwa: lwa, drs: drs, clock: clock, logger: logger)
+    }
+}
+
+extension StateStore<PendingDeregistration> {
+    /// `deregistration.json` of the state directory, on the daemon's lane; its one owner is `DeregistrationQueue`
+    /// (the commands without the daemon and a reset's wipe write it with `saveNow`).
+    static func deregistration(stateDirectory: String) -> Self {
+        StateStore(path: DeregistrationQueue<ContinuousClock>.path(stateDirectory: stateDirectory))
+    }
+}

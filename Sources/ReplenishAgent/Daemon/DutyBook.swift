@@ -47,8 +47,8 @@ struct LegacyOrders: Decodable, Sendable {
     /// What `status.json` of `stateDirectory` still holds of them; nil when nothing (or no readable file).
     static func read(stateDirectory: String, owner: UserID = POSIX.effectiveUserID()) -> LegacyOrders? {
         guard
-            case .read(let bytes)? = try? StateFile.readBytes(
-                DutyBook.path(stateDirectory: stateDirectory), limit: StateFile.readLimit, owner: owner),
+            case .read(let bytes)? = try? StateStore<DutyRecord>.dutyRecord(stateDirectory: stateDirectory).readBytes(
+                owner: owner),
             let legacy = try? JSONDecoder().decode(LegacyOrders.self, from: Data(bytes)), !legacy.isEmpty
         else { return nil }
         return legacy
@@ -72,14 +72,21 @@ extension Outbox {
 /// The daemon's single writer of `status.json`: each fact is changed through a method named for what happened,
 /// called from the one file that owns that fact; `update` stays private.
 actor DutyBook {
-    private let path: String
+    private let store: StateStore<DutyRecord>
     private(set) var record: DutyRecord
     /// One change at a time across its write (`DiskLane`).
     private let turns = WriteTurns()
 
+    /// Loads the record at the daemon's start (before its loop serves); a file that cannot be used is moved aside
+    /// and `onCorrupt` told.
+    init(store: StateStore<DutyRecord>, onCorrupt: (String) -> Void) throws(AgentError) {
+        self.store = store
+        record = try store.load(onCorrupt: onCorrupt) ?? DutyRecord()
+    }
+
+    /// Over `status.json` of `stateDirectory` (`StateStore.dutyRecord`).
     init(stateDirectory: String, onCorrupt: (String) -> Void) throws(AgentError) {
-        path = Self.path(stateDirectory: stateDirectory)
-        record = try StateFile.load(DutyRecord.self, from: path, onCorrupt: onCorrupt) ?? DutyRecord()
+        try self.init(store: .dutyRecord(stateDirectory: stateDirectory), onCorrupt: onCorrupt)
     }
 
     static func path(stateDirectory: String) -> String { POSIX.join(stateDirectory, "status.json") }
@@ -119,7 +126,7 @@ actor DutyBook {
     func wipe() async throws(AgentError) {
         await turns.take()
         defer { turns.release() }
-        try await DiskLane.shared.shred(path)
+        try await store.shred()
         record = DutyRecord()
     }
 
@@ -132,7 +139,14 @@ actor DutyBook {
         var next = record
         change(&next)
         guard next != record else { return }
-        try await DiskLane.shared.save(next, to: path)
+        try await store.save(next)
         record = next
+    }
+}
+
+extension StateStore<DutyRecord> {
+    /// `status.json` of the state directory, on the daemon's lane; its one owner is `DutyBook`.
+    static func dutyRecord(stateDirectory: String) -> Self {
+        StateStore(path: DutyBook.path(stateDirectory: stateDirectory))
     }
 }

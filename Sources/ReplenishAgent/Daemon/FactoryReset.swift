@@ -146,21 +146,22 @@ enum ResetWipe {
 
     static func markPath(stateDirectory: String) -> String { POSIX.join(stateDirectory, "wipe.json") }
 
-    /// Writes the mark, durably: from here on the wipe is finished, at the latest at the next start.
+    /// Writes the mark, durably: from here on the wipe is finished, at the latest at the next start. On the
+    /// calling thread: a command without the daemon, or the daemon's reset on the disk lane.
     static func begin(_ scope: Scope, pairingId: String? = nil, stateDirectory: String) throws(AgentError) {
-        try DiskLane.saveNow(Mark(scope: scope, pairingId: pairingId), to: markPath(stateDirectory: stateDirectory))
+        try StateStore<Mark>.resetMark(stateDirectory: stateDirectory).saveNow(Mark(scope: scope, pairingId: pairingId))
     }
 
     /// Removes the mark, durably: the wipe is done.
     static func end(stateDirectory: String) throws(AgentError) {
-        try POSIX.shredEntry(markPath(stateDirectory: stateDirectory))
+        try StateStore<Mark>.resetMark(stateDirectory: stateDirectory).shredNow(includingADirectory: true)
     }
 
     /// Finishes the wipe of a reset that was cut short (the caller holds the state directory's lock, and no
     /// state is loaded yet); `report` is told what was done. Nothing happens without the mark.
     static func finishInterrupted(stateDirectory: String, report: (String) -> Void) throws(AgentError) {
         let scope: Scope
-        switch try StateFile.read(Mark.self, from: markPath(stateDirectory: stateDirectory)) {
+        switch try StateStore<Mark>.resetMark(stateDirectory: stateDirectory).read() {
         case .missing: return
         case .read(let mark):
             scope = mark.scope
@@ -201,30 +202,38 @@ enum ResetWipe {
             try FactoryReset<ContinuousClock>.shredMovedAside(stateDirectory: stateDirectory)
         }
         if let old {
-            try DeregistrationQueue<ContinuousClock>.writeNow(
-                .init(refreshToken: old.refreshToken, clientId: old.clientId), stateDirectory: stateDirectory)
+            try StateStore<PendingDeregistration>.deregistration(stateDirectory: stateDirectory).saveNow(
+                .init(refreshToken: old.refreshToken, clientId: old.clientId))
         }
-        try POSIX.shred(POSIX.join(stateDirectory, "tokens.json"))
-        let outbox = OrderBook.path(stateDirectory: stateDirectory)
-        let status = DutyBook.path(stateDirectory: stateDirectory)
+        try store.file.shredNow()
+        let outbox = StateStore<Outbox>.outbox(stateDirectory: stateDirectory)
+        let status = StateStore<DutyRecord>.dutyRecord(stateDirectory: stateDirectory)
         switch scope {
         case .everything:
-            try POSIX.shred(outbox)
-            try POSIX.shred(status)
+            try outbox.shredNow()
+            try status.shredNow()
         case .pairing:
             // The queued presses go; the order history stays for the owner to read.
-            if var orders = try StateFile.load(Outbox.self, from: outbox, onCorrupt: report) {
+            if var orders = try outbox.load(onCorrupt: report) {
                 orders.adoptLegacyOrders(stateDirectory: stateDirectory)
                 let before = orders
                 orders.forgetAccount(reason: "the pairing was reset", at: POSIX.wallTime())
-                if orders != before { try DiskLane.saveNow(orders, to: outbox) }
+                if orders != before { try outbox.saveNow(orders) }
             }
-            if var record = try StateFile.load(DutyRecord.self, from: status, onCorrupt: report) {
+            if var record = try status.load(onCorrupt: report) {
                 let before = record
                 record.forgetAccount()
-                if record != before { try DiskLane.saveNow(record, to: status) }
+                if record != before { try status.saveNow(record) }
             }
         }
         return old
+    }
+}
+
+extension StateStore<ResetWipe.Mark> {
+    /// `wipe.json` of the state directory; its one owner is `ResetWipe`, which writes it on the calling thread
+    /// (a command without the daemon, or the daemon's reset on the disk lane).
+    static func resetMark(stateDirectory: String) -> Self {
+        StateStore(path: ResetWipe.markPath(stateDirectory: stateDirectory))
     }
 }

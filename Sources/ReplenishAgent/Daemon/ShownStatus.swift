@@ -26,17 +26,20 @@ struct ShownStatus: Codable, Sendable, Equatable, StateFormat {
 
 /// The daemon's single writer of the shown status (`ShownStatus`).
 actor ShownStatusBook {
-    private let path: String
-    private let runtimeDirectory: String
+    private let store: StateStore<ShownStatus>
     private let logger: Logger
     private(set) var shown = ShownStatus()
     /// The runtime directory refused a write: said once in the log, then the shown status stays in memory.
     private var refusalLogged = false
 
-    init(runtimeDirectory: String, logger: Logger) {
-        path = ShownStatus.path(runtimeDirectory: runtimeDirectory)
-        self.runtimeDirectory = runtimeDirectory
+    init(store: StateStore<ShownStatus>, logger: Logger) {
+        self.store = store
         self.logger = logger
+    }
+
+    /// Over `shown-status.json` of `runtimeDirectory` (`StateStore.shownStatus`).
+    init(runtimeDirectory: String, logger: Logger) {
+        self.init(store: .shownStatus(runtimeDirectory: runtimeDirectory), logger: logger)
     }
 
     /// The token state `status` shows (never a token): its kind and why.
@@ -58,16 +61,11 @@ actor ShownStatusBook {
         change(&next)
         guard next != shown else { return }
         shown = next
-        let (path, directory) = (path, runtimeDirectory)
         do throws(AgentError) {
-            let bytes = try StateFile.encode(next, for: path)
-            // A tmpfs: nothing to make durable; the lane keeps the writes in order, and a stop does not wait for
-            // one queued behind a flush of the flash. The directory is the daemon's (made at its start with the
-            // boot's mark, `BootIdentity`), or made here, 0700, when it is missing.
-            try await DiskLane.shared.runUnawaitedOnStop { () throws(AgentError) in
-                if try POSIX.status(directory) == nil { try POSIX.makeDirectory(directory, 0o700) }
-                try DiskLane.writeNow(bytes, to: path)
-            }
+            // A tmpfs (`StateStore.Medium.tmpfs`): nothing to make durable; the lane keeps the writes in order,
+            // and a stop does not wait for one queued behind a flush of the flash. The directory is the daemon's
+            // (made at its start with the boot's mark, `BootIdentity`), or made by the store, 0700, when missing.
+            try await store.save(next)
         } catch {
             guard !refusalLogged else { return }
             refusalLogged = true
@@ -75,5 +73,12 @@ actor ShownStatusBook {
                 "the runtime directory takes no writes: status shows the token state and pairing window only while this runs",
                 metadata: ["error": "\(error.message)"])
         }
+    }
+}
+
+extension StateStore<ShownStatus> {
+    /// `shown-status.json` of the runtime directory (a tmpfs), on the daemon's lane; its one owner is `ShownStatusBook`.
+    static func shownStatus(runtimeDirectory: String) -> Self {
+        StateStore(path: ShownStatus.path(runtimeDirectory: runtimeDirectory), medium: .tmpfs)
     }
 }

@@ -246,8 +246,9 @@ extension ControlServer {
         try await LocalHTTPServer.serve(
             at: .unix(path: path), group: group, limits: serverLimits,
             onBound: { _ in
-                // The umask already made it 0600; a failure here is worth a line, not a stop.
-                do { try POSIX.setMode(path, 0o600) } catch {
+                // The umask already made it 0600; a failure here is worth a line, not a stop. On the disk lane:
+                // the state directory is on the flash, and the loop serves by now (`OffLoop`).
+                do { try await DiskLane.shared.run { () throws(AgentError) in try POSIX.setMode(path, 0o600) } } catch {
                     logger.warning("control socket mode", metadata: ["error": "\(error)"])
                 }
                 logger.info("control socket ready", metadata: ["control.socket": "\(path)"])

@@ -63,7 +63,7 @@ enum LocalHTTPServer {
     /// Binds, calls `onBound` (with the bound TCP port, if any), and serves until cancelled.
     static func serve(
         at address: Address, group: any EventLoopGroup, limits: Limits = Limits(),
-        onBound: @Sendable (Int?) -> Void = { _ in },
+        onBound: @Sendable (Int?) async -> Void = { _ in },
         afterResponse: @escaping @Sendable (ServerResponse) -> Void = { _ in },
         handler: @escaping Handler
     ) async throws {
@@ -90,7 +90,7 @@ enum LocalHTTPServer {
                 unixDomainSocketPath: path, cleanupExistingSocketFile: true,
                 childChannelInitializer: initializer)
         }
-        onBound(server.channel.localAddress?.port)
+        await onBound(server.channel.localAddress?.port)
         let book = ConnectionBook(limits: limits)
         let handlers = Handlers()
         // Every accepted connection must be taken out of the stream and closed through its async wrapper

@@ -5,7 +5,8 @@ import Logging
 /// disk lane before anyone sees it; `Orders` (the delivery loop), `OrderTracker`, the press and the owner
 /// commands change the facts only through here, and read only what they need.
 actor OrderBook {
-    private let path: String
+    /// `outbox.json`, on the outbox's own lane (`StateStore.outbox`).
+    private let store: StateStore<Outbox>
     /// The wall clock the facts are stamped with.
     nonisolated let wallTime: @Sendable () -> Double
     private let logger: Logger
@@ -34,7 +35,7 @@ actor OrderBook {
         sinceBoot: @escaping @Sendable () -> Double = { WallClock.sinceBoot() }, random: RandomSource = .system,
         logger: Logger
     ) throws(AgentError) {
-        path = Self.path(stateDirectory: stateDirectory)
+        store = .outbox(stateDirectory: stateDirectory)
         self.run = run
         self.wallTime = wallTime
         self.clockSynchronized = clockSynchronized
@@ -42,19 +43,19 @@ actor OrderBook {
         self.random = random
         self.logger = logger
         outbox = try Self.movingLegacyOrders(
-            into: try StateFile.load(Outbox.self, from: path) { logger.error("\($0)") } ?? Outbox(),
+            into: try store.load { logger.error("\($0)") } ?? Outbox(), store: store,
             stateDirectory: stateDirectory, logger: logger)
     }
 
     /// Earlier builds kept each slot's orders and the order history in `status.json`: the first start of
     /// this build moves them here (written now, at the start, before the event loop serves), and `DutyBook`
     /// leaves them out of its next write.
-    static func movingLegacyOrders(into loaded: Outbox, stateDirectory: String, logger: Logger) throws(AgentError)
-        -> Outbox
-    {
+    static func movingLegacyOrders(
+        into loaded: Outbox, store: StateStore<Outbox>, stateDirectory: String, logger: Logger
+    ) throws(AgentError) -> Outbox {
         var outbox = loaded
         guard outbox.adoptLegacyOrders(stateDirectory: stateDirectory) else { return loaded }
-        try DiskLane.saveNow(outbox, to: path(stateDirectory: stateDirectory))
+        try store.saveNow(outbox)
         logger.notice("the slots' orders and the order history moved from status.json to outbox.json")
         return outbox
     }
@@ -235,7 +236,7 @@ actor OrderBook {
     func wipe() async throws(AgentError) {
         await turns.take()
         defer { turns.release() }
-        try await DiskLane.outbox.shred(path)
+        try await store.shred()
         outbox = Outbox()
         unwritten = false
         writes.succeeded()
@@ -244,7 +245,7 @@ actor OrderBook {
     /// The one write of the file. `keepOnFailure`: a change that happened (an answer of DRS) stays in memory
     /// when it cannot be written; a press that cannot be written is refused instead.
     private func write(_ next: Outbox, keepOnFailure: Bool) async throws(AgentError) {
-        do { try await DiskLane.outbox.save(next, to: path) } catch {
+        do { try await store.save(next) } catch {
             // A press not written is refused, and its caller says why (`PressHandler`).
             guard keepOnFailure else { throw error }
             outbox = next
@@ -254,7 +255,7 @@ actor OrderBook {
                 "could not write the outbox; nothing is sent until it is written",
                 metadata: ["error": "\(error.message)", "order.retryIn": "\(delay.components.seconds)s"])
             throw AgentError(
-                .storage, "could not write \(path); the change is kept in memory and written later",
+                .storage, "could not write \(store.path); the change is kept in memory and written later",
                 retryAfter: delay)
         }
         outbox = next

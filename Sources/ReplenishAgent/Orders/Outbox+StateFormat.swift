@@ -3,3 +3,12 @@
 extension Outbox: StateFormat {
     static let formatVersion = 1
 }
+
+extension StateStore<Outbox> {
+    /// `outbox.json` of the state directory, on the outbox's own lane (`DiskLane.outbox`): a press's write never
+    /// queues behind a write of another file. Its owner in the daemon is `Orders`; the commands without the daemon
+    /// (`cancel-test-orders`, `reset`, `deregister`) and `status` and `press` use the same store.
+    static func outbox(stateDirectory: String) -> Self {
+        StateStore(path: OrderBook.path(stateDirectory: stateDirectory), lane: .outbox)
+    }
+}

@@ -86,10 +86,10 @@ extension TestOrderCancellation {
         -> @Sendable ([String], Double) async throws(AgentError) -> Void
     {
         { slots, at throws(AgentError) in
-            let path = OrderBook.path(stateDirectory: stateDirectory)
-            var outbox = try StateFile.load(Outbox.self, from: path) { logger.error("\($0)") } ?? Outbox()
+            let store = StateStore<Outbox>.outbox(stateDirectory: stateDirectory)
+            var outbox = try store.load { logger.error("\($0)") } ?? Outbox()
             outbox.recordTestOrdersCancelled(slots: slots, at: at)
-            try DiskLane.saveNow(outbox, to: path)
+            try store.saveNow(outbox)
         }
     }
 }

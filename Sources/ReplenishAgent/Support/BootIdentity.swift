@@ -18,15 +18,17 @@ enum BootIdentity {
         runtimeDirectory: String, create: Bool, kernelPath: String = kernelBootIdPath,
         random: () -> UInt64 = systemRandom
     ) -> String? {
-        let marker = POSIX.join(runtimeDirectory, markerName)
-        if let marked = read(marker) { return marked }
+        let marker = StateStore<BootMark>.bootMark(runtimeDirectory: runtimeDirectory)
+        // A command run from a root shell reads the mark of the agent's user (`StateDirectory.agentUID`).
+        let owner = create ? POSIX.effectiveUserID() : StateDirectory.agentUID(runtimeDirectory)
+        if case .read(let marked)? = try? marker.read(owner: owner) { return marked.id }
         let kernel = read(kernelPath)
         guard create else { return kernel }
         let id = kernel ?? randomId(random)
         do {
-            try POSIX.makeDirectory(runtimeDirectory, 0o700)
-            // A tmpfs: nothing to make durable, and a half-written mark cannot outlive the boot.
-            try DiskLane.writeNow(Array((id + "\n").utf8), to: marker)
+            // At the daemon's start, before its loop serves. A tmpfs: nothing to make durable, and a half-written
+            // mark cannot outlive the boot; the runtime directory is made (0700) when missing.
+            try marker.saveNow(BootMark(id: id))
         } catch {
             // No runtime directory to be had: the kernel's id (which a later start reads the same) or none.
             return kernel
@@ -34,11 +36,11 @@ enum BootIdentity {
         return id
     }
 
-    /// The id in `path` (whitespace removed), or nil when it cannot be read or is empty or not an id.
+    /// The kernel's id in `path` (whitespace removed), or nil when it cannot be read or is empty or not an id. A
+    /// file of `/proc`, which cannot stall (`OffLoop.Medium.memory`).
     static func read(_ path: String) -> String? {
-        guard let bytes = try? POSIX.readFile(path, limit: 64) else { return nil }
-        let text = String(decoding: bytes, as: UTF8.self).filter { !$0.isWhitespace }
-        return isId(text) ? text : nil
+        guard let bytes = try? POSIX.readFile(path, limit: 64, .memory) else { return nil }
+        return try? BootMark.decoded(from: bytes).get().id
     }
 
     /// Whether `text` has an id's form: hex digits and dashes, not empty.
@@ -62,6 +64,26 @@ enum BootIdentity {
             id.append(digit)
         }
         return id
+    }
+}
+
+/// What the boot's mark (`BootIdentity.markerName` in the runtime directory) holds: one line, the id.
+struct BootMark: FileFormat, Equatable {
+    var id: String
+
+    static func decoded(from bytes: [UInt8]) -> Result<BootMark, StateFile.FormatProblem> {
+        let text = String(decoding: bytes, as: UTF8.self).filter { !$0.isWhitespace }
+        guard BootIdentity.isId(text) else { return .failure(StateFile.FormatProblem(reason: "holds no boot id")) }
+        return .success(BootMark(id: text))
+    }
+
+    func encoded(for path: String) throws(AgentError) -> [UInt8] { Array((id + "\n").utf8) }
+}
+
+extension StateStore<BootMark> {
+    /// The boot's mark in the runtime directory (a tmpfs); its one owner is `BootIdentity`.
+    static func bootMark(runtimeDirectory: String) -> Self {
+        StateStore(path: POSIX.join(runtimeDirectory, BootIdentity.markerName), medium: .tmpfs, limit: 64)
     }
 }
 

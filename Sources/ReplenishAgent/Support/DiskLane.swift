@@ -2,11 +2,11 @@ import NIOCore
 import NIOPosix
 import Synchronization
 
-/// The agent's one thread for the flash: every write of a state file (tokens, the outbox, the status record, the
-/// deregistration queue, the runtime directory's shown state, a reset's wipe) runs here, never on the event
-/// loop. An SD card or a busy eMMC can stall one `fsync` for seconds; meanwhile the loop still answers the
-/// control socket and the pairing endpoints and pings the watchdog, and the caller, an actor, is suspended only
-/// in the task that asked for the write.
+/// The agent's threads for the flash: every write of a state file (tokens, the outbox, the status record, the
+/// deregistration queue, the runtime directory's shown state, a reset's wipe) runs on one, through the file's
+/// store (`StateStore`), never on the event loop. An SD card or a busy eMMC can stall one `fsync` for seconds;
+/// meanwhile the loop still answers the control socket and the pairing endpoints and pings the watchdog, and the
+/// caller, an actor, is suspended only in the task that asked for the write.
 ///
 /// Writes run one at a time in the order they were submitted: a caller submits synchronously, on its own actor
 /// (`isolation`), so two writes an actor asks for in turn reach the file in that order. The lane is the thread
@@ -52,17 +52,16 @@ final class DiskLane: Sendable {
         return try result.get()
     }
 
-    /// Writes `value` to `path` in its format's current version, atomically and durably (`StateFile.save`).
-    /// A caller whose task is cancelled (a stop) hears of the write once the new file is in place (its rename),
-    /// without waiting for the directory's flush, which the lane still does: on a flash whose flushes stall for
-    /// seconds a stop stays within its bound and the file is written (the rename is what a restart reads; the
-    /// kernel writes the directory back on its own, at the latest at the shutdown's sync). Only the power failing
-    /// in those seconds can bring the old file back, as it could before the write.
-    func save<T: StateFormat>(
-        isolation: isolated (any Actor)? = #isolation, _ value: T, to path: String
-    ) async throws(AgentError) {
-        // Encoded on the caller's thread (a few hundred bytes of JSON): only the file's system calls go to the lane.
-        let bytes = try StateFile.encode(value, for: path)
+    /// Writes `bytes` to `path` atomically and durably (`POSIX.writeFileAtomically`): a state file's store's
+    /// `save` (`StateStore`), the lane's one write. A caller whose task is cancelled (a stop) hears of the write
+    /// once the new file is in place (its rename), without waiting for the directory's flush, which the lane
+    /// still does: on a flash whose flushes stall for seconds a stop stays within its bound and the file is
+    /// written (the rename is what a restart reads; the kernel writes the directory back on its own, at the latest
+    /// at the shutdown's sync). Only the power failing in those seconds can bring the old file back, as it could
+    /// before the write.
+    func write(isolation: isolated (any Actor)? = #isolation, _ bytes: [UInt8], to path: String)
+        async throws(AgentError)
+    {
         let ending = EarlyEnding()
         try await submit(isolation: isolation, ending) { () throws(AgentError) in
             try POSIX.writeFileAtomically(path, bytes) { ending.renamed() }
@@ -106,8 +105,8 @@ final class DiskLane: Sendable {
         try result.get()
     }
 
-    /// The one answer of a write on the lane (`save`, `runUnawaitedOnStop`): its end, or, once the caller is
-    /// cancelled, the new file's rename (`save`) or the cancellation itself (`atCancellation`), whichever
+    /// The one answer of a write on the lane (`write`, `runUnawaitedOnStop`): its end, or, once the caller is
+    /// cancelled, the new file's rename (`write`) or the cancellation itself (`atCancellation`), whichever
     /// comes first.
     private final class EarlyEnding: Sendable {
         private struct State {
@@ -153,24 +152,5 @@ final class DiskLane: Sendable {
             }
             continuation?.resume(returning: result)
         }
-    }
-
-    /// Writes `value` to `path` now, on the calling thread, atomically and durably: for the commands that run
-    /// without the daemon (`reset`, `deregister`, `cancel-test-orders` with no daemon running), for the daemon's
-    /// start before the event loop serves, and for work already on a lane (a reset's wipe). Everything else
-    /// writes through a lane (`save`).
-    static func saveNow<T: StateFormat>(_ value: T, to path: String) throws(AgentError) {
-        try POSIX.writeFileAtomically(path, try StateFile.encode(value, for: path))
-    }
-
-    /// `bytes` to `path` now, on the calling thread, without fsync: a file of the runtime directory (a tmpfs),
-    /// the boot mark at the daemon's start (`BootIdentity`) and the shown status on the lane (`ShownStatusBook`).
-    static func writeNow(_ bytes: [UInt8], to path: String) throws(AgentError) {
-        try POSIX.writeFileAtomically(path, bytes, durable: false)
-    }
-
-    /// Overwrites `path` with zeros, syncs and unlinks it (`POSIX.shred`).
-    func shred(isolation: isolated (any Actor)? = #isolation, _ path: String) async throws(AgentError) {
-        try await run(isolation: isolation) { () throws(AgentError) in try POSIX.shred(path) }
     }
 }

@@ -6,7 +6,8 @@ import FoundationEssentials
 /// (a FIFO never hangs the agent), and read only when `fstat` of that descriptor shows a regular file owned by
 /// the agent's uid and within the size limit; its `version` follows `StateFormat`'s rule. A file that fails any
 /// of these is moved aside (`NAME.corrupt-<time>`) with the reason, never deleted and never a reason not to
-/// start. Writes replace the file atomically (`POSIX.writeFileAtomically`), on the disk lane (`DiskLane`).
+/// start. Each file is read and written through its store (`StateStore`), which applies these rules; writes replace
+/// the file atomically (`POSIX.writeFileAtomically`), on the disk lane (`DiskLane`) once the daemon serves.
 enum StateFile {
     /// No state file the agent writes comes near this (an outbox holds a few slots).
     static let readLimit = 4 << 20
@@ -17,37 +18,6 @@ enum StateFile {
         case read(Value)
         /// The file cannot be used; `reason` completes the sentence "<path> …" and holds no content of the file.
         case unusable(reason: String)
-    }
-
-    /// Decodes the file at `path`, nil when missing. A file that cannot be used is moved aside and `onCorrupt`
-    /// told why and where it went.
-    static func load<T: StateFormat>(
-        _ type: T.Type, from path: String, limit: Int = readLimit, onCorrupt: (String) -> Void
-    ) throws(AgentError) -> T? {
-        switch try read(type, from: path, limit: limit) {
-        case .missing: return nil
-        case .read(let value): return value
-        case .unusable(let reason):
-            let aside = try moveAside(path)
-            onCorrupt("state file \(path) \(reason); it was moved to \(aside)")
-            return nil
-        }
-    }
-
-    /// Reads and decodes the file at `path` without side effects (for `status`, and for `load`). `owner` is the
-    /// agent's uid: this process's in the daemon; `status` run from a root shell passes the state directory's.
-    static func read<T: StateFormat>(
-        _ type: T.Type, from path: String, limit: Int = readLimit, owner: UserID = POSIX.effectiveUserID()
-    ) throws(AgentError) -> Reading<T> {
-        switch try readBytes(path, limit: limit, owner: owner) {
-        case .missing: return .missing
-        case .unusable(let reason): return .unusable(reason: reason)
-        case .read(let bytes):
-            switch decode(type, from: bytes) {
-            case .success(let value): return .read(value)
-            case .failure(let problem): return .unusable(reason: problem.reason)
-            }
-        }
     }
 
     /// The one field every state file has, read before the rest.
@@ -82,7 +52,7 @@ enum StateFile {
     }
 
     /// The bytes of `value` in this build's format version, for `path` (named in the error). The file is written
-    /// by `DiskLane.save`, off the event loop.
+    /// by its store (`StateStore.save`), off the event loop.
     static func encode<T: StateFormat>(_ value: T, for path: String) throws(AgentError) -> [UInt8] {
         var current = value
         current.version = T.formatVersion

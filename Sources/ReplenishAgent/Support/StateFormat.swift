@@ -12,7 +12,7 @@
 ///
 /// `Tests/ReplenishAgentTests/Fixtures` holds a file of every version the agent has written, and of the next
 /// version with fields this build does not know; the tests load each one.
-protocol StateFormat: Codable, Sendable {
+protocol StateFormat: FileFormat, Codable {
     /// The version this build writes.
     static var formatVersion: Int { get }
     /// The version read from the file; `StateFile` sets it to `formatVersion` once the file is read, so the
@@ -23,4 +23,23 @@ protocol StateFormat: Codable, Sendable {
 extension StateFormat {
     /// The versions this build reads.
     static var readableVersions: ClosedRange<Int> { 1...(formatVersion + 1) }
+}
+
+extension StateFormat {
+    /// JSON under the rule above (`StateFile.decode`).
+    static func decoded(from bytes: [UInt8]) -> Result<Self, StateFile.FormatProblem> {
+        StateFile.decode(Self.self, from: bytes)
+    }
+
+    /// JSON in this build's `formatVersion` (`StateFile.encode`).
+    func encoded(for path: String) throws(AgentError) -> [UInt8] { try StateFile.encode(self, for: path) }
+}
+
+/// How a state file's bytes become its value and back (`StateStore`): JSON under `StateFormat`'s rule for every
+/// file of the state directory and the shown status; one line of text for the boot's mark (`BootMark`).
+protocol FileFormat: Sendable {
+    /// The value in `bytes`, or why they are not one (a reason that quotes nothing of the file).
+    static func decoded(from bytes: [UInt8]) -> Result<Self, StateFile.FormatProblem>
+    /// The bytes of the value, for the file at `path` (named in the error).
+    func encoded(for path: String) throws(AgentError) -> [UInt8]
 }

@@ -13,7 +13,8 @@ enum WallClock {
     /// (another client can create the same file once it has synchronised, as the README describes). A
     /// plausible time is not enough after a reboot: fake-hwclock and timesyncd's clock file restore the
     /// shutdown's time, which looks right and is not.
-    static func isSynchronized() -> Bool { POSIX.exists(timesyncMarker) }
+    /// The marker is in `/run`, a tmpfs (`OffLoop.Medium.memory`): the look may run on the event loop.
+    static func isSynchronized() -> Bool { POSIX.exists(timesyncMarker, .memory) }
 
     /// Seconds since this boot began (CLOCK_BOOTTIME: suspended time included, never set by anyone).
     static func sinceBoot() -> Double {
@@ -28,6 +29,6 @@ enum WallClock {
     /// systemd-timesyncd says it has synchronised it. (The kernel's `adjtimex` state is not read: Glibc's
     /// module does not bring `sys/timex.h` to Swift, and the unit's ProtectClock= filter refuses the call.)
     static func isTrusted() -> Bool {
-        isPlausible(POSIX.wallTime()) || POSIX.exists(timesyncMarker)
+        isPlausible(POSIX.wallTime()) || POSIX.exists(timesyncMarker, .memory)
     }
 }

@@ -26,25 +26,31 @@ extension POSIX {
     }
 
     /// `open(2)` with `options` and `O_CLOEXEC`; the error's `systemError` carries the errno
-    /// (`Errno.noSuchFile`, …).
-    static func openFile(_ path: String, _ options: OpenOptions = [], mode: FileMode = 0) throws(AgentError)
-        -> OpenFile
-    {
+    /// (`Errno.noSuchFile`, …). `medium`: where the file lives (`OffLoop`); the descriptor's reads and writes are
+    /// checked for the same.
+    static func openFile(
+        _ path: String, _ options: OpenOptions = [], mode: FileMode = 0, medium: OffLoop.Medium = .storage
+    ) throws(AgentError) -> OpenFile {
+        OffLoop.check("open", path, medium)
         let flags = options.rawValue | O_CLOEXEC | (options.contains(.readWrite) ? 0 : O_RDONLY)
         let fd = retryingEINTR { open(path, flags, mode) }
         if fd < 0 { throw storageError("open", path) }
-        return OpenFile(path: path, descriptor: fd)
+        return OpenFile(path: path, descriptor: fd, medium: medium)
     }
 
     /// An open file descriptor, closed when this value goes (a `close` error on a descriptor only read from or
-    /// locked says nothing the caller could act on; writes are made durable with `fsync` before).
+    /// locked says nothing the caller could act on; writes are made durable with `fsync` before). Its reads and
+    /// writes make the off-loop check (`OffLoop`); `fstat` of the descriptor (its inode is in memory once open)
+    /// and the non-waiting `flock` cannot stall on the device and do not.
     final class OpenFile: Sendable {
         let path: String
         private let descriptor: Int32
+        private let medium: OffLoop.Medium
 
-        fileprivate init(path: String, descriptor: Int32) {
+        fileprivate init(path: String, descriptor: Int32, medium: OffLoop.Medium) {
             self.path = path
             self.descriptor = descriptor
+            self.medium = medium
         }
 
         deinit { close(descriptor) }
@@ -58,6 +64,7 @@ extension POSIX {
 
         /// Reads to the end; nil when there is more than `limit` bytes.
         func readAll(limit: Int) throws(AgentError) -> [UInt8]? {
+            OffLoop.check("read", path, medium)
             var bytes: [UInt8] = []
             var chunk = [UInt8](repeating: 0, count: 16 * 1024)
             while true {
@@ -75,6 +82,7 @@ extension POSIX {
 
         /// Up to `count` bytes from the start of the file (without moving the offset).
         func readPrefix(_ count: Int) throws(AgentError) -> [UInt8] {
+            OffLoop.check("read", path, medium)
             var buffer = [UInt8](repeating: 0, count: count)
             // SAFETY: the buffer is `buffer`'s own storage, alive for the closure; pread(2) writes at most
             // `raw.count` bytes into it.
@@ -87,6 +95,7 @@ extension POSIX {
 
         /// Makes `bytes` the whole content of the file (truncate, then write at offset 0).
         func replaceContents(_ bytes: [UInt8]) throws(AgentError) {
+            OffLoop.check("write", path, medium)
             if retryingEINTR({ ftruncate(descriptor, 0) }) != 0 { throw storageError("ftruncate", path) }
             var written = 0
             while written < bytes.count {

@@ -30,16 +30,19 @@ enum POSIX {
     }
 
     static func renameFile(_ from: String, to: String) throws(AgentError) {
+        OffLoop.check("rename", from)
         if rename(from, to) != 0 { throw storageError("rename", from) }
     }
 
-    static func setMode(_ path: String, _ mode: FileMode) throws(AgentError) {
+    static func setMode(_ path: String, _ mode: FileMode, _ medium: OffLoop.Medium = .storage) throws(AgentError) {
+        OffLoop.check("chmod", path, medium)
         if chmod(path, mode) != 0 { throw storageError("chmod", path) }
     }
 
     /// `mkdir`; false when something already has that name.
     @discardableResult
     static func makeDirectory(_ path: String, _ mode: FileMode) throws(AgentError) -> Bool {
+        OffLoop.check("mkdir", path)
         if mkdir(path, mode) == 0 { return true }
         if errno == EEXIST { return false }
         throw storageError("mkdir", path)
@@ -47,21 +50,27 @@ enum POSIX {
 
     /// `unlink`; a missing file is not an error. Not made durable (see `removeFile`).
     static func unlinkEntry(_ path: String) throws(AgentError) {
+        OffLoop.check("unlink", path)
         if unlink(path) != 0 && errno != ENOENT { throw storageError("unlink", path) }
     }
 
     /// True when the path names something this process can reach (`access(F_OK)`: a link is followed; an
     /// unreadable parent is "no").
-    static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
+    static func exists(_ path: String, _ medium: OffLoop.Medium = .storage) -> Bool {
+        OffLoop.check("access", path, medium)
+        return access(path, F_OK) == 0
+    }
 
     /// Why this process cannot add entries to the directory at `path` (`access(W_OK | X_OK)`: a read-only
     /// mount such as a sandbox's says so too), or nil when it can.
     static func cannotWriteIn(_ path: String) -> String? {
-        access(path, W_OK | X_OK) == 0 ? nil : describe(errno)
+        OffLoop.check("access", path)
+        return access(path, W_OK | X_OK) == 0 ? nil : describe(errno)
     }
 
     /// The names in a directory, without `.` and `..`, sorted.
     static func directoryEntries(_ path: String) throws(AgentError) -> [String] {
+        OffLoop.check("opendir", path)
         guard let directory = opendir(path) else { throw storageError("opendir", path) }
         defer { closedir(directory) }
         return names(in: directory)
@@ -83,6 +92,7 @@ enum POSIX {
 
     /// `stat`, or nil when the path does not exist.
     static func status(_ path: String) throws(AgentError) -> FileInfo? {
+        OffLoop.check("stat", path)
         var info = stat()
         if stat(path, &info) == 0 { return FileInfo(info) }
         if errno == ENOENT { return nil }
@@ -91,6 +101,7 @@ enum POSIX {
 
     /// `lstat` (a symbolic link is described, not followed), or nil when the path does not exist.
     static func linkStatus(_ path: String) throws(AgentError) -> FileInfo? {
+        OffLoop.check("lstat", path)
         var info = stat()
         if lstat(path, &info) == 0 { return FileInfo(info) }
         if errno == ENOENT { return nil }
@@ -101,9 +112,11 @@ enum POSIX {
     /// Refuses files over `limit` bytes, and anything but a regular file without reading or waiting: opened
     /// `O_NONBLOCK` (a FIFO with no writer would block `open`, a device `read`) and checked with `fstat` of what
     /// was opened. A symbolic link is followed (the config may be one); what it names is checked.
-    static func readFile(_ path: String, limit: Int = 1 << 20) throws(AgentError) -> [UInt8]? {
+    static func readFile(_ path: String, limit: Int = 1 << 20, _ medium: OffLoop.Medium = .storage) throws(AgentError)
+        -> [UInt8]?
+    {
         let file: OpenFile
-        do { file = try openFile(path, [.nonBlocking, .noControllingTerminal]) } catch {
+        do { file = try openFile(path, [.nonBlocking, .noControllingTerminal], medium: medium) } catch {
             if error.systemError?.errno == ENOENT { return nil }
             throw error
         }
@@ -123,7 +136,7 @@ enum POSIX {
     static func writeFileAtomically(
         _ path: String, _ bytes: [UInt8], durable: Bool = true, renamed: () -> Void = {}
     ) throws(AgentError) {
-        if durable { OffLoop.check("durable write", path) }
+        OffLoop.check(durable ? "durable write" : "write", path)
         let directory = parentDirectory(of: path)
         let temp = "\(path).tmp-\(getpid())"
         let fd = retryingEINTR { open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600) }
@@ -189,6 +202,7 @@ enum POSIX {
 
     /// Removes a file durably; a missing file is not an error.
     static func removeFile(_ path: String) throws(AgentError) {
+        OffLoop.check("unlink", path)
         if unlink(path) != 0 && errno != ENOENT { throw storageError("unlink", path) }
         try syncDirectory(parentDirectory(of: path))
     }

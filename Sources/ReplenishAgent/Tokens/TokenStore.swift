@@ -11,11 +11,12 @@ protocol TokenStore: Sendable {
     func wipe(isolation: isolated (any Actor)?) async throws(AgentError)
 }
 
-/// `tokens.json` under the state directory, mode 0600, replaced atomically.
+/// `tokens.json` under the state directory, mode 0600, replaced atomically, through its store (`file`).
 struct FileTokenStore: TokenStore {
-    let path: String
+    let file: StateStore<TokenSet>
+    var path: String { file.path }
 
-    init(stateDirectory: String) { path = POSIX.join(stateDirectory, "tokens.json") }
+    init(stateDirectory: String) { file = .tokens(stateDirectory: stateDirectory) }
 
     /// The token file is small; anything larger is not one.
     static let readLimit = 1 << 20
@@ -25,22 +26,22 @@ struct FileTokenStore: TokenStore {
     /// token) is moved aside, kept for inspection, and reported by the error: the device is then unpaired.
     func load() throws(AgentError) -> TokenSet? {
         let reason: String
-        switch try Self.read(path) {
+        switch try Self.read(file) {
         case .missing: return nil
         case .read(let tokens): return tokens
         case .unusable(let why): reason = why
         }
-        let aside = try StateFile.moveAside(path)
+        let aside = try file.moveAside()
         throw AgentError(
             .storage, "state file \(path) \(reason); it was moved to \(aside); the device must be paired again")
     }
 
     /// Reads the token file without the side effects of `load` (no moving aside): for `status`, whose `owner`
     /// is the agent's uid as `StateDirectory.agentUID` knows it.
-    static func read(_ path: String, owner: UserID = POSIX.effectiveUserID()) throws(AgentError)
+    static func read(_ file: StateStore<TokenSet>, owner: UserID = POSIX.effectiveUserID()) throws(AgentError)
         -> StateFile.Reading<TokenSet>
     {
-        switch try StateFile.read(TokenSet.self, from: path, limit: readLimit, owner: owner) {
+        switch try file.read(owner: owner) {
         case .missing: return .missing
         case .unusable(let reason): return .unusable(reason: reason)
         case .read(let tokens):
@@ -53,12 +54,19 @@ struct FileTokenStore: TokenStore {
     /// directory's flush after it: a rotated refresh token is in place for the restart and the stop stays
     /// bounded on a flash whose flushes stall.
     func save(_ tokens: TokenSet, isolation: isolated (any Actor)? = #isolation) async throws(AgentError) {
-        try await DiskLane.shared.save(tokens, to: path)
+        try await file.save(tokens, isolation: isolation)
     }
 
     /// Overwritten with zeros, synced, then unlinked, on the disk lane: the refresh token does not stay in freed
     /// blocks.
     func wipe(isolation: isolated (any Actor)? = #isolation) async throws(AgentError) {
-        try await DiskLane.shared.shred(path)
+        try await file.shred(isolation: isolation)
+    }
+}
+
+extension StateStore<TokenSet> {
+    /// `tokens.json` of `stateDirectory`, on the daemon's lane; its one owner is `FileTokenStore`.
+    static func tokens(stateDirectory: String) -> Self {
+        StateStore(path: POSIX.join(stateDirectory, "tokens.json"), limit: FileTokenStore.readLimit)
     }
 }

@@ -1,0 +1,132 @@
+/// One state file of the agent: where it is (`path`), what it holds (`Value`, whose `FileFormat` turns it into
+/// bytes and back), where it lives (`medium`) and the lane that carries its work (`lane`). Each file has one
+/// store, made by a factory beside its owner (`StateStore<Outbox>.outbox`, `.tokens`, `.dutyRecord`,
+/// `.deregistration`, `.resetMark`, `.shownStatus`, `.bootMark`) and held by that owner; every load, save, shred and
+/// move-aside of the file runs through it, so that `save` and `saveNow` are the only ways the file is written.
+///
+/// Reading follows `StateFile`'s rules (no symbolic link followed, the agent's own regular file within the size
+/// limit, a file that fails them moved aside with the reason). The daemon, once its loop serves, writes and
+/// shreds on the lane (`save`, `shred`) and reads there (`loadOnLane`); the `…Now` methods run on the calling
+/// thread, for the commands that run without the daemon, for the daemon's start before its loop serves, and for
+/// work already on a lane (a reset's wipe).
+struct StateStore<Value: FileFormat>: Sendable {
+    /// Where the file lives.
+    enum Medium: Sendable {
+        /// The flash of the state directory: written durably (fsync of the file and of its directory); a caller
+        /// cancelled meanwhile (a stop) hears of a `save` at the new file's rename (`DiskLane.write`).
+        case flash
+        /// The runtime directory's tmpfs: written without fsync (no power cut leaves half of a file that no boot
+        /// keeps), the directory made (0700) when missing; a caller cancelled meanwhile (a stop) does not wait
+        /// for a `save` queued behind a flush of the flash (`DiskLane.runUnawaitedOnStop`), which still runs.
+        case tmpfs
+    }
+
+    let path: String
+    let lane: DiskLane
+    let medium: Medium
+    /// The largest file this store reads (`StateFile.readBytes`).
+    let limit: Int
+
+    init(path: String, lane: DiskLane = .shared, medium: Medium = .flash, limit: Int = StateFile.readLimit) {
+        self.path = path
+        self.lane = lane
+        self.medium = medium
+        self.limit = limit
+    }
+
+    // MARK: Reading
+
+    /// The file's value without side effects (`status`, and `load`). `owner` is the agent's uid: this process's
+    /// in the daemon; a command run from a root shell passes the directory owner's (`StateDirectory.agentUID`).
+    func read(owner: UserID = POSIX.effectiveUserID()) throws(AgentError) -> StateFile.Reading<Value> {
+        switch try readBytes(owner: owner) {
+        case .missing: return .missing
+        case .unusable(let reason): return .unusable(reason: reason)
+        case .read(let bytes):
+            switch Value.decoded(from: bytes) {
+            case .success(let value): return .read(value)
+            case .failure(let problem): return .unusable(reason: problem.reason)
+            }
+        }
+    }
+
+    /// The file's bytes under the reading rules, undecoded (what an earlier build kept there: `LegacyOrders`).
+    func readBytes(owner: UserID = POSIX.effectiveUserID()) throws(AgentError) -> StateFile.Reading<[UInt8]> {
+        try StateFile.readBytes(path, limit: limit, owner: owner)
+    }
+
+    /// The file's value, nil when missing; a file that cannot be used is moved aside and `onCorrupt` told why and
+    /// where it went. On the calling thread (start-up, commands, a lane).
+    func load(onCorrupt: (String) -> Void) throws(AgentError) -> Value? {
+        switch try read() {
+        case .missing: return nil
+        case .read(let value): return value
+        case .unusable(let reason):
+            let aside = try moveAside()
+            onCorrupt("state file \(path) \(reason); it was moved to \(aside)")
+            return nil
+        }
+    }
+
+    /// `load` on the lane, after the writes submitted before it; the problems come back to be logged by the
+    /// caller.
+    func loadOnLane(isolation: isolated (any Actor)? = #isolation) async throws(AgentError) -> (
+        value: Value?, problems: [String]
+    ) {
+        let store = self
+        return try await lane.run(isolation: isolation) { () throws(AgentError) in
+            var problems: [String] = []
+            let value = try store.load { problems.append($0) }
+            return (value, problems)
+        }
+    }
+
+    /// Renames the file aside (`StateFile.moveAside`) and returns the new name. On the calling thread.
+    func moveAside() throws(AgentError) -> String { try StateFile.moveAside(path) }
+
+    // MARK: Writing
+
+    /// Writes `value` on the lane, in order with the work submitted before it (see `Medium` for what a stopping
+    /// caller waits for). Encoded on the caller's thread (a few hundred bytes): only system calls go to the lane.
+    func save(_ value: Value, isolation: isolated (any Actor)? = #isolation) async throws(AgentError) {
+        let bytes = try value.encoded(for: path)
+        switch medium {
+        case .flash: try await lane.write(isolation: isolation, bytes, to: path)
+        case .tmpfs:
+            let path = path
+            try await lane.runUnawaitedOnStop(isolation: isolation) { () throws(AgentError) in
+                try Self.writeToTmpfs(bytes, to: path)
+            }
+        }
+    }
+
+    /// Writes `value` now, on the calling thread: only for the commands that run without the daemon, the
+    /// daemon's start before its loop serves, and work already on a lane (a reset's wipe). The daemon otherwise
+    /// writes with `save`.
+    func saveNow(_ value: Value) throws(AgentError) {
+        let bytes = try value.encoded(for: path)
+        switch medium {
+        case .flash: try POSIX.writeFileAtomically(path, bytes)
+        case .tmpfs: try Self.writeToTmpfs(bytes, to: path)
+        }
+    }
+
+    /// Overwrites the file with zeros, syncs and unlinks it (`POSIX.shred`), on the lane. Something else at the
+    /// file's name (a directory) makes it fail: the wipe stops and is finished at the next start.
+    func shred(isolation: isolated (any Actor)? = #isolation) async throws(AgentError) {
+        let store = self
+        try await lane.run(isolation: isolation) { () throws(AgentError) in try store.shredNow() }
+    }
+
+    /// `shred` on the calling thread (the same callers as `saveNow`). `includingADirectory`: whatever stands at
+    /// the name goes, a directory too (`POSIX.shredEntry`: the reset's mark, which must not outlive its wipe).
+    func shredNow(includingADirectory: Bool = false) throws(AgentError) {
+        if includingADirectory { try POSIX.shredEntry(path) } else { try POSIX.shred(path) }
+    }
+
+    private static func writeToTmpfs(_ bytes: [UInt8], to path: String) throws(AgentError) {
+        let directory = POSIX.parentDirectory(of: path)
+        if try POSIX.status(directory) == nil { try POSIX.makeDirectory(directory, 0o700) }
+        try POSIX.writeFileAtomically(path, bytes, durable: false)
+    }
+}
