@@ -68,7 +68,7 @@ import Testing
         let orders = try orderService(directory: directory, drs: drs, tokens: tokens, slots: slots)
         for slot in slots { _ = try await orders.accept(slot: slot) }
         let (duties, _) = try Duties.testing(
-            drs: drs, tokens: tokens, status: try DutyBook(stateDirectory: directory) { _ in }, slots: slots,
+            drs: drs, tokens: tokens, status: try SubscriptionBook(stateDirectory: directory) { _ in }, slots: slots,
             clock: clock, wallTime: wallTime)
         await StepDriver(clock: clock, tokens.step, orders.step, duties.step).pass(.seconds(3600))
         #expect(clockAtStart.duration(to: clock.now) == .seconds(3600))
@@ -243,7 +243,8 @@ import Testing
         #expect(try await tokens.accessToken() == Secret("Atza|new"))
         #expect(lwa.requests.count == 1)
         let (duties, _) = try Duties.testing(
-            drs: drs, tokens: tokens, status: try DutyBook(stateDirectory: directory) { _ in }, slots: ["slot-1"],
+            drs: drs, tokens: tokens, status: try SubscriptionBook(stateDirectory: directory) { _ in },
+            slots: ["slot-1"],
             clock: clock, wallTime: wallTime, clockTrusted: { trusted.withLock { $0 } })
         let driver = StepDriver(clock: clock, duties.step)
         await driver.pass(.seconds(120))

@@ -119,7 +119,7 @@ import Testing
             length: .seconds(600), clock: clock, wallTime: clock.wallTime(from: 1_800_000_000),
             logger: .init(label: "test"))
         let directory = temporaryDirectory()
-        let status = try DutyBook(stateDirectory: directory) { _ in }
+        let status = try SubscriptionBook(stateDirectory: directory) { _ in }
         let runtime = temporaryDirectory()
         let shown = ShownStatusBook(runtimeDirectory: runtime, logger: .init(label: "test"))
         await service.handle(.pairingLost)

@@ -36,8 +36,8 @@ import Testing
         // into outbox.json (`Orders.movingLegacyOrders`).
         try #"""
         {"version":1,"slots":{"slot-1":{"subscribed":true}},"orders":[{"slot":"slot-1","detailCode":"STANDARD_ORDER_PLACED","eventInstanceId":"e1","answeredAt":\#(epoch - 60),"open":true}]}
-        """#.write(toFile: DutyBook.path(stateDirectory: directory), atomically: true, encoding: .utf8)
-        let status = try DutyBook(stateDirectory: directory) { _ in }
+        """#.write(toFile: SubscriptionBook.path(stateDirectory: directory), atomically: true, encoding: .utf8)
+        let status = try SubscriptionBook(stateDirectory: directory) { _ in }
         let orders = Orders(
             book: try OrderBook(
                 stateDirectory: directory, run: .unknown, wallTime: wallTime, clockSynchronized: { true },
@@ -94,7 +94,8 @@ import Testing
         defer { _ = lock }
         #expect(try pendingOnDisk(outbox) == 0, "the previous owner's press is left queued")
         #expect(try queuedDeregistration(directory)?.refreshToken == Secret("Atzr|r"))
-        let status = try StateFile.load(DutyRecord.self, from: DutyBook.path(stateDirectory: directory)) { _ in }
+        let status = try StateFile.load(SubscriptionRecord.self, from: SubscriptionBook.path(stateDirectory: directory))
+        { _ in }
         switch scope {
         case .everything:
             #expect(status == nil, "status.json is left")
@@ -145,6 +146,6 @@ import Testing
         defer { _ = lock }
         #expect(try pendingOnDisk(outbox) == 0, "the previous owner's press is left queued")
         #expect(try queuedDeregistration(directory)?.refreshToken == Secret("Atzr|r"))
-        #expect(!FileManager.default.fileExists(atPath: DutyBook.path(stateDirectory: directory)))
+        #expect(!FileManager.default.fileExists(atPath: SubscriptionBook.path(stateDirectory: directory)))
     }
 }

@@ -26,7 +26,7 @@ import Testing
                 reports.append(error.message)
             }
         case "outbox.json": loaded = try StateFile.load(Outbox.self, from: path) { reports.append($0) } != nil
-        default: loaded = try StateFile.load(DutyRecord.self, from: path) { reports.append($0) } != nil
+        default: loaded = try StateFile.load(SubscriptionRecord.self, from: path) { reports.append($0) } != nil
         }
         #expect(reports.count <= 1)
         return (reports.first, loaded)
@@ -111,7 +111,7 @@ import Testing
         switch name {
         case "tokens.json": try await FileTokenStore(stateDirectory: directory).save(tokens)
         case "outbox.json": try DiskLane.saveNow(Outbox(), to: path)
-        default: try DiskLane.saveNow(DutyRecord(), to: path)
+        default: try DiskLane.saveNow(SubscriptionRecord(), to: path)
         }
         #expect(chown(path, 4242, 4242) == 0)
         try expectMovedAside(name, in: directory, reason: "is owned by uid 4242, not the agent's uid \(geteuid())")

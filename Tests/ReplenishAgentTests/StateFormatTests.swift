@@ -23,14 +23,14 @@ import Testing
     @Test func theRuleIsOneVersionAhead() {
         #expect(TokenSet.readableVersions == 1...TokenSet.formatVersion + 1)
         #expect(Outbox.readableVersions == 1...Outbox.formatVersion + 1)
-        #expect(DutyRecord.readableVersions == 1...DutyRecord.formatVersion + 1)
+        #expect(SubscriptionRecord.readableVersions == 1...SubscriptionRecord.formatVersion + 1)
     }
 
     /// Bumping a format version without adding the fixture it writes fails here.
     @Test func thereIsAFixtureForEveryReadableVersion() throws {
         for (name, current) in [
             ("tokens", TokenSet.formatVersion), ("outbox", Outbox.formatVersion),
-            ("status", DutyRecord.formatVersion),
+            ("status", SubscriptionRecord.formatVersion),
         ] {
             for version in 1...current + 2 {
                 #expect(
@@ -112,10 +112,10 @@ import Testing
             let directory = try stateDirectory(with: fixture, as: "status.json")
             var reports: [String] = []
             let record = try #require(
-                try StateFile.load(DutyRecord.self, from: directory + "/status.json") { reports.append($0) })
+                try StateFile.load(SubscriptionRecord.self, from: directory + "/status.json") { reports.append($0) })
             #expect(reports.isEmpty, "\(fixture)")
             #expect(try names(directory) == ["status.json"], "\(fixture)")
-            #expect(record.version == DutyRecord.formatVersion)
+            #expect(record.version == SubscriptionRecord.formatVersion)
             #expect(record.lastDeviceStatusAt == 1_763_790_000, "\(fixture)")
             #expect(record.slots["slot-1"]?.subscribed == true, "\(fixture)")
             // The slots' orders of these files are read once, to move them into outbox.json.
@@ -127,7 +127,7 @@ import Testing
                 #expect(record.lastSubscriptionCheckAt == 1_763_790_001)
                 #expect(legacy.slots?["slot-1"]?.lastEventInstanceId == "amzn1.dash.v2.o.fixture-1")
             case "status-v1.json":
-                #expect(record.slots["slot-2"] == DutyRecord.Slot(subscribed: false))
+                #expect(record.slots["slot-2"] == SubscriptionRecord.Slot(subscribed: false))
             default:
                 #expect(legacy.slots?["slot-1"]?.lastEventInstanceId == nil)
             }
@@ -139,7 +139,7 @@ import Testing
     /// slots kept), and its next write leaves those fields out.
     @Test func statusFilesOfEarlierBuildsWithTheShownFieldsAreReadAndWrittenWithoutThem() throws {
         let path = try stateDirectory(with: "status-v1-linking.json", as: "status.json") + "/status.json"
-        guard case .read(let record) = try StateFile.read(DutyRecord.self, from: path) else {
+        guard case .read(let record) = try StateFile.read(SubscriptionRecord.self, from: path) else {
             Issue.record("an earlier build's status.json is not read")
             return
         }
@@ -148,7 +148,7 @@ import Testing
         try DiskLane.saveNow(record, to: path)
         let after = try String(contentsOfFile: path, encoding: .utf8)
         #expect(!after.contains("\"linking\"") && !after.contains("\"tokenState\""))
-        #expect(try StateFile.load(DutyRecord.self, from: path) { _ in } == record)
+        #expect(try StateFile.load(SubscriptionRecord.self, from: path) { _ in } == record)
     }
 
     /// Two versions ahead: a format this build must not read. Moved aside with the reason; for tokens the
@@ -172,7 +172,7 @@ import Testing
             case "outbox.json":
                 #expect(try StateFile.load(Outbox.self, from: path) { reports.append($0) } == nil)
             default:
-                #expect(try StateFile.load(DutyRecord.self, from: path) { reports.append($0) } == nil)
+                #expect(try StateFile.load(SubscriptionRecord.self, from: path) { reports.append($0) } == nil)
             }
             #expect(reports.count == 1, "\(name)")
             #expect(reports.first?.contains("\(path) has format version 3, which this build cannot read") == true)

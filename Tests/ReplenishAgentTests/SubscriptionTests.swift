@@ -37,10 +37,10 @@ import Testing
             )
         }
         let directory = temporaryDirectory()
-        var record = DutyRecord()
+        var record = SubscriptionRecord()
         record.slots["slot-1"] = .init(subscribed: false)
-        try DiskLane.saveNow(record, to: DutyBook.path(stateDirectory: directory))
-        let status = try DutyBook(stateDirectory: directory) { _ in }
+        try DiskLane.saveNow(record, to: SubscriptionBook.path(stateDirectory: directory))
+        let status = try SubscriptionBook(stateDirectory: directory) { _ in }
         let tokens = try TokenManager(
             store: MemoryTokenStore(
                 TokenSet(

@@ -95,8 +95,9 @@ struct StatusCommand: AsyncParsableCommand {
         outbox.adoptLegacyOrders(
             stateDirectory: config.stateDirectory, owner: StateDirectory.agentUID(config.stateDirectory))
         let record =
-            (try? readState(StateStore<DutyRecord>.dutyRecord(stateDirectory: config.stateDirectory), &problems))
-            ?? DutyRecord()
+            (try? readState(
+                StateStore<SubscriptionRecord>.subscriptionRecord(stateDirectory: config.stateDirectory), &problems))
+            ?? SubscriptionRecord()
         // What the daemon shows while it runs (and its last word, until the next boot empties the runtime
         // directory). A file that cannot be used is the daemon's to replace: it shows nothing here.
         var shown = ShownStatus()

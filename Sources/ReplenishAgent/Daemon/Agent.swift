@@ -48,7 +48,7 @@ struct Agent {
             clockTrusted: WallClock.isTrusted(), identity: DeviceIdentity(config.device), logger: logger)
         // Every DRS call of the pairing goes through this one session (token, one refresh on a rejection).
         let session = DRSSession(client: drs, tokens: tokens)
-        let status = try DutyBook(stateDirectory: config.stateDirectory) { logger.error("\($0)") }
+        let status = try SubscriptionBook(stateDirectory: config.stateDirectory) { logger.error("\($0)") }
         let shown = ShownStatusBook(runtimeDirectory: config.runtimeDirectory, logger: logger)
         // This boot, known under the unit's sandbox too (its /proc hides the kernel's boot id), and this run.
         let boot = BootIdentity.current(runtimeDirectory: config.runtimeDirectory, create: true)

@@ -9,7 +9,7 @@ actor Duties<C: Clock> where C.Duration == Duration {
 
     private let drs: DRSSession
     private let tokens: TokenManager<C>
-    private let status: DutyBook
+    private let status: SubscriptionBook
     /// Checked with device status, at the same times (`Subscriptions.check`).
     private let checkSubscriptions: @Sendable () async throws(AgentError) -> Void
     private let clock: C
@@ -23,7 +23,7 @@ actor Duties<C: Clock> where C.Duration == Duration {
     private let clockTrusted: @Sendable () -> Bool
 
     init(
-        drs: DRSSession, tokens: TokenManager<C>, status: DutyBook,
+        drs: DRSSession, tokens: TokenManager<C>, status: SubscriptionBook,
         checkSubscriptions: @escaping @Sendable () async throws(AgentError) -> Void, clock: C,
         wallTime: @escaping @Sendable () -> Double, clockTrusted: @escaping @Sendable () -> Bool = { true },
         logger: Logger

@@ -10,7 +10,7 @@ struct FactoryReset<C: Clock>: Sendable where C.Duration == Duration {
     let stateDirectory: String
     let tokens: TokenManager<C>
     let orders: Orders<C>
-    let status: DutyBook
+    let status: SubscriptionBook
     let deregistration: DeregistrationQueue<C>
     let logger: Logger
     /// How the device pairs again, for the answer (the pairing window, or code-based linking).
@@ -207,7 +207,7 @@ enum ResetWipe {
         }
         try store.file.shredNow()
         let outbox = StateStore<Outbox>.outbox(stateDirectory: stateDirectory)
-        let status = StateStore<DutyRecord>.dutyRecord(stateDirectory: stateDirectory)
+        let status = StateStore<SubscriptionRecord>.subscriptionRecord(stateDirectory: stateDirectory)
         switch scope {
         case .everything:
             try outbox.shredNow()

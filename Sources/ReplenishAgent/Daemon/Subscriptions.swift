@@ -4,10 +4,10 @@ import Logging
 /// duties run (daily) and, for a press on a slot recorded unsubscribed, at most once a minute (the customer may
 /// have subscribed since: the button works as soon as they have; a child pressing again and again is not a
 /// stream of calls); DRS refusing an order as not subscribed tells it too. It records what it learns in
-/// `status.json` (`DutyBook.recordSubscriptions`, called from here only).
+/// `status.json` (`SubscriptionBook.recordSubscriptions`, called from here only).
 actor Subscriptions<C: Clock> where C.Duration == Duration {
     private let drs: DRSSession
-    private let status: DutyBook
+    private let status: SubscriptionBook
     private let slots: [String]
     private let clock: C
     private let wallTime: @Sendable () -> Double
@@ -16,7 +16,8 @@ actor Subscriptions<C: Clock> where C.Duration == Duration {
     private var recheck = PressRecheckLimit<C.Instant, String, Never>()
 
     init(
-        drs: DRSSession, status: DutyBook, slots: [String], clock: C, wallTime: @escaping @Sendable () -> Double,
+        drs: DRSSession, status: SubscriptionBook, slots: [String], clock: C,
+        wallTime: @escaping @Sendable () -> Double,
         logger: Logger
     ) {
         (self.drs, self.status, self.slots) = (drs, status, slots)

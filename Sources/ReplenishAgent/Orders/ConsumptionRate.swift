@@ -3,7 +3,7 @@
 /// `buttons[].remainingWhenLow`, what is left when the button is pressed or the sensor reads low), and an
 /// expected-replenishment date from the consumption rate the device has observed. Pure.
 enum ConsumptionRate {
-    /// How many consumption times a slot keeps (`DutyRecord.Slot.consumedAt`).
+    /// How many consumption times a slot keeps (`SubscriptionRecord.Slot.consumedAt`).
     static let historyLimit = 6
     /// The time a refill lasts before the device has seen two consumptions: a month.
     static let defaultInterval: Double = 30 * 86400

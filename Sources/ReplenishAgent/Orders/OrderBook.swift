@@ -48,7 +48,7 @@ actor OrderBook {
     }
 
     /// Earlier builds kept each slot's orders and the order history in `status.json`: the first start of
-    /// this build moves them here (written now, at the start, before the event loop serves), and `DutyBook`
+    /// this build moves them here (written now, at the start, before the event loop serves), and `SubscriptionBook`
     /// leaves them out of its next write.
     static func movingLegacyOrders(
         into loaded: Outbox, store: StateStore<Outbox>, stateDirectory: String, logger: Logger

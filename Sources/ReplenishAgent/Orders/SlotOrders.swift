@@ -1,5 +1,5 @@
 /// What the device knows of one slot's orders, for its decisions after a restart and for `status`. Earlier
-/// builds kept these fields in `status.json` (`DutyRecord.Slot`), and a start moves them here
+/// builds kept these fields in `status.json` (`SubscriptionRecord.Slot`), and a start moves them here
 /// (`OrderBook.movingLegacyOrders`).
 struct SlotOrders: Codable, Sendable, Equatable {
     var lastResult: String?

@@ -1,6 +1,6 @@
 /// One state file of the agent: where it is (`path`), what it holds (`Value`, whose `FileFormat` turns it into
 /// bytes and back), where it lives (`medium`) and the lane that carries its work (`lane`). Each file has one
-/// store, made by a factory beside its owner (`StateStore<Outbox>.outbox`, `.tokens`, `.dutyRecord`,
+/// store, made by a factory beside its owner (`StateStore<Outbox>.outbox`, `.tokens`, `.subscriptionRecord`,
 /// `.deregistration`, `.resetMark`, `.shownStatus`, `.bootMark`) and held by that owner; every load, save, shred and
 /// move-aside of the file runs through it, so that `save` and `saveNow` are the only ways the file is written.
 ///

@@ -103,7 +103,7 @@ final class Locked<Value: Sendable>: Sendable {
 extension Duties where C == ManualClock {
     /// Duties over `drs` (at 127.0.0.1:1), with their own `Subscriptions`, both recording in `status`.
     static func testing(
-        drs: any HTTPClient, tokens: TokenManager<ManualClock>, status: DutyBook, slots: [String],
+        drs: any HTTPClient, tokens: TokenManager<ManualClock>, status: SubscriptionBook, slots: [String],
         clock: ManualClock, wallTime: @escaping @Sendable () -> Double,
         clockTrusted: @escaping @Sendable () -> Bool = { true }
     ) throws -> (duties: Duties, subscriptions: Subscriptions<ManualClock>) {

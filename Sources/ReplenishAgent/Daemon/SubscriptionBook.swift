@@ -1,14 +1,14 @@
 import FoundationEssentials
 
-/// What the duties learn and the device remembers of them, for its decisions after a restart and for `status`:
-/// whether each slot is subscribed and to what (`Subscriptions`), and when device status was last sent and the
-/// subscriptions last checked. Kept in `status.json` of the state directory, replaced atomically on the disk
+/// What DRS said of the account's subscriptions, and when the duties last ran, for the device's decisions after a
+/// restart and for `status`: whether each slot is subscribed and to what (`Subscriptions`), and when device status
+/// was last sent and the subscriptions last checked. Kept in `status.json` of the state directory, replaced atomically on the disk
 /// lane. The slots' orders are `OrderBook`'s (`outbox.json`); what only the running daemon shows (the token state,
 /// the pairing window, the linking code) is `ShownStatus`.
 ///
 /// Format (see `StateFormat` for the rule): version 1, every field optional. The first builds wrote a
 /// `lastError` field that later ones dropped; it is ignored like any field this build does not know.
-struct DutyRecord: Codable, Sendable, Equatable, StateFormat {
+struct SubscriptionRecord: Codable, Sendable, Equatable, StateFormat {
     static let formatVersion = 1
 
     struct Slot: Codable, Sendable, Equatable {
@@ -17,7 +17,7 @@ struct DutyRecord: Codable, Sendable, Equatable, StateFormat {
         var products: [SubscriptionInfo.Product]?
     }
 
-    var version = DutyRecord.formatVersion
+    var version = SubscriptionRecord.formatVersion
     var slots: [String: Slot] = [:]
     var lastDeviceStatusAt: Double?
     var lastSubscriptionCheckAt: Double?
@@ -26,7 +26,7 @@ struct DutyRecord: Codable, Sendable, Equatable, StateFormat {
     // history (`SlotOrders` and `Outbox.orders` now, in `outbox.json`; a start moves them, `LegacyOrders`).
 }
 
-extension DutyRecord {
+extension SubscriptionRecord {
     /// The device left the customer's account (`deregister`): what DRS said of this account's slots no longer
     /// holds.
     mutating func forgetAccount() {
@@ -47,7 +47,9 @@ struct LegacyOrders: Decodable, Sendable {
     /// What `status.json` of `stateDirectory` still holds of them; nil when nothing (or no readable file).
     static func read(stateDirectory: String, owner: UserID = POSIX.effectiveUserID()) -> LegacyOrders? {
         guard
-            case .read(let bytes)? = try? StateStore<DutyRecord>.dutyRecord(stateDirectory: stateDirectory).readBytes(
+            case .read(let bytes)? = try? StateStore<SubscriptionRecord>.subscriptionRecord(
+                stateDirectory: stateDirectory
+            ).readBytes(
                 owner: owner),
             let legacy = try? JSONDecoder().decode(LegacyOrders.self, from: Data(bytes)), !legacy.isEmpty
         else { return nil }
@@ -71,22 +73,22 @@ extension Outbox {
 
 /// The daemon's single writer of `status.json`: each fact is changed through a method named for what happened,
 /// called from the one file that owns that fact; `update` stays private.
-actor DutyBook {
-    private let store: StateStore<DutyRecord>
-    private(set) var record: DutyRecord
+actor SubscriptionBook {
+    private let store: StateStore<SubscriptionRecord>
+    private(set) var record: SubscriptionRecord
     /// One change at a time across its write (`DiskLane`).
     private let turns = WriteTurns()
 
     /// Loads the record at the daemon's start (before its loop serves); a file that cannot be used is moved aside
     /// and `onCorrupt` told.
-    init(store: StateStore<DutyRecord>, onCorrupt: (String) -> Void) throws(AgentError) {
+    init(store: StateStore<SubscriptionRecord>, onCorrupt: (String) -> Void) throws(AgentError) {
         self.store = store
-        record = try store.load(onCorrupt: onCorrupt) ?? DutyRecord()
+        record = try store.load(onCorrupt: onCorrupt) ?? SubscriptionRecord()
     }
 
-    /// Over `status.json` of `stateDirectory` (`StateStore.dutyRecord`).
+    /// Over `status.json` of `stateDirectory` (`StateStore.subscriptionRecord`).
     init(stateDirectory: String, onCorrupt: (String) -> Void) throws(AgentError) {
-        try self.init(store: .dutyRecord(stateDirectory: stateDirectory), onCorrupt: onCorrupt)
+        try self.init(store: .subscriptionRecord(stateDirectory: stateDirectory), onCorrupt: onCorrupt)
     }
 
     static func path(stateDirectory: String) -> String { POSIX.join(stateDirectory, "status.json") }
@@ -127,13 +129,13 @@ actor DutyBook {
         await turns.take()
         defer { turns.release() }
         try await store.shred()
-        record = DutyRecord()
+        record = SubscriptionRecord()
     }
 
     /// The device left the customer's account: what DRS said of its slots no longer holds.
     func forgetAccount() async throws(AgentError) { try await update { $0.forgetAccount() } }
 
-    private func update(_ change: (inout DutyRecord) -> Void) async throws(AgentError) {
+    private func update(_ change: (inout SubscriptionRecord) -> Void) async throws(AgentError) {
         await turns.take()
         defer { turns.release() }
         var next = record
@@ -144,9 +146,9 @@ actor DutyBook {
     }
 }
 
-extension StateStore<DutyRecord> {
-    /// `status.json` of the state directory, on the daemon's lane; its one owner is `DutyBook`.
-    static func dutyRecord(stateDirectory: String) -> Self {
-        StateStore(path: DutyBook.path(stateDirectory: stateDirectory))
+extension StateStore<SubscriptionRecord> {
+    /// `status.json` of the state directory, on the daemon's lane; its one owner is `SubscriptionBook`.
+    static func subscriptionRecord(stateDirectory: String) -> Self {
+        StateStore(path: SubscriptionBook.path(stateDirectory: stateDirectory))
     }
 }
