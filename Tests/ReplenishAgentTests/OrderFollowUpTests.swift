@@ -255,11 +255,13 @@ extension OrderFollowUpTests {
         // A sensor that crossed its mark twice within minutes: one consumption, not a rate.
         #expect(ConsumptionRate.meanInterval([0, 60]) == nil)
         #expect(ConsumptionRate.meanInterval([0, 60, 10 * day + 60]) == 10 * day)
-        var history: [Double] = []
+        var outbox = Outbox()
         for time in stride(from: 0.0, through: 10 * day, by: day) {
-            history = ConsumptionRate.adding(time, to: history)
+            outbox.recordConsumption(slot: "s", fromSensor: false, at: time)
         }
+        let history = outbox.slots["s"]?.consumedAt ?? []
         #expect(history.count == ConsumptionRate.historyLimit && history.last == 10 * day)
-        #expect(ConsumptionRate.adding(5, to: history) == [5])
+        outbox.recordConsumption(slot: "s", fromSensor: false, at: 5)
+        #expect(outbox.slots["s"]?.consumedAt == [5])
     }
 }

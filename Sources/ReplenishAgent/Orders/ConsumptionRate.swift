@@ -18,13 +18,6 @@ enum ConsumptionRate {
         return intervals.reduce(0, +) / Double(intervals.count)
     }
 
-    /// `history` with a consumption at `time` added, the oldest dropped past `historyLimit`. A time earlier than
-    /// the newest (the wall clock was set back) replaces the history: the rate starts again.
-    static func adding(_ time: Double, to history: [Double]) -> [Double] {
-        guard let newest = history.last, time >= newest else { return [time] }
-        return Array((history + [time]).suffix(historyLimit))
-    }
-
     /// The report for a consumption at the newest time of `history`: the slot next needs replenishing one
     /// observed interval later (a month while the rate is unknown). Without a configured quantity the unit is
     /// "one refill" (`remaining` 0 of 1), which is all a switch knows.

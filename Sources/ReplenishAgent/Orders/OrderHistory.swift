@@ -90,12 +90,6 @@ extension Outbox {
         }
     }
 
-    /// A press consumed the slot's contents (`fromSensor`: a level sensor's, which latches it until a refill).
-    mutating func recordConsumption(slot: String, fromSensor: Bool, at time: Double) {
-        if fromSensor { slots[slot, default: .init()].sensorOrderedWhileLow = true }
-        slots[slot, default: .init()].consumedAt = ConsumptionRate.adding(time, to: slots[slot]?.consumedAt ?? [])
-    }
-
     /// DRS refused the slot's order for a reason retrying cannot fix (`reason`).
     mutating func recordRefusal(slot: String, reason: String, at time: Double) {
         slots[slot, default: .init()].lastResult = reason

@@ -115,6 +115,16 @@ struct Outbox: Codable, Sendable, Equatable {
     }
 
     /// DRS acknowledged the slot's order: the entry is done.
+    /// A press consumed the slot's contents (`fromSensor`: a level sensor's, which latches it until a refill): its
+    /// time joins the slot's consumption times, the oldest dropped past `ConsumptionRate.historyLimit`. A time
+    /// earlier than the newest (the wall clock was set back) replaces them: the rate starts again.
+    mutating func recordConsumption(slot: String, fromSensor: Bool, at time: Double) {
+        if fromSensor { slots[slot, default: .init()].sensorOrderedWhileLow = true }
+        var times = slots[slot]?.consumedAt ?? []
+        if let newest = times.last, time < newest { times = [] }
+        slots[slot, default: .init()].consumedAt = Array((times + [time]).suffix(ConsumptionRate.historyLimit))
+    }
+
     mutating func complete(slot: String) { entries.removeAll { $0.slot == slot } }
 
     mutating func recordAttempt(slot: String) {

@@ -51,16 +51,6 @@ enum StateFile {
         return .success(value)
     }
 
-    /// The bytes of `value` in this build's format version, for `path` (named in the error). The file is written
-    /// by its store (`StateStore.save`), off the event loop.
-    static func encode<T: StateFormat>(_ value: T, for path: String) throws(AgentError) -> [UInt8] {
-        var current = value
-        current.version = T.formatVersion
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        do { return Array(try encoder.encode(current)) } catch { throw AgentError(.storage, "cannot encode \(path)") }
-    }
-
     /// The bytes of a state file, or why it cannot be used: a symbolic link, not a regular file, owned by another
     /// uid, over `limit` bytes, or not openable for its permissions. Other failures (no descriptors left, an I/O
     /// error) are thrown: they say nothing about the file, so it is not moved aside for them.

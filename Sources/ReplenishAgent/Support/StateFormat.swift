@@ -1,3 +1,5 @@
+import FoundationEssentials
+
 /// The one rule for the format of every state file (`tokens.json`, `outbox.json`, `status.json`), so that an
 /// update or a rollback never un-pairs the device or drops a queued press:
 ///
@@ -31,8 +33,14 @@ extension StateFormat {
         StateFile.decode(Self.self, from: bytes)
     }
 
-    /// JSON in this build's `formatVersion` (`StateFile.encode`).
-    func encoded(for path: String) throws(AgentError) -> [UInt8] { try StateFile.encode(self, for: path) }
+    /// JSON in this build's `formatVersion`, keys sorted (a file that did not change is written the same).
+    func encoded(for path: String) throws(AgentError) -> [UInt8] {
+        var current = self
+        current.version = Self.formatVersion
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        do { return Array(try encoder.encode(current)) } catch { throw AgentError(.storage, "cannot encode \(path)") }
+    }
 }
 
 /// How a state file's bytes become its value and back (`StateStore`): JSON under `StateFormat`'s rule for every
