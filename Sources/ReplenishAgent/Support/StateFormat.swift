@@ -1,5 +1,3 @@
-import FoundationEssentials
-
 /// The one rule for the format of every state file (`tokens.json`, `outbox.json`, `status.json`), so that an
 /// update or a rollback never un-pairs the device or drops a queued press:
 ///
@@ -25,22 +23,6 @@ protocol StateFormat: FileFormat, Codable {
 extension StateFormat {
     /// The versions this build reads.
     static var readableVersions: ClosedRange<Int> { 1...(formatVersion + 1) }
-}
-
-extension StateFormat {
-    /// JSON under the rule above (`StateFile.decode`).
-    static func decoded(from bytes: [UInt8]) -> Result<Self, StateFile.FormatProblem> {
-        StateFile.decode(Self.self, from: bytes)
-    }
-
-    /// JSON in this build's `formatVersion`, keys sorted (a file that did not change is written the same).
-    func encoded(for path: String) throws(AgentError) -> [UInt8] {
-        var current = self
-        current.version = Self.formatVersion
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        do { return Array(try encoder.encode(current)) } catch { throw AgentError(.storage, "cannot encode \(path)") }
-    }
 }
 
 /// How a state file's bytes become its value and back (`StateStore`): JSON under `StateFormat`'s rule for every

@@ -1,3 +1,5 @@
+import FoundationEssentials
+
 /// One state file of the agent: where it is (`path`), what it holds (`Value`, whose `FileFormat` turns it into
 /// bytes and back), where it lives (`medium`) and the lane that carries its work (`lane`). Each file has one
 /// store, made by a factory beside its owner (`StateStore<Outbox>.outbox`, `.tokens`, `.subscriptionRecord`,
@@ -128,5 +130,22 @@ struct StateStore<Value: FileFormat>: Sendable {
         let directory = POSIX.parentDirectory(of: path)
         if try POSIX.status(directory) == nil { try POSIX.makeDirectory(directory, 0o700) }
         try POSIX.writeFileAtomically(path, bytes, durable: false)
+    }
+}
+
+/// How a store turns a state of the state directory into its bytes and back: JSON under `StateFormat`'s rule.
+extension StateFormat {
+    /// JSON under `StateFormat`'s version rule (`StateFile.decode`).
+    static func decoded(from bytes: [UInt8]) -> Result<Self, StateFile.FormatProblem> {
+        StateFile.decode(Self.self, from: bytes)
+    }
+
+    /// JSON in this build's `formatVersion`, keys sorted (a file that did not change is written the same).
+    func encoded(for path: String) throws(AgentError) -> [UInt8] {
+        var current = self
+        current.version = Self.formatVersion
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        do { return Array(try encoder.encode(current)) } catch { throw AgentError(.storage, "cannot encode \(path)") }
     }
 }
