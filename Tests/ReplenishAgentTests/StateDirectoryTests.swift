@@ -215,6 +215,19 @@ import Testing
         _ = try StateDirectory.open(state) { _ in }
     }
 
+    /// The lock file is written over, then cut to its new content (no truncate to nothing first, which on ext4
+    /// waits for the journal at every start): a longer file left by another run keeps none of its tail.
+    @Test func theLockFileHoldsOnlyThisRunsPidAndIdAfterALongerOne() throws {
+        let state = temporaryDirectory() + "/state"
+        try StateDirectory.prepare(state)
+        let leftover = "999999999\n" + String(repeating: "f", count: 200) + "\nleft over\n"
+        try leftover.write(toFile: state + "/lock", atomically: false, encoding: .utf8)
+        #expect(chmod(state + "/lock", 0o600) == 0)
+        let lock = try StateDirectory.open(state) { _ in }
+        #expect(try String(contentsOfFile: state + "/lock", encoding: .utf8) == "\(getpid())\n\(lock.run)\n")
+        #expect(StateDirectory.runningAgentRun(state) == lock.run)
+    }
+
     @Test func aLockNameTakenByADirectoryIsMovedAsideAndTheLockTaken() throws {
         let state = temporaryDirectory() + "/state"
         try StateDirectory.prepare(state)

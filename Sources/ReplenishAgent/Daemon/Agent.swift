@@ -1,10 +1,11 @@
 import Logging
 import NIOPosix
 import ServiceLifecycle
-import Synchronization
 
 /// The daemon's assembly: builds the services and the streams that join them, and runs them as one
-/// `ServiceGroup` until SIGTERM/SIGINT. Nothing here decides anything; the README's diagram is this file.
+/// `ServiceGroup` until SIGTERM/SIGINT. Nothing here decides anything: what the start decides (the pairing
+/// against this device's identity, the LED's and the pairing's start, serving) is `StartUp`'s, called at its
+/// two moments; the README's diagram is this file.
 /// - a button press: `GPIOBackend` → `InputPipeline` (debounce) → `PressHandler` → `Orders.accept`
 ///   (durable outbox) → `Orders.run` → `DRSSession` (the one caller of `DRSClient`);
 /// - streams: `TokenManager.events`, `OrderBook.updates`, `PairingWindowKeeper.changes` and (code mode)
@@ -51,16 +52,7 @@ struct Agent {
         let status = try SubscriptionBook(stateDirectory: config.stateDirectory) { logger.error("\($0)") }
         let shown = ShownStatusBook(runtimeDirectory: config.runtimeDirectory, logger: logger)
         // This boot, known under the unit's sandbox too (its /proc hides the kernel's boot id), and this run.
-        let boot = BootIdentity.current(runtimeDirectory: config.runtimeDirectory, create: true)
-        if let problem = RuntimeDirectoryCheck.problem(config.runtimeDirectory) {
-            logger.error(
-                """
-                the runtime directory cannot be used (\(problem)): a restart cannot tell this boot from another, \
-                so a call whose answer a restart loses waits for a synchronised clock before it is resent \
-                (this run's own calls are not held up)
-                """,
-                metadata: ["runtime.directory": "\(config.runtimeDirectory)"])
-        }
+        let boot = StartUp<Clock>.thisBoot(runtimeDirectory: config.runtimeDirectory, logger: logger)
         let run = AgentRun(boot: boot, id: stateDirectory.run)
         let subscriptions = Subscriptions(
             drs: session, status: status, slots: config.slots, clock: clock, wallTime: wallTime, logger: logger)
@@ -95,69 +87,12 @@ struct Agent {
                     try await book.recordTestOrdersCancelled(slots: slots, at: at)
                 }, wallTime: wallTime))
 
-        // A pairing from a build before the identity record is this device's: recorded now, at the first start
-        // of this build, so that an image cloned from this unit later is caught by the check below.
-        do throws(AgentError) {
-            if let recorded = try await tokens.recordMissingIdentity() {
-                logger.notice(
-                    "the pairing had no identity recorded: this device's is recorded with it",
-                    metadata: [
-                        "device.serial": "\(recorded.serial)", "device.model": "\(recorded.model)",
-                        "device.phase": "\(recorded.phase)",
-                    ])
-            }
-        } catch {
-            logger.error(
-                "could not record the device's identity with the pairing (the next token write records it)",
-                metadata: ["error": "\(error.message)"])
-        }
-
-        // A pairing made for another serial, model or phase (a serial file changed, a unit moved from the test
-        // phase to production, an image cloned from a bench unit) must not order on: its deregistration is
-        // queued and the device is pairable again, with the reason in the log and `status`. A serial read from a
-        // file that alone differs may be a glitch of this start: the pairing is held (nothing ordered, nothing
-        // refreshed) while `SerialWatch` re-reads it, and forgotten only if it keeps reading the new value.
-        let forgetForIdentity = { @Sendable (change: String) async throws(AgentError) -> Void in
-            let reason = "the device's identity changed (\(change)); pair it again"
-            logger.warning(
-                "the pairing was made for another identity: deregistering it", metadata: ["reset.reason": "\(reason)"])
-            let forgotten = await owner.reset.perform(reason: reason, scope: .pairing, tellDRSNow: false)
-            if case .failure(let error) = forgotten {
-                logger.error(
-                    "could not forget the pairing of the old identity", metadata: ["error": "\(error.message)"])
-                throw error
-            }
-            await shown.recordTokenState(await tokens.state)
-        }
-        var serialWatch: SerialWatch<Clock>?
-        if let change = await tokens.identityChange {
-            let device = config.device
-            if let recorded = await tokens.pairedIdentity, device.serialSource != .config,
-                DeviceIdentity(device).differsOnlyInSerial(from: recorded)
-            {
-                var settling = SerialSettling<Clock.Instant>(recorded: recorded)
-                if case .waiting(_, let reason) = settling.read(DeviceIdentity(device), at: clock.now) {
-                    logger.warning(
-                        "the serial differs from the pairing's: nothing is ordered while it is re-read",
-                        metadata: ["device.change": "\(change)"])
-                    await tokens.hold(reason: reason)
-                    await shown.recordTokenState(await tokens.state)
-                }
-                serialWatch = SerialWatch(
-                    read: {
-                        // On the disk lane: a slow EEPROM or a late mount must not hold the event loop.
-                        let read = try? await DiskLane.shared.run { () throws(AgentError) in
-                            AgentConfig.readSerial(again: device.serialSource, configured: device.serial)
-                        }
-                        return (read ?? .failure(.init(message: "the disk lane has stopped"))).map {
-                            DeviceIdentity(serial: $0, model: device.model, phase: device.phase.rawValue)
-                        }
-                    }, recorded: recorded, tokens: tokens, clock: clock, forget: { try? await forgetForIdentity($0) },
-                    logger: logger)
-            } else {
-                try await forgetForIdentity(change)
-            }
-        }
+        // The start-up's first moment, before any part follows a stream: the pairing against this device's
+        // identity (`StartUp.checkIdentity`).
+        let startUp = StartUp(
+            config: config, tokens: tokens, orders: orders, reset: owner.reset, pairing: pairingEntry, shown: shown,
+            clock: clock, logger: logger)
+        let startUpParts = try await startUp.checkIdentity()
 
         // The pairing part of the configured mode (a config without what it needs stops here, before the board).
         let group = MultiThreadedEventLoopGroup.singleton
@@ -169,8 +104,6 @@ struct Agent {
         let systemd = SystemdNotifier.fromProcess()
         let backend = try Self.backend(config: config, systemd: systemd)
         let lights = Lights(backend: backend, output: config.board.outputs.first?.name, clock: clock, logger: logger)
-        let paired = await tokens.isPaired
-        await lights.start(paired: paired, outbox: await orders.book.snapshot)
         let signals = Broadcast<PressMeaning.Signal>()
         let presses = PressHandler(
             config: config,
@@ -209,7 +142,7 @@ struct Agent {
                 control: control, path: Self.controlSocketPath(stateDirectory: config.stateDirectory), group: group,
                 logger: logger),
         ]
-        if let serialWatch { services.append(serialWatch) }
+        services += startUpParts
         // Last, so that graceful shutdown stops it first (STOPPING=1 as the shutdown begins).
         if let part = await SystemdNotifications.make(
             notifier: systemd, tokens: tokens, orders: orders, backend: backend, group: group,
@@ -217,18 +150,8 @@ struct Agent {
         {
             services.append(part)
         }
-        await pairingEntry.start(paired: paired)
-        logger.info(
-            "replenish-agent starting",
-            metadata: [
-                "device.serial": "\(config.device.serial)", "device.phase": "\(config.device.phase.rawValue)",
-                "board": "\(config.board.name)", "paired": "\(paired)",
-                "executor": "\(LoopExecutor.installed.description)",
-            ])
-        if let warning = LoopExecutor.installed.fallbackWarning { logger.warning("\(warning)") }
-        // From here on, a durable write on the event loop stops a debug build (`OffLoop`).
-        OffLoop.onLoop.withLock { $0 = { MultiThreadedEventLoopGroup.currentEventLoop != nil } }
-        OffLoop.serving.store(true, ordering: .relaxed)
+        // The start-up's second moment, every follower subscribed: the LED's and the pairing's start, "starting".
+        await startUp.begin(lights: lights)
         let result = await Result { try await Self.runGroup(services, logger: logger) }
         // Nobody polls for a linking code any more: `status` must not offer it (the next start gets a new one).
         await shown.recordLinkingCode(nil)

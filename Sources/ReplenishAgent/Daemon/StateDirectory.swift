@@ -135,6 +135,9 @@ enum StateDirectory {
     /// odd (another owner, not a regular file) is reported and left, except the state files themselves, whose
     /// loaders move a bad one aside with the reason. Nothing here stops the agent: a restart could not fix it.
     static func sweep(_ path: String, report: (String) -> Void) throws(AgentError) {
+        // The directory is synced only when the sweep changed an entry in it (a start with nothing to sweep, the
+        // usual one, waits for no fsync before it serves); a move aside syncs its own.
+        var changed = false
         for name in try POSIX.directoryEntries(path) {
             let file = POSIX.join(path, name)
             guard let info = try POSIX.linkStatus(file) else { continue }
@@ -142,6 +145,7 @@ enum StateDirectory {
             if isTempFile(name) {
                 do {
                     try POSIX.unlinkEntry(file)
+                    changed = true
                     report("state directory: removed \(file), left by an interrupted write")
                 } catch { report("state directory: cannot remove \(file): \(error.message)") }
                 continue
@@ -167,11 +171,12 @@ enum StateDirectory {
             } else if info.permissions & 0o777 != 0o600 {
                 do {
                     try POSIX.setMode(file, 0o600)
+                    changed = true
                     report("state directory: \(file) had mode \(info.octalPermissions); set to 600")
                 } catch { report("state directory: \(file) has mode \(info.octalPermissions): \(error.message)") }
             }
         }
-        try POSIX.syncDirectory(path)
+        if changed { try POSIX.syncDirectory(path) }
     }
 
     /// The agent's uid as a command that does not run as the agent can know it: its own, or, when a root shell

@@ -93,10 +93,12 @@ extension POSIX {
             return Array(buffer[0..<read])
         }
 
-        /// Makes `bytes` the whole content of the file (truncate, then write at offset 0).
+        /// Makes `bytes` the whole content of the file (written at offset 0, then cut to their length). Written
+        /// first and cut after, not truncated to nothing first: on ext4 a truncate to zero frees the file's blocks
+        /// in a journal transaction, which at the daemon's start (the lock file) waited up to milliseconds behind
+        /// the journal; a cut to the same length or within the last block frees nothing.
         func replaceContents(_ bytes: [UInt8]) throws(AgentError) {
             OffLoop.check("write", path, medium)
-            if retryingEINTR({ ftruncate(descriptor, 0) }) != 0 { throw storageError("ftruncate", path) }
             var written = 0
             while written < bytes.count {
                 // SAFETY: the buffer is `bytes`' own storage, alive for the closure; `written < buffer.count`, so
@@ -108,6 +110,9 @@ extension POSIX {
                 }
                 if count < 0 { throw storageError("write", path) }
                 written += count
+            }
+            if retryingEINTR({ ftruncate(descriptor, off_t(bytes.count)) }) != 0 {
+                throw storageError("ftruncate", path)
             }
         }
 
