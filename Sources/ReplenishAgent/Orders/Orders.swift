@@ -38,17 +38,15 @@ actor Orders<C: Clock> where C.Duration == Duration {
         configuredSlots = Set(slots)
     }
 
-    /// Accepts a press for `slot`: durable when this returns. Refused when the device is not paired (whether
-    /// the slot is subscribed is `Subscriptions`', asked before). `fromSensor`: a level sensor's low.
+    /// Accepts a press for `slot` (`fromSensor`: a level sensor's low): durable when this returns; refused unpaired.
     func accept(slot: String, fromSensor: Bool = false) async throws(AgentError) -> OrderBook.Acceptance {
         guard let pairing = await drs.pairing() else {
             throw AgentError(
                 .notPaired,
                 "not paired: pair the device first (the companion app, or the code replenish-agent status shows)")
         }
-        // The call that follows at once (a token at hand, the slot not backing off) is marked "sent, answer
-        // unknown" in the press's own write, so the press costs one write before its request leaves, not two; a
-        // call that then does not leave takes the mark back (`deliver`). A new entry forgets an older entry's mark.
+        // A call that leaves at once (a token at hand, the slot not backing off) is marked "sent, answer unknown"
+        // in the press's own write: one write before the request leaves, not two (`deliver` takes it back if not).
         let now = clock.now
         let markNow = OrderBook.MarkNow(
             ifQueued: pairing.hasUsableAccessToken && timeline.sendsAtOnce(slot: slot, queued: true, at: now),
@@ -63,8 +61,7 @@ actor Orders<C: Clock> where C.Duration == Duration {
         return acceptance
     }
 
-    /// The device left the customer's account (a reset of the pairing, an identity change: `reason`): its
-    /// queued presses go (`OrderBook.forgetAccount`), and with them what this loop knew of their calls.
+    /// The device left the account (`reason`): its queued presses go, and what this loop knew of their calls.
     func forgetAccount(reason: String) async throws(AgentError) {
         marks.forgetAll()
         timeline.wiped()
@@ -173,6 +170,8 @@ actor Orders<C: Clock> where C.Duration == Duration {
                     return
                 }
             }
+            // Stopping: the call does not leave; the mark stays and the restart resends it (DRS de-duplicates).
+            guard !Task.isCancelled else { return }
             let attempt = unmarked.attempts + 1
             // One line per request that leaves the device, written before it is sent (the transport resends
             // nothing on its own, so the server sees exactly the attempts logged here).
@@ -229,6 +228,9 @@ actor Orders<C: Clock> where C.Duration == Duration {
             }
             timeline.done(slot)
             logger.info("order acknowledged", metadata: ["order.slot": "\(slot)", "order.detailCode": "\(detailCode)"])
+        case .retry where Task.isCancelled && (try? result.get()) == nil:
+            // The call failed as the agent stops: nothing learned to write behind a flash that may stall.
+            break
         case .retry(let delay, let reason):
             await schedule(slot, after: delay, reason: reason, network: network) {
                 answered(&$0)
@@ -249,10 +251,8 @@ actor Orders<C: Clock> where C.Duration == Duration {
         }
     }
 
-    /// No token to be had now: the press stays. The mark written with the press goes back (this call does not
-    /// leave now). Not paired: wait until the tokens change (they poke this loop). LWA failing: wait for the
-    /// token manager's own backoff deadline (`retryAfter`), so the order path never asks LWA more often than the
-    /// refresh schedule does.
+    /// No token now: the press stays and the mark written with it goes back. Unpaired, it waits for the tokens to
+    /// change; with LWA failing, for the token manager's own backoff (`retryAfter`), never asking LWA sooner.
     private func noToken(slot: String, _ error: AgentError) async {
         if let before = marks.take(slot) {
             await commit { $0.unmarkSending(slot: slot, previous: before) }
