@@ -31,8 +31,8 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
     private var pressRequests: [String: Int] = [:]
     /// Rung by an edge: the timer loop looks at the deadlines and the ready presses again.
     private let waker = Waker()
-    /// The control socket's requests waiting for their press's outcome.
-    private var waiters = PressWaiters()
+    private var waiters: [Waiter] = []
+    private var nextWaiterID = 0
     /// The presses being handled (`Handing.detached`): the stop waits for them (`run`).
     private var handling: [Int: Task<Void, Never>] = [:]
     private var nextHandlingID = 0
@@ -183,7 +183,8 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
         // The waiter is the request's own, never the oldest on this input: a request that went away has dropped
         // its waiter, and its press is answered to no one rather than to the next request's wait. From now on the
         // wait is for the handler's outcome (which may take a DRS call or two), no longer for a press.
-        if let id = recognised.request { waiters.recognised(id) }
+        let waiter = recognised.request.flatMap { id in waiters.firstIndex { $0.id == id && $0.result == nil } }
+        if let waiter { waiters[waiter].recognised = true }
         let outcome = await handler(press)
         if let id = recognised.request { finish(id, with: outcome) }
     }
@@ -191,18 +192,29 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
     /// Registers a request that will press an input (before it does, so the outcome cannot be missed): its
     /// edges carry the id returned (`InputEdge.request`), and the press they start is its own. Collect the
     /// outcome with `outcome(of:timeout:)`, or `forget` the id when the request ends without it.
-    func expectPress() -> Int { waiters.expect() }
+    func expectPress() -> Int {
+        nextWaiterID += 1
+        waiters.append(Waiter(id: nextWaiterID))
+        return nextWaiterID
+    }
 
     /// Drops the waiter `id` (its request ended: the client went away, the agent stops). Its press, if one is
     /// recognised later, is handled all the same and answered to no one.
-    func forget(_ id: Int) { waiters.forget(id) }
+    func forget(_ id: Int) {
+        waiters.removeAll { $0.id == id }
+    }
 
     /// The outcome of the press registered as `id`. A failure when no press was recognised within `timeout`;
     /// once one is, the handler's own outcome, however long its DRS calls take (up to `outcomeLimit`). Ends
     /// at once, with a failure, when the caller is cancelled (the agent stopping).
     func outcome(of id: Int, timeout: Duration) async -> Outcome {
-        guard waiters.contains(id) else { return .failure(AgentError(.invalidInput, "unknown press")) }
-        if let result = waiters.takeResult(id) { return result }
+        guard let index = waiters.firstIndex(where: { $0.id == id }) else {
+            return .failure(AgentError(.invalidInput, "unknown press"))
+        }
+        if let result = waiters[index].result {
+            waiters.remove(at: index)
+            return result
+        }
         let clock = clock
         var wait = PressWait(startedAt: clock.now, timeout: timeout)
         let timer = Task {
@@ -223,7 +235,9 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
             }
         }
         let outcome = await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in waiters.wait(id, on: continuation) }
+            await withCheckedContinuation { continuation in
+                waiters[index].continuation = continuation
+            }
         } onCancel: {
             Task { await self.finish(id, with: .failure(AgentError(.server, "the agent is stopping"))) }
         }
@@ -231,7 +245,7 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
         return outcome
     }
 
-    private func isRecognised(_ id: Int) -> Bool { waiters.isRecognised(id) }
+    private func isRecognised(_ id: Int) -> Bool { waiters.first { $0.id == id }?.recognised ?? false }
 
     /// A recognised press and the request whose edge started it (nil: hardware, or no request).
     private struct Recognised {
@@ -239,7 +253,23 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
         var request: Int?
     }
 
-    private func finish(_ id: Int, with outcome: Outcome) { waiters.finish(id, with: outcome) }
+    private func finish(_ id: Int, with outcome: Outcome) {
+        guard let index = waiters.firstIndex(where: { $0.id == id }), waiters[index].result == nil else { return }
+        if let continuation = waiters[index].continuation {
+            waiters.remove(at: index)
+            continuation.resume(returning: outcome)
+        } else {
+            waiters[index].result = outcome
+        }
+    }
+
+    private struct Waiter {
+        let id: Int
+        /// A press was recognised for this waiter and handed to the handler.
+        var recognised = false
+        var result: Outcome?
+        var continuation: CheckedContinuation<Outcome, Never>?
+    }
 }
 
 extension InputPipeline {
