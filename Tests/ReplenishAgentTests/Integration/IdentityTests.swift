@@ -97,7 +97,10 @@ extension IdentityTests {
             (try stored()["identity"] as? [String: Any])?["serial"] as? String == "TEST0001"
         }
         #expect(try refreshes() == refreshesBefore, "written without a refresh")
-        #expect(harness.read("agent-2.log").contains("the pairing had no identity recorded"))
+        // The line follows the write: the file can be seen before the log has it.
+        try harness.waitUntil("the log to say the identity was recorded", timeout: 15) {
+            harness.read("agent-2.log").contains("the pairing had no identity recorded")
+        }
         try harness.stop(second)
         // The image cloned onto another unit: its serial differs, and its start deregisters the pairing.
         try edit(config, #""serial":"TEST0001""#, #""serial":"TEST0002""#)
