@@ -5,7 +5,7 @@ import Logging
 /// presses to `handler`.
 /// Whoever caused a press (the control socket's `press`) can wait for the handler's outcome: a press is
 /// answered to the request whose edge started it (`InputEdge.request`), never to another request waiting on
-/// the same input, and a request that goes away drops its wait (`forget`).
+/// the same input, and a request that goes away drops its wait (`forget`); the waits are `PressWaiters`.
 ///
 /// An edge is timed by the kernel's timestamp when it has one (`InputEdge.timestamp`, CLOCK_MONOTONIC): its
 /// time on `clock` is now minus its age, so edges that reach the pipeline late (a busy device, a burst read
@@ -31,8 +31,8 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
     private var pressRequests: [String: Int] = [:]
     /// Rung by an edge: the timer loop looks at the deadlines and the ready presses again.
     private let waker = Waker()
-    private var waiters: [Waiter] = []
-    private var nextWaiterID = 0
+    /// The control socket's requests waiting for their presses' outcomes.
+    private let waiters = PressWaiters()
     /// The presses being handled (`Handing.detached`): the stop waits for them (`run`).
     private var handling: [Int: Task<Void, Never>] = [:]
     private var nextHandlingID = 0
@@ -183,92 +183,52 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
         // The waiter is the request's own, never the oldest on this input: a request that went away has dropped
         // its waiter, and its press is answered to no one rather than to the next request's wait. From now on the
         // wait is for the handler's outcome (which may take a DRS call or two), no longer for a press.
-        let waiter = recognised.request.flatMap { id in waiters.firstIndex { $0.id == id && $0.result == nil } }
-        if let waiter { waiters[waiter].recognised = true }
+        if let id = recognised.request { waiters.recognised(id) }
         let outcome = await handler(press)
-        if let id = recognised.request { finish(id, with: outcome) }
+        if let id = recognised.request { waiters.finish(id, with: outcome) }
     }
 
     /// Registers a request that will press an input (before it does, so the outcome cannot be missed): its
     /// edges carry the id returned (`InputEdge.request`), and the press they start is its own. Collect the
     /// outcome with `outcome(of:timeout:)`, or `forget` the id when the request ends without it.
-    func expectPress() -> Int {
-        nextWaiterID += 1
-        waiters.append(Waiter(id: nextWaiterID))
-        return nextWaiterID
-    }
+    func expectPress() -> Int { waiters.add() }
 
     /// Drops the waiter `id` (its request ended: the client went away, the agent stops). Its press, if one is
     /// recognised later, is handled all the same and answered to no one.
-    func forget(_ id: Int) {
-        waiters.removeAll { $0.id == id }
-    }
+    func forget(_ id: Int) { waiters.forget(id) }
 
     /// The outcome of the press registered as `id`. A failure when no press was recognised within `timeout`;
     /// once one is, the handler's own outcome, however long its DRS calls take (up to `outcomeLimit`). Ends
     /// at once, with a failure, when the caller is cancelled (the agent stopping).
     func outcome(of id: Int, timeout: Duration) async -> Outcome {
-        guard let index = waiters.firstIndex(where: { $0.id == id }) else {
-            return .failure(AgentError(.invalidInput, "unknown press"))
-        }
-        if let result = waiters[index].result {
-            waiters.remove(at: index)
-            return result
-        }
-        let clock = clock
+        let (clock, waiters) = (clock, waiters)
         var wait = PressWait(startedAt: clock.now, timeout: timeout)
         let timer = Task {
             while true {
-                switch wait.next(recognised: self.isRecognised(id), at: clock.now) {
+                switch wait.next(recognised: waiters.isRecognised(id), at: clock.now) {
                 case .wait(let until):
                     do { try await clock.loopSleep(until: until) } catch { return }
                 case .notRecognised:
                     let failure = AgentError(.invalidInput, "no press was recognised within \(timeout)")
-                    return self.finish(id, with: .failure(failure))
+                    return waiters.finish(id, with: .failure(failure))
                 case .outcomeUnknown:
                     let failure = AgentError(
                         .server,
                         "the press was recognised; its outcome is not known yet (DRS is slow to answer): see replenish-agent status"
                     )
-                    return self.finish(id, with: .failure(failure))
+                    return waiters.finish(id, with: .failure(failure))
                 }
             }
         }
-        let outcome = await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                waiters[index].continuation = continuation
-            }
-        } onCancel: {
-            Task { await self.finish(id, with: .failure(AgentError(.server, "the agent is stopping"))) }
-        }
+        let outcome = await waiters.outcome(of: id)
         timer.cancel()
-        return outcome
+        return outcome ?? .failure(AgentError(.invalidInput, "unknown press"))
     }
-
-    private func isRecognised(_ id: Int) -> Bool { waiters.first { $0.id == id }?.recognised ?? false }
 
     /// A recognised press and the request whose edge started it (nil: hardware, or no request).
     private struct Recognised {
         var press: ButtonPress
         var request: Int?
-    }
-
-    private func finish(_ id: Int, with outcome: Outcome) {
-        guard let index = waiters.firstIndex(where: { $0.id == id }), waiters[index].result == nil else { return }
-        if let continuation = waiters[index].continuation {
-            waiters.remove(at: index)
-            continuation.resume(returning: outcome)
-        } else {
-            waiters[index].result = outcome
-        }
-    }
-
-    private struct Waiter {
-        let id: Int
-        /// A press was recognised for this waiter and handed to the handler.
-        var recognised = false
-        var result: Outcome?
-        var continuation: CheckedContinuation<Outcome, Never>?
     }
 }
 

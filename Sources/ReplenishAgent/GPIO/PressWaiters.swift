@@ -1,0 +1,109 @@
+import Synchronization
+
+/// The control socket's requests waiting for the outcome of a press they made (`InputPipeline.expectPress`).
+/// Each is answered once: with its own press's outcome, a failure when its wait ran out (`PressWait`), or a
+/// failure when its caller is cancelled (the agent stopping). An answer that comes before the request waits for
+/// it is kept until it does.
+///
+/// A lock rather than the pipeline's actor: the answers come from the handler's task, the wait's timer and a
+/// cancellation handler, none of which need to hop onto the pipeline to give one.
+final class PressWaiters: Sendable {
+    typealias Outcome = Result<String, AgentError>
+
+    private struct Waiter {
+        let id: Int
+        /// A press was recognised for this waiter and handed to the handler.
+        var recognised = false
+        var result: Outcome?
+        var continuation: CheckedContinuation<Outcome, Never>?
+    }
+
+    private let state = Mutex<(waiters: [Waiter], nextID: Int)>(([], 0))
+
+    /// A new waiter; its id goes on the request's edges (`InputEdge.request`).
+    func add() -> Int {
+        state.withLock { state in
+            state.nextID += 1
+            state.waiters.append(Waiter(id: state.nextID))
+            return state.nextID
+        }
+    }
+
+    /// Drops waiter `id`: its request ended without the outcome (a wait under way is answered with a failure).
+    func forget(_ id: Int) {
+        let waiting = state.withLock { state -> CheckedContinuation<Outcome, Never>? in
+            guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+            return state.waiters.remove(at: index).continuation
+        }
+        waiting?.resume(returning: .failure(AgentError(.invalidInput, "the press's request ended")))
+    }
+
+    /// Marks waiter `id`'s press as recognised (it now waits for the handler's outcome, not for a press); false
+    /// when no such waiter waits any more (its press is answered to no one).
+    @discardableResult
+    func recognised(_ id: Int) -> Bool {
+        state.withLock { state in
+            guard let index = state.waiters.firstIndex(where: { $0.id == id && $0.result == nil }) else {
+                return false
+            }
+            state.waiters[index].recognised = true
+            return true
+        }
+    }
+
+    func isRecognised(_ id: Int) -> Bool {
+        state.withLock { $0.waiters.first { $0.id == id }?.recognised ?? false }
+    }
+
+    /// Whether waiter `id` is waiting for its answer now (for tests).
+    func isParked(_ id: Int) -> Bool {
+        state.withLock { $0.waiters.first { $0.id == id }?.continuation != nil }
+    }
+
+    /// Answers waiter `id`, once: a second answer, or one for a waiter gone, is dropped.
+    func finish(_ id: Int, with outcome: Outcome) {
+        let waiting = state.withLock { state -> CheckedContinuation<Outcome, Never>? in
+            guard let index = state.waiters.firstIndex(where: { $0.id == id }), state.waiters[index].result == nil
+            else { return nil }
+            guard let continuation = state.waiters[index].continuation else {
+                state.waiters[index].result = outcome
+                return nil
+            }
+            state.waiters.remove(at: index)
+            return continuation
+        }
+        waiting?.resume(returning: outcome)
+    }
+
+    /// Waits for waiter `id`'s answer (nil: no such waiter). A cancelled caller is answered at once with a
+    /// failure.
+    func outcome(of id: Int) async -> Outcome? {
+        let known = state.withLock { state -> (known: Bool, result: Outcome?) in
+            guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return (false, nil) }
+            guard let result = state.waiters[index].result else { return (true, nil) }
+            state.waiters.remove(at: index)
+            return (true, result)
+        }
+        guard known.known else { return nil }
+        if let result = known.result { return result }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                // An answer given meanwhile (the cancellation's, the handler's) is kept as the result: take it.
+                let ready = state.withLock { state -> Outcome? in
+                    guard let index = state.waiters.firstIndex(where: { $0.id == id }) else {
+                        return .failure(AgentError(.invalidInput, "unknown press"))
+                    }
+                    guard let result = state.waiters[index].result else {
+                        state.waiters[index].continuation = continuation
+                        return nil
+                    }
+                    state.waiters.remove(at: index)
+                    return result
+                }
+                if let ready { continuation.resume(returning: ready) }
+            }
+        } onCancel: {
+            finish(id, with: .failure(AgentError(.server, "the agent is stopping")))
+        }
+    }
+}
