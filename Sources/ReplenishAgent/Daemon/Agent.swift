@@ -120,7 +120,7 @@ struct Agent {
         let linkingChanges = { Self.stream(linking?.changes) }
         // The one event-loop thread, which also runs every task (`LoopExecutor`): pairing endpoints, control
         // socket. Started in this order, stopped in reverse: followers stop before the parts they follow.
-        var services: [any Service] = [
+        var services: [any DaemonPart] = [
             Lights.Part(
                 lights: lights, tokens: tokens.events.subscribe { !$0.isRefreshStarting },
                 orders: orders.book.updates.subscribe(),
@@ -190,7 +190,7 @@ struct Agent {
         config: AgentConfig, lwa: LWAClient, tokens: TokenManager<Clock>, window: PairingWindowKeeper<Clock>,
         linking: CodeLinker<Clock>?, clock: Clock, group: MultiThreadedEventLoopGroup, shown: ShownStatusBook,
         logger: Logger
-    ) throws(AgentError) -> any Service {
+    ) throws(AgentError) -> any DaemonPart {
         if let linking {
             return TokenFollowingPart(
                 service: linking, tokens: tokens.events.subscribe { $0.isPairingChange }, description: "linking")
@@ -223,10 +223,10 @@ struct Agent {
     /// thread's sigwait (`TerminationSignals`), not from swift-service-lifecycle's DispatchSource (libdispatch
     /// would start its thread pool and its once-a-second wakeup); only when the entry point did not take them
     /// does the group trap them itself.
-    private static func runGroup(_ services: [any Service], logger: Logger) async throws {
+    private static func runGroup(_ services: [any DaemonPart], logger: Logger) async throws {
         let owned = TerminationSignals.areOwned
         var configuration = ServiceGroupConfiguration(
-            services: services.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0) },
+            services: services.map { ServiceGroupConfiguration.ServiceConfiguration(service: GroupMember(part: $0)) },
             gracefulShutdownSignals: owned ? [] : [.sigterm, .sigint], logger: logger)
         configuration.maximumGracefulShutdownDuration = .seconds(10)
         let group = ServiceGroup(configuration: configuration)
@@ -244,4 +244,17 @@ extension Result where Failure == any Error {
     init(catching body: () async throws -> Success) async {
         do { self = .success(try await body()) } catch { self = .failure(error) }
     }
+}
+
+/// A part as the service group holds it. The group names each service by interpolating it (`"\(service)"`), which
+/// asks the Swift runtime whether the value's type is `TextOutputStreamable`, then `CustomStringConvertible`: the
+/// first time for each type, each question is a pass over every conformance record of the binary, about twenty
+/// passes before `READY=1` for the parts' types. One type for every part, itself `TextOutputStreamable`, makes it
+/// one question for the whole group.
+private struct GroupMember: Service, TextOutputStreamable {
+    let part: any DaemonPart
+
+    func run() async throws { try await part.run() }
+
+    func write<Target: TextOutputStream>(to target: inout Target) { target.write(part.description) }
 }

@@ -30,7 +30,7 @@ struct StartUp<C: Clock>: Sendable where C.Duration == Duration {
     /// that alone differs may be a glitch of this start: the pairing is held (nothing ordered, nothing
     /// refreshed) while `SerialWatch` re-reads it, and forgotten only if it keeps reading the new value.
     /// Returns the parts to add to the group: the serial watch, or none.
-    func checkIdentity() async throws(AgentError) -> [any Service] {
+    func checkIdentity() async throws(AgentError) -> [any DaemonPart] {
         await recordMissingIdentity()
         guard let change = await tokens.identityChange else { return [] }
         let device = config.device
