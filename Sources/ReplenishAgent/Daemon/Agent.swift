@@ -102,7 +102,8 @@ struct Agent {
 
         // The board.
         let systemd = SystemdNotifier.fromProcess()
-        let backend = try Self.backend(config: config, systemd: systemd)
+        let board = try Self.board(config: config, systemd: systemd)
+        let backend = board.backend
         let lights = Lights(backend: backend, output: config.board.outputs.first?.name, clock: clock, logger: logger)
         let signals = Broadcast<PressMeaning.Signal>()
         let presses = PressHandler(
@@ -113,7 +114,7 @@ struct Agent {
             clock: clock, logger: logger)
         let inputs = InputPipeline(board: config.board, clock: clock, logger: logger, handler: presses.handle)
         let control = ControlServer(
-            backend: backend as? SimulatedBackend, inputs: inputs, lights: lights, board: config.board,
+            backend: board.simulated, inputs: inputs, lights: lights, board: config.board,
             owner: owner.perform)
 
         // The streams: every subscription is made here, before any part runs, so none misses an event.
@@ -145,7 +146,7 @@ struct Agent {
         services += startUpParts
         // Last, so that graceful shutdown stops it first (STOPPING=1 as the shutdown begins).
         if let part = await SystemdNotifications.make(
-            notifier: systemd, tokens: tokens, orders: orders, backend: backend, group: group,
+            notifier: systemd, tokens: tokens, orders: orders, gpioBeats: board.beats, group: group,
             pairingMode: config.pairingMode, logger: logger)
         {
             services.append(part)
@@ -176,11 +177,20 @@ struct Agent {
     }
 
     /// The board's GPIO backend: the simulated board, or the chip's lines through libgpiod (with the heartbeat
-    /// systemd's watchdog checks).
-    private static func backend(config: AgentConfig, systemd: SystemdNotifier) throws -> any GPIOBackend {
+    /// systemd's watchdog checks). What only one kind has comes with it, so that no part asks the backend's type
+    /// at run time (a dynamic cast from the protocol costs the Swift runtime a lookup before `READY=1`): the
+    /// simulated board for the control socket's `press` and `level`, the GPIO thread's beats for the watchdog.
+    private static func board(
+        config: AgentConfig, systemd: SystemdNotifier
+    ) throws -> (backend: any GPIOBackend, simulated: SimulatedBackend?, beats: (@Sendable () -> UInt64)?) {
         switch config.board.backend {
-        case .simulated: SimulatedBackend(board: config.board)
-        case .gpiod: try GpiodBackend(board: config.board, heartbeat: SystemdNotifications.gpioHeartbeat(systemd))
+        case .simulated:
+            let simulated = SimulatedBackend(board: config.board)
+            return (simulated, simulated, nil)
+        case .gpiod:
+            let gpiod = try GpiodBackend(
+                board: config.board, heartbeat: SystemdNotifications.gpioHeartbeat(systemd))
+            return (gpiod, nil, { gpiod.beats })
         }
     }
 

@@ -13,9 +13,10 @@ enum SystemdNotifications {
 
     /// The service to run last in the group (so graceful shutdown stops it first and `STOPPING=1` goes out
     /// as the shutdown begins), or nil without systemd. Its start is "ready": the state files are loaded,
-    /// the GPIO lines are held (the backend exists) and every other service has been started.
+    /// the GPIO lines are held (the backend exists) and every other service has been started. `gpioBeats`: the
+    /// GPIO thread's heartbeat count (libgpiod's backend; nil for the simulated board).
     static func make<C: Clock>(
-        notifier: SystemdNotifier, tokens: TokenManager<C>, orders: Orders<C>, backend: any GPIOBackend,
+        notifier: SystemdNotifier, tokens: TokenManager<C>, orders: Orders<C>, gpioBeats: (@Sendable () -> UInt64)?,
         group: any EventLoopGroup, pairingMode: AgentConfig.PairingMode = .companion, logger: Logger
     ) async -> Part<C>? where C.Duration == Duration {
         guard notifier.isEnabled else { return nil }
@@ -41,8 +42,8 @@ enum SystemdNotifications {
                 return await orders.answers()
             },
         ]
-        if let gpiod = backend as? GpiodBackend, notifier.watchdogInterval != nil {
-            let heartbeat = HeartbeatProbe { gpiod.beats }
+        if let gpioBeats, notifier.watchdogInterval != nil {
+            let heartbeat = HeartbeatProbe(beats: gpioBeats)
             probes.append(HealthProbe(name: "GPIO thread") { heartbeat.check() })
         }
         return Part(
