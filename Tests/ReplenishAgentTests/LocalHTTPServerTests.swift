@@ -11,9 +11,12 @@ import Testing
 /// with `advanceTime` (`ConnectionPipelineTests`); the process-level tests keep what needs the agent's real
 /// ports (the guards, the 413 to a blind upload, eviction).
 @Suite(.serialized, .tags(.unit)) struct LocalHTTPServerTests {
-    /// Serves `handler` on a loopback port; `body` gets the port.
+    /// Serves `handler` on a loopback port; `body` gets the port. `body` blocks on its socket, so it runs on a
+    /// thread of its own: on the tests' cooperative pool (two threads on a two-core machine) it would hold one
+    /// of the threads the handler needs, and with another suite holding the other, the answer would never come.
     func withServer(
-        handler: @escaping LocalHTTPServer.Handler = { _ in .noContent }, _ body: (Int) throws -> Void
+        handler: @escaping LocalHTTPServer.Handler = { _ in .noContent },
+        _ body: @escaping @Sendable (Int) throws -> Void
     ) async throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let (bound, reportBound) = AsyncStream.makeStream(of: Int.self)
@@ -25,7 +28,11 @@ import Testing
         defer { server.cancel() }
         var ports = bound.makeAsyncIterator()
         guard let port = await ports.next() else { throw AgentError(.network, "the server did not bind") }
-        try body(port)
+        let client = NIOThreadPool(numberOfThreads: 1)
+        client.start()
+        let result = await Result { try await client.runIfActive { try body(port) } }
+        try await client.shutdownGracefully()
+        try result.get()
         server.cancel()
         _ = await server.result
         try await group.shutdownGracefully()
