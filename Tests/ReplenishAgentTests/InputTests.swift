@@ -361,6 +361,17 @@ import Testing
         await driver.pass(.milliseconds(30))
         #expect(seen.all == [ButtonPress(input: "button", kind: .short)])
     }
+
+    /// An edge's age, which both the pipeline and `gpio-watch`'s `t=` count back from: the time since the kernel
+    /// saw it, or zero when there is no timestamp or one from another clock.
+    @Test func anEdgesAgeIsTheTimeSinceTheKernelSawIt() {
+        let now = Duration.seconds(1000)
+        let edge = { (timestamp: Duration?) in InputEdge(input: "button", active: true, timestamp: timestamp) }
+        #expect(edge(now - .milliseconds(37)).age(monotonicNow: now) == .milliseconds(37))
+        #expect(edge(now).age(monotonicNow: now) == .zero)
+        #expect(edge(nil).age(monotonicNow: now) == .zero)
+        #expect(edge(now + .seconds(1_800_000_000)).age(monotonicNow: now) == .zero)
+    }
 }
 
 /// The presses a test pipeline's handler was given, in order.

@@ -45,8 +45,10 @@ struct GPIOWatchCommand: AsyncParsableCommand {
         }
         let clock = ContinuousClock()
         let started = clock.now
-        @Sendable func stamp() -> String {
-            let elapsed = started.duration(to: clock.now)
+        /// The time since the start, less `ago`: an edge is stamped with when the kernel saw it, as the
+        /// pipeline's debouncer times it, not with when it was printed.
+        @Sendable func stamp(ago: Duration = .zero) -> String {
+            let elapsed = started.duration(to: clock.now) - ago
             let milliseconds =
                 elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000
             return "t=\(milliseconds)ms"
@@ -61,7 +63,8 @@ struct GPIOWatchCommand: AsyncParsableCommand {
         let printed = AsyncStream<InputEdge> { continuation in
             Task {
                 for await edge in backend.edges {
-                    Output.line("edge \(edge.input) \(edge.active ? "active" : "inactive") \(stamp())")
+                    let ago = edge.age(monotonicNow: POSIX.monotonicNow())
+                    Output.line("edge \(edge.input) \(edge.active ? "active" : "inactive") \(stamp(ago: ago))")
                     continuation.yield(edge)
                 }
                 continuation.finish()

@@ -17,6 +17,14 @@ struct InputEdge: Sendable, Equatable {
         self.timestamp = timestamp
         self.request = request
     }
+
+    /// How long before `monotonicNow` (CLOCK_MONOTONIC now) the kernel saw the edge: zero when the edge has no
+    /// timestamp, or one later than now (a kernel before Linux 5.7 stamps libgpiod v1 events with
+    /// CLOCK_REALTIME, which is decades ahead of the time since boot).
+    func age(monotonicNow: Duration) -> Duration {
+        guard let timestamp, timestamp <= monotonicNow else { return .zero }
+        return monotonicNow - timestamp
+    }
 }
 
 /// The device's GPIO: input edges in, LED levels out. `GpiodBackend` drives a real chip through libgpiod;

@@ -164,15 +164,9 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
             press: ButtonPress(input: input, kind: kind), request: pressRequests.removeValue(forKey: input))
     }
 
-    /// When the edge happened on `clock`: now minus its age on CLOCK_MONOTONIC, or now when it has no kernel
-    /// timestamp, or one later than CLOCK_MONOTONIC's now (a kernel before Linux 5.7 stamps libgpiod v1 events
-    /// with CLOCK_REALTIME, which is decades ahead of the time since boot).
+    /// When the edge happened on `clock`: now minus its age (`InputEdge.age`).
     private func time(of edge: InputEdge) -> C.Instant {
-        let now = clock.now
-        guard let timestamp = edge.timestamp else { return now }
-        let age = monotonicNow() - timestamp
-        guard age >= .zero else { return now }
-        return now.advanced(by: .zero - age)
+        clock.now.advanced(by: .zero - edge.age(monotonicNow: monotonicNow()))
     }
 
     /// Hands a recognised press to the handler and its outcome to the request that made it, if it still waits.
