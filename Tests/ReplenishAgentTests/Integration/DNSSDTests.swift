@@ -9,8 +9,14 @@ import Testing
 /// `unshare` (not root, or a container that forbids it) or without avahi-daemon the test is skipped, saying so.
 @Suite(.serialized, .onOwnThread, .tags(.process)) struct DNSSDTests {
     /// A network namespace with only `lo`, a private mount namespace (for `/run`), and a PID namespace whose end
-    /// (the script's, or its kill by a timeout) ends every process started in it.
-    static let namespace = ["--net", "--mount", "--propagation", "private", "--pid", "--fork", "--kill-child"]
+    /// (the script's, or its kill by a timeout) ends every process started in it, with a `/proc` of its own
+    /// (`--mount-proc`): with the machine's, a thread's id in the namespace names another process or none there,
+    /// and libdispatch's thread-pool monitor, which reads `/proc/<thread id>/stat` of its workers once a second
+    /// while work waits, stops the program (SIGILL) when the file is missing: `replenish-companion` did, in a
+    /// clean-clone run.
+    static let namespace = [
+        "--net", "--mount", "--propagation", "private", "--pid", "--fork", "--kill-child", "--mount-proc",
+    ]
 
     /// Why the namespace test cannot run here, or nil.
     static let unavailable: String? = {
