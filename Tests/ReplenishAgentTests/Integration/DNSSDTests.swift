@@ -12,8 +12,7 @@ import Testing
     /// (the script's, or its kill by a timeout) ends every process started in it, with a `/proc` of its own
     /// (`--mount-proc`): with the machine's, a thread's id in the namespace names another process or none there,
     /// and libdispatch's thread-pool monitor, which reads `/proc/<thread id>/stat` of its workers once a second
-    /// while work waits, stops the program (SIGILL) when the file is missing: `replenish-companion` did, in a
-    /// clean-clone run.
+    /// while work waits, stops the program (SIGILL, `replenish-companion` among them) when the file is missing.
     static let namespace = [
         "--net", "--mount", "--propagation", "private", "--pid", "--fork", "--kill-child", "--mount-proc",
     ]
