@@ -47,11 +47,9 @@ struct CompanionCommand: AsyncParsableCommand {
 
     private func pair() async throws {
         let label = try Label(payload: setup)
-        let base = try device ?? Discovery.find(label: label)
-        let client = DeviceClient(base: base)
+        let (client, info) = try await provenDevice(label: label)
         defer { client.shutdown() }
-        let info = try await client.deviceInfo(label: label)
-        say("device \(info.serial) (model \(info.model)) at \(base) proved the label's key")
+        say("device \(info.serial) (model \(info.model)) at \(client.base) proved the label's key")
 
         let listener = try await RedirectListener.start(port: redirectPort)
         let redirect = redirectURI ?? "http://localhost:\(listener.port)/callback"
@@ -75,6 +73,34 @@ struct CompanionCommand: AsyncParsableCommand {
         try await client.companionInfo(
             sessionId: info.sessionId, code: code, clientId: clientId, redirectURI: redirect, label: label)
         say("device \(info.serial) paired")
+    }
+}
+
+extension CompanionCommand {
+    /// The first candidate that proves the label's key: `--device`, or every DNS-SD service that claims the
+    /// label's id, in turn (an impostor can claim the id; only the device on the label can prove the key).
+    func provenDevice(label: Label) async throws -> (DeviceClient, DeviceClient.Info) {
+        let candidates = try device.map { [$0] } ?? Discovery.find(label: label)
+        if candidates.count > 1 {
+            say(
+                "\(candidates.count) services claim this label's id (\(candidates.joined(separator: ", "))): trying each until one proves the label's key"
+            )
+        }
+        var refusals: [String] = []
+        for base in candidates {
+            let client = DeviceClient(base: base)
+            do {
+                return (client, try await client.deviceInfo(label: label))
+            } catch let failure as Failure {
+                client.shutdown()
+                guard candidates.count > 1 else { throw failure }
+                say("\(base): \(failure.description)")
+                refusals.append(base)
+            }
+        }
+        throw Failure(
+            "none of the \(candidates.count) services that claim this label's id proved the label's key (\(refusals.joined(separator: ", "))): not the device on the label"
+        )
     }
 }
 

@@ -41,12 +41,23 @@ struct DeviceClient {
             let challenge = body["codeChallenge"] as? String, let method = body["codeChallengeMethod"] as? String,
             let sessionId = body["sessionId"] as? String
         else { throw Failure("deviceInfo's answer lacks a field: \(body)") }
+        // Only S256: with `plain` the challenge is the verifier, and whoever passed this answer on could redeem
+        // the customer's code. Refused before the proof, whatever the proof says.
+        guard method == "S256" else {
+            throw Failure(
+                "the answer's codeChallengeMethod is \(method), not S256: refused (something between this machine and the device may have changed it)"
+            )
+        }
         guard serial == label.serial else { throw Failure("the device's serial \(serial) is not the label's") }
         let expected = try label.deviceInfoProof(
-            nonce: nonce, sessionId: sessionId, challenge: challenge, serial: serial, model: model)
+            nonce: nonce, sessionId: sessionId, challenge: challenge, method: method, serial: serial, model: model,
+            isTestDevice: isTest, shouldIncludeNonLive: nonLive)
         guard body["proof"] as? String == expected else {
-            throw Failure("the device did not prove it holds the label's setup key: not the device on the label")
+            throw Failure(
+                "the device did not prove it holds the label's setup key over its answer (or something between changed it): not the device on the label"
+            )
         }
+        // From here on only proven fields: the proof covers each value below as it was checked.
         var device: [String: Any] = ["device_model": model, "serial": serial]
         if isTest || nonLive {
             device["is_test_device"] = isTest

@@ -22,14 +22,19 @@ struct Label {
         get throws { String(try Self.openssl(["dgst", "-sha256"], input: serial).prefix(16)) }
     }
 
-    func deviceInfoProof(nonce: String, sessionId: String, challenge: String, serial: String, model: String) throws
-        -> String
-    {
-        try hmac("replenish-pairing-v1 deviceInfo\n\(nonce)\n\(sessionId)\n\(challenge)\n\(serial)\n\(model)")
+    /// The `deviceInfo` proof (version 2): over every field the companion acts on, so that a relay between the
+    /// laptop and the device cannot change the challenge's method or a phase flag without breaking it.
+    func deviceInfoProof(
+        nonce: String, sessionId: String, challenge: String, method: String, serial: String, model: String,
+        isTestDevice: Bool, shouldIncludeNonLive: Bool
+    ) throws -> String {
+        try hmac(
+            "replenish-pairing-v2 deviceInfo\n\(nonce)\n\(sessionId)\n\(challenge)\n\(method)\n\(serial)\n\(model)\n"
+                + "\(isTestDevice)\n\(shouldIncludeNonLive)")
     }
 
     func companionInfoProof(sessionId: String, code: String, clientId: String, redirectURI: String) throws -> String {
-        try hmac("replenish-pairing-v1 companionInfo\n\(sessionId)\n\(code)\n\(clientId)\n\(redirectURI)")
+        try hmac("replenish-pairing-v2 companionInfo\n\(sessionId)\n\(code)\n\(clientId)\n\(redirectURI)")
     }
 
     private func hmac(_ message: String) throws -> String {

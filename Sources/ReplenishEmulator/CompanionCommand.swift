@@ -115,13 +115,20 @@ struct CompanionCommand: ParsableCommand {
         else {
             throw CompanionFailure(description: "deviceInfo answer lacks a field: \(infoAnswer.bodyText)")
         }
+        // Only S256, with a label or without: with `plain` the challenge is the verifier itself.
+        guard method == "S256" else {
+            throw CompanionFailure(
+                description: "deviceInfo's codeChallengeMethod is \(method), not S256: refused before any consent")
+        }
         if let label {
-            // The device on the label: its serial, and a proof only the key's holder can make for this nonce.
+            // The device on the label: its serial, and a proof only the key's holder can make for this nonce, over
+            // every field used below.
             guard serial == label.serial else {
                 throw CompanionFailure(description: "the device's serial \(serial) is not the label's \(label.serial)")
             }
             let expected = try label.deviceInfoProof(
-                nonce: nonce, sessionId: sessionId, codeChallenge: challenge, serial: serial, model: model)
+                nonce: nonce, sessionId: sessionId, codeChallenge: challenge, codeChallengeMethod: method,
+                serial: serial, model: model, isTestDevice: isTest, shouldIncludeNonLive: nonLive)
             guard let proof = info["proof"]?.stringValue, proof == expected else {
                 throw CompanionFailure(
                     description: "the device did not prove it holds the label's setup key: not the device on the label")
@@ -138,7 +145,7 @@ struct CompanionCommand: ParsableCommand {
         let query = FormEncoding.encode([
             ("client_id", clientId), ("scope", "dash:replenish"), ("scope_data", scopeData.serialized),
             ("response_type", "code"), ("redirect_uri", redirectURI), ("code_challenge", challenge),
-            ("code_challenge_method", method), ("state", state),
+            ("code_challenge_method", "S256"), ("state", state),
         ])
         let consent = try send(.GET, lwaBase + "/ap/oa?" + query)
         guard (300...399).contains(consent.status.code), let location = consent.headers.first(name: "location") else {

@@ -39,16 +39,22 @@ struct PairingProof {
         }.joined()
     }
 
-    func deviceInfoProof(nonce: String, sessionId: String, codeChallenge: String, serial: String, model: String)
-        throws -> String
-    {
-        try hmac("replenish-pairing-v1 deviceInfo\n\(nonce)\n\(sessionId)\n\(codeChallenge)\n\(serial)\n\(model)")
+    /// Version 2: over every field the companion acts on (the method and both phase flags included).
+    func deviceInfoProof(
+        nonce: String, sessionId: String, codeChallenge: String, codeChallengeMethod: String, serial: String,
+        model: String, isTestDevice: Bool, shouldIncludeNonLive: Bool
+    ) throws -> String {
+        let fields = [
+            nonce, sessionId, codeChallenge, codeChallengeMethod, serial, model, "\(isTestDevice)",
+            "\(shouldIncludeNonLive)",
+        ]
+        return try hmac("replenish-pairing-v2 deviceInfo\n" + fields.joined(separator: "\n"))
     }
 
     func companionInfoProof(sessionId: String, authCode: String, clientId: String, redirectUri: String) throws
         -> String
     {
-        try hmac("replenish-pairing-v1 companionInfo\n\(sessionId)\n\(authCode)\n\(clientId)\n\(redirectUri)")
+        try hmac("replenish-pairing-v2 companionInfo\n\(sessionId)\n\(authCode)\n\(clientId)\n\(redirectUri)")
     }
 
     /// `openssl dgst -sha256 -mac HMAC -macopt hexkey:KEY` of `message` (on standard input).

@@ -24,13 +24,29 @@ import Testing
     @Test func theDocumentedTestVectorIsWhatTheDeviceComputes() throws {
         let vector = try Self.documentedVector()
         func field(_ name: String) -> String { vector[name] ?? "(missing \(name))" }
-        #expect(vector.count == 11, "the test vector block of docs/companion-app.md")
+        #expect(vector.count == 14, "the test vector block of docs/companion-app.md")
         let key = try #require(SetupKey(hex: field("key")))
-        let deviceInfo = SetupKey.deviceInfoMessage(
-            nonce: field("nonce"), sessionId: field("sessionId"), codeChallenge: field("codeChallenge"),
-            serial: field("serial"), deviceModel: field("deviceModel"))
-        #expect(key.proof(of: deviceInfo) == field("deviceInfo proof"))
-        #expect(key.accepts(field("deviceInfo proof"), of: deviceInfo))
+        func deviceInfo(method: String, isTestDevice: Bool, shouldIncludeNonLive: Bool) -> String {
+            SetupKey.deviceInfoMessage(
+                nonce: field("nonce"), sessionId: field("sessionId"), codeChallenge: field("codeChallenge"),
+                codeChallengeMethod: method, serial: field("serial"), deviceModel: field("deviceModel"),
+                isTestDevice: isTestDevice, shouldIncludeNonLive: shouldIncludeNonLive)
+        }
+        #expect(field("isTestDevice") == "true" && field("shouldIncludeNonLive") == "true")
+        let proven = deviceInfo(method: field("codeChallengeMethod"), isTestDevice: true, shouldIncludeNonLive: true)
+        #expect(key.proof(of: proven) == field("deviceInfo proof"))
+        #expect(key.accepts(field("deviceInfo proof"), of: proven))
+        // Version 2 covers the method and both phase flags: a relay that changes any of them breaks the proof.
+        for relayed in [
+            deviceInfo(method: "plain", isTestDevice: true, shouldIncludeNonLive: true),
+            deviceInfo(method: field("codeChallengeMethod"), isTestDevice: false, shouldIncludeNonLive: true),
+            deviceInfo(method: field("codeChallengeMethod"), isTestDevice: true, shouldIncludeNonLive: false),
+        ] {
+            #expect(!key.accepts(field("deviceInfo proof"), of: relayed))
+        }
+        #expect(
+            key.proof(of: deviceInfo(method: "plain", isTestDevice: true, shouldIncludeNonLive: true))
+                == "31def6da319be9544fdec13376d1da8a865780217058831d898352ca2497a184")
         let companionInfo = SetupKey.companionInfoMessage(
             sessionId: field("sessionId"), authCode: field("authCode"), clientId: field("clientId"),
             redirectUri: field("redirectUri"))
@@ -159,7 +175,7 @@ import Testing
 @Suite(.tags(.unit)) struct PairingAdvertisementTests {
     @Test func theRecordsNameTheVersionTheSerialsHashAndTheModel() {
         let advertisement = PairingAdvertisement(serial: "SN0001", model: "model-1", port: 8642)
-        #expect(advertisement.txt == ["v=1", "id=91cb49fdbb972afc", "md=model-1"])
+        #expect(advertisement.txt == ["v=2", "id=91cb49fdbb972afc", "md=model-1"])
         #expect(advertisement.name == "Replenish 91cb49fdbb972afc")
         #expect(advertisement.port == 8642)
         #expect(PairingAdvertisement.serviceType == "_replenish._tcp")

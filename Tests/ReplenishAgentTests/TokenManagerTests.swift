@@ -115,8 +115,8 @@ import Testing
         var seen: [TokenEvent] = []
         for await event in events { seen.append(event) }
         #expect(seen.contains(.pairingLost))
-        #expect(seen.last == .changed(.needsPairing(reason: "LWA refused the refresh token (invalid_grant)")))
-        #expect(await manager.state == .needsPairing(reason: "LWA refused the refresh token (invalid_grant)"))
+        #expect(seen.last == .changed(.needsPairing(reason: TokenManager<ManualClock>.refusedRefreshReason)))
+        #expect(await manager.state == .needsPairing(reason: TokenManager<ManualClock>.refusedRefreshReason))
         await #expect(throws: AgentError.self) { try await manager.accessToken() }
         #expect(http.requests.count == 1)
     }

@@ -9,7 +9,7 @@ struct MakeSetupKeyCommand: AsyncParsableCommand {
         commandName: "make-setup-key",
         abstract: "Make a unit's setup key file (factory step; mode 600; an existing file is never replaced).",
         discussion: """
-            Then give it to the agent's user (chown replenish-agent PATH), name it in the config \
+            Then give it to the agent's user (chown replenish PATH), name it in the config \
             (pairing.setupKeyFile) and print the label with `replenish-agent label`.
             """)
 
@@ -17,18 +17,22 @@ struct MakeSetupKeyCommand: AsyncParsableCommand {
     var path: String
 
     func run() async throws {
-        if POSIX.exists(path) {
-            Output.error("make-setup-key: \(path) exists; a new key would not match the unit's label (remove it first)")
-            throw ExitCode(1)
-        }
         var generator = SystemRandomNumberGenerator()
         let key = SetupKey(using: &generator)
         do {
-            try POSIX.writeFileAtomically(path, Array((key.hex + "\n").utf8))
+            // Never over an existing key (link fails on one): a new key would not match the unit's label.
+            try POSIX.writeNewPrivateFile(path, Array((key.hex + "\n").utf8), replace: false)
         } catch {
-            Output.error("make-setup-key: \(error.message)")
+            if error.systemError?.errno == Errno.exists {
+                Output.error(
+                    "make-setup-key: \(path) exists; a new key would not match the unit's label (remove it first)")
+            } else {
+                Output.error("make-setup-key: \(error.message)")
+            }
             throw ExitCode(1)
         }
-        Output.line("setup key written to \(path) (mode 600); print the label with: replenish-agent label")
+        Output.line(
+            "setup key written to \(path) (mode 600); give it to the agent's user (chown replenish \(path)) and print the label with: replenish-agent label"
+        )
     }
 }

@@ -218,7 +218,9 @@ extension AgentConfig {
             windowMinutes = reader.integer("windowMinutes", in: 1...1440, problems: &problems) ?? 10
             if let file = reader.string("setupKeyFile", required: false, problems: &problems) {
                 setupKeyGiven = true
-                setupKey = readSetupKeyFile(POSIX.join(configDirectory, file), problems: &problems)
+                setupKey = readSetupKeyFile(
+                    POSIX.join(configDirectory, file), agentUID: StateDirectory.expectedAgentUID(stateDirectory),
+                    problems: &problems)
             }
             reader.reportUnknownKeys(problems: &problems)
         }

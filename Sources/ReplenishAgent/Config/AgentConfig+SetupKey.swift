@@ -9,8 +9,10 @@ extension AgentConfig {
         "pairing.setupKeyFile: not set; pairing works without proofs (any host on the network could pose as the device, or pair it first), which the production phase refuses"
 
     /// The setup key in `path`: 32 lowercase hex digits and at most a newline, in a file that only its owner
-    /// may read (no group or other bits). Problems name `pairing.setupKeyFile` and never show the contents.
-    static func readSetupKeyFile(_ path: String, problems: inout Problems) -> SetupKey? {
+    /// may read (no group or other bits), owned by the agent's user (`agentUID`, nil when it cannot be known:
+    /// a root shell before the package made the user): a key file that another user owns could be read, or
+    /// swapped, by that user. Problems name `pairing.setupKeyFile` and never show the contents.
+    static func readSetupKeyFile(_ path: String, agentUID: UserID?, problems: inout Problems) -> SetupKey? {
         let key = "pairing.setupKeyFile"
         guard
             let bytes = problems.readFile(
@@ -27,6 +29,13 @@ extension AgentConfig {
                 problems.add(
                     key,
                     "\(path) holds the setup key and group or others may access it (mode \(info.octalPermissions)); chmod 600, owned by the agent's user"
+                )
+                return nil
+            }
+            if let agentUID, let info = try POSIX.status(path), info.owner != agentUID {
+                problems.add(
+                    key,
+                    "\(path) holds the setup key and is owned by uid \(info.owner), not the agent's user (uid \(agentUID)); chown it to the agent's user (chown \(StateDirectory.packageUser) \(path))"
                 )
                 return nil
             }

@@ -179,6 +179,20 @@ enum StateDirectory {
         if changed { try POSIX.syncDirectory(path) }
     }
 
+    /// The system user the package makes for the agent, and its unit runs as.
+    static let packageUser = "replenish"
+
+    /// The uid that must own the agent's private files outside the state directory (the setup key): this
+    /// process's when it is not root; from a root shell, the state directory's owner (systemd makes it for the
+    /// agent's user), or nil before it exists (a factory shell before the first start: nothing to compare with;
+    /// the agent's own start then finds a key it cannot read or does not own).
+    static func expectedAgentUID(_ stateDirectory: String?) -> UserID? {
+        let own = POSIX.effectiveUserID()
+        if own != 0 { return own }
+        guard let stateDirectory, let info = (try? POSIX.status(stateDirectory)) ?? nil else { return nil }
+        return info.owner
+    }
+
     /// The agent's uid as a command that does not run as the agent can know it: its own, or, when a root shell
     /// runs it, the owner of the state directory (systemd creates that for the agent's user); root when there is
     /// no state directory yet.

@@ -1,6 +1,6 @@
 /// What the device publishes by DNS-SD while its pairing window is open, so that the companion app finds it
 /// without an address (docs/companion-app.md, "Finding the device"): a `_replenish._tcp` service on the pairing
-/// port with the TXT strings `v=1` (this protocol's version), `id=` the first 16 hex digits of SHA-256 of the
+/// port with the TXT strings `v=2` (this protocol's version), `id=` the first 16 hex digits of SHA-256 of the
 /// serial (the app matches it to the label's serial without the serial going out on the network) and `md=` the
 /// device model. The instance name is `Replenish <id>`; Avahi picks `… #2` when another host has it.
 struct PairingAdvertisement: Sendable, Equatable {
@@ -14,7 +14,7 @@ struct PairingAdvertisement: Sendable, Equatable {
         let id = Self.id(serial: serial)
         name = "Replenish \(id)"
         self.port = port
-        txt = ["v=1", "id=\(id)", "md=\(model)"]
+        txt = ["v=2", "id=\(id)", "md=\(model)"]
     }
 
     /// The first 16 lowercase hex digits of SHA-256 of the serial's UTF-8.

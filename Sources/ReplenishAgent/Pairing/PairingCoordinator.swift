@@ -125,8 +125,9 @@ actor PairingCoordinator<C: Clock> where C.Duration == Duration {
         let proof = nonce.flatMap { nonce in
             setupKey?.proof(
                 of: SetupKey.deviceInfoMessage(
-                    nonce: nonce, sessionId: id, codeChallenge: pkce.challenge, serial: device.serial,
-                    deviceModel: device.model))
+                    nonce: nonce, sessionId: id, codeChallenge: pkce.challenge, codeChallengeMethod: pkce.method,
+                    serial: device.serial, deviceModel: device.model, isTestDevice: device.phase.isTestDevice,
+                    shouldIncludeNonLive: device.phase.shouldIncludeNonLive))
         }
         return .json(
             200,

@@ -38,18 +38,21 @@ struct SetupKey: Sendable, Equatable, CustomStringConvertible, CustomDebugString
     var debugDescription: String { "<redacted>" }
     var customMirror: Mirror { Mirror(self, children: []) }
 
-    /// The text the `deviceInfo` proof is the MAC of.
+    /// The text the `deviceInfo` proof is the MAC of: every field of the answer the phone acts on (version 2;
+    /// version 1 left the method and the phase flags out, so a relay could turn the method to `plain`).
     static func deviceInfoMessage(
-        nonce: String, sessionId: String, codeChallenge: String, serial: String, deviceModel: String
+        nonce: String, sessionId: String, codeChallenge: String, codeChallengeMethod: String, serial: String,
+        deviceModel: String, isTestDevice: Bool, shouldIncludeNonLive: Bool
     ) -> String {
-        "replenish-pairing-v1 deviceInfo\n\(nonce)\n\(sessionId)\n\(codeChallenge)\n\(serial)\n\(deviceModel)"
+        "replenish-pairing-v2 deviceInfo\n\(nonce)\n\(sessionId)\n\(codeChallenge)\n\(codeChallengeMethod)\n\(serial)\n"
+            + "\(deviceModel)\n\(isTestDevice)\n\(shouldIncludeNonLive)"
     }
 
     /// The text the `companionInfo` proof is the MAC of.
     static func companionInfoMessage(sessionId: String, authCode: String, clientId: String, redirectUri: String)
         -> String
     {
-        "replenish-pairing-v1 companionInfo\n\(sessionId)\n\(authCode)\n\(clientId)\n\(redirectUri)"
+        "replenish-pairing-v2 companionInfo\n\(sessionId)\n\(authCode)\n\(clientId)\n\(redirectUri)"
     }
 
     /// The proof of `message`: HMAC-SHA256 under the key, lowercase hex (64 digits).

@@ -29,6 +29,8 @@ public struct SystemError: Error, Sendable, Equatable, CustomStringConvertible {
 enum Errno {
     /// ENOENT: the path does not exist.
     static let noSuchFile = ENOENT
+    /// EEXIST: the path exists (a create that must not replace).
+    static let exists = EEXIST
     /// ELOOP: `O_NOFOLLOW` met a symbolic link.
     static let symbolicLink = ELOOP
     /// EISDIR: a directory where a file was wanted.

@@ -118,6 +118,13 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     }
 
     /// Paired (`next`) or forgotten (nil, with the reason): the schedule starts over and every follower hears it.
+    /// Why the pairing is lost when LWA refuses the refresh token. The device cannot tell the causes apart: the
+    /// customer removed the device, it was deregistered elsewhere, or a refresh that a stop cut off (past its 6 s
+    /// grace), a SIGKILL or a power cut was answered with a rotated token that never reached the flash.
+    static var refusedRefreshReason: String {
+        "LWA refused the refresh token (invalid_grant): the device was removed from the customer's account, or a refresh cut off by a stop or power cut was answered with a new token that never reached the flash"
+    }
+
     private func pairingChanged(to next: TokenSet?, lostReason reason: String?) {
         tokens = next
         heldBecause = nil
@@ -242,11 +249,11 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
         } catch  where error.code == .applicationNotAuthorized {
             // Only the pairing LWA refused is wiped, not one the customer made while the request was out.
             guard tokens?.refreshToken == current.refreshToken else { throw error }
-            logger.error("LWA no longer accepts the refresh token: the customer removed the device; pairing again")
+            logger.error("LWA no longer accepts the refresh token (invalid_grant); pairing again")
             do { try await store.wipe(isolation: self) } catch {
                 logger.error("could not remove the token file", metadata: ["error": "\(error)"])
             }
-            pairingChanged(to: nil, lostReason: "LWA refused the refresh token (invalid_grant)")
+            pairingChanged(to: nil, lostReason: Self.refusedRefreshReason)
             throw error
         } catch  where error.code == .notPaired {
             throw error

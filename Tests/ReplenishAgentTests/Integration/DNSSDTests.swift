@@ -113,7 +113,7 @@ import Testing
             #expect(listed.contains(";_replenish._tcp;local;"), "\(name): \(output)")
             #expect(listed.contains(";8642;"), "\(name): \(output)")
             #expect(
-                listed.contains("\"v=1\"") && listed.contains("\"id=\(id)\"") && listed.contains("\"md=model-1\""),
+                listed.contains("\"v=2\"") && listed.contains("\"id=\(id)\"") && listed.contains("\"md=model-1\""),
                 "\(name): \(output)")
             #expect(!listed.contains("TEST0001"), "the serial itself is not on the network")
         }

@@ -104,8 +104,11 @@ import Testing
             key.proof(
                 of: SetupKey.deviceInfoMessage(
                     nonce: nonce, sessionId: body["sessionId"] as? String ?? "",
-                    codeChallenge: body["codeChallenge"] as? String ?? "", serial: body["serial"] as? String ?? "",
-                    deviceModel: body["deviceModel"] as? String ?? ""))
+                    codeChallenge: body["codeChallenge"] as? String ?? "",
+                    codeChallengeMethod: body["codeChallengeMethod"] as? String ?? "",
+                    serial: body["serial"] as? String ?? "", deviceModel: body["deviceModel"] as? String ?? "",
+                    isTestDevice: body["isTestDevice"] as? Bool ?? false,
+                    shouldIncludeNonLive: body["shouldIncludeNonLive"] as? Bool ?? false))
         }
         let first = try deviceInfo(harness, port: port, query: "?nonce=\(Self.nonce)")
         #expect(first.status == 200)
@@ -124,8 +127,8 @@ import Testing
                 firstProof ?? "",
                 of: SetupKey.deviceInfoMessage(
                     nonce: Self.nonce, sessionId: second.body["sessionId"] as? String ?? "",
-                    codeChallenge: second.body["codeChallenge"] as? String ?? "", serial: "TEST0001",
-                    deviceModel: "model-1")))
+                    codeChallenge: second.body["codeChallenge"] as? String ?? "", codeChallengeMethod: "S256",
+                    serial: "TEST0001", deviceModel: "model-1", isTestDevice: true, shouldIncludeNonLive: true)))
         // Another nonce, another proof.
         let third = try deviceInfo(harness, port: port, query: "?nonce=ffeeddccbbaa99887766554433221100")
         #expect(third.body["proof"] as? String == expectedProof(third.body, nonce: "ffeeddccbbaa99887766554433221100"))

@@ -172,7 +172,7 @@ dns_sd_listed() { [ -n "$(dns_sd_line)" ]; }
 dns_sd_gone() { [ -z "$(dns_sd_line)" ]; }
 
 # dns-sd: while the pairing window is open (boot 1, unpaired), avahi-daemon lists _replenish._tcp on the pairing
-# port with TXT v=1, id (the first 16 hex digits of SHA-256 of the serial) and md (the device model).
+# port with TXT v=2, id (the first 16 hex digits of SHA-256 of the serial) and md (the device model).
 dns_sd() {
   local line id
   id=$(printf '%s' VMBOOT1 | sha256sum | cut -c1-16)
@@ -183,9 +183,9 @@ dns_sd() {
   line=$(dns_sd_line)
   note "dns-sd: $line"
   case "$line" in
-  *'"v=1"'*'"id='"$id"'"'* | *'"id='"$id"'"'*'"v=1"'*) ;;
+  *'"v=2"'*'"id='"$id"'"'* | *'"id='"$id"'"'*'"v=2"'*) ;;
   *)
-    fail dns-sd "the service's TXT lacks v=1 or id=$id: $line"
+    fail dns-sd "the service's TXT lacks v=2 or id=$id: $line"
     return 1
     ;;
   esac
@@ -196,7 +196,7 @@ dns_sd() {
 }
 
 # pairing: replenish-companion, given the label's payload, finds the device by DNS-SD, checks its proof of the
-# setup key, and pairs it through the emulator's LWA (whose authorize endpoint consents at once and redirects to
+# setup key (version 2: over the challenge's method and the phase flags too), and pairs it through the emulator's LWA (whose authorize endpoint consents at once and redirects to
 # the companion's local redirect URI), sending its own proof.
 pairing() {
   if paired; then
@@ -217,6 +217,15 @@ pairing() {
     return 1
   fi
   url=$(sed -n 's/.*consent at: //p' "$log" | head -n 1)
+  # Version 2 of the proofs: the companion asks LWA only for the S256 challenge the device proved.
+  case "$url" in
+  *code_challenge_method=S256*) ;;
+  *)
+    kill "$pid" 2>/dev/null
+    fail pairing "the authorize URL does not carry code_challenge_method=S256: $url"
+    return 1
+    ;;
+  esac
   # The browser: LWA's authorize URL redirects to the companion's redirect URI with the code.
   location=$(curl -s -o /dev/null -w '%{redirect_url}' "$url")
   curl -s -o /dev/null "$location"
