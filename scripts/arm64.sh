@@ -304,7 +304,8 @@ build() {
   step "swift build -c release --static-swift-stdlib for $triple (Swift $(chroot "$chroot_dir" dpkg-query -W -f='${Version}' swiftlang))"
   local flags
   mapfile -t flags < <(bash "$root/scripts/release-flags.sh" "$src")
-  swift_arm64 "$src/.build-arm64" build -c release --product replenish-agent --static-swift-stdlib "${flags[@]}" 2>&1 |
+  swift_arm64 "$src/.build-arm64" build -c release --product replenish-agent --static-swift-stdlib "${flags[@]}" \
+    --only-use-versions-from-resolved-file 2>&1 |
     grep -E 'error|warning: |Compiling|Build' | grep -v '^\[' | tail -n 5
   local binary=$scratch/$triple/release/replenish-agent
   [ -x "$binary" ] || die "no $binary"

@@ -12,11 +12,13 @@ lint_sources() { swift format lint --strict --recursive Sources Tests Package.sw
 
 # build_without_warnings: `swift build --build-tests`, failing on any compiler warning in the project's own files
 # (repeated warnings once buried real failures). A clean clone compiles every file and so prints every warning;
-# an up-to-date build prints none, so this cannot miss one in CI.
+# an up-to-date build prints none, so this cannot miss one in CI. The committed Package.resolved pins every
+# package: with --only-use-versions-from-resolved-file a Package.swift whose dependencies no longer match it fails
+# here ("an out-of-date resolved file was detected"): run `swift package resolve` and commit the file.
 build_without_warnings() {
   local build_log status=0
   build_log=$(mktemp)
-  swift build --build-tests >"$build_log" 2>&1 || status=$?
+  swift build --build-tests --only-use-versions-from-resolved-file >"$build_log" 2>&1 || status=$?
   if [ "$status" -ne 0 ]; then
     cat "$build_log"
     rm -f "$build_log"
@@ -37,6 +39,8 @@ build_without_warnings() {
 # once the build is done, before the suites.
 check_stages() {
   stage "swift format lint --strict (the checked-in .swift-format)" lint_sources
+  stage "Package.resolved pins what Package.swift needs (swift package resolve --only-use-versions-from-resolved-file)" \
+    swift package resolve --only-use-versions-from-resolved-file
   stage "swift build --build-tests (debug; no compiler warning in Sources/ or Tests/)" build_without_warnings
   [ $# -eq 0 ] || "$@"
   stage "swift test: every suite (unit, process, soak)" swift test --skip-build

@@ -55,8 +55,9 @@ package=replenish-agent
 if [[ "$arch" == "$host_arch" ]]; then
   echo "== release build, static Swift standard library ($scratch)"
   mapfile -t flags < <(bash scripts/release-flags.sh)
+  # Exactly the versions of the committed Package.resolved (an out-of-date file fails the build).
   swift build -c release --product replenish-agent --static-swift-stdlib --scratch-path "$scratch" "${flags[@]}" \
-    2>&1 | tail -n 1
+    --only-use-versions-from-resolved-file 2>&1 | tail -n 1
   binary="$(swift build -c release --static-swift-stdlib --scratch-path "$scratch" --show-bin-path)/replenish-agent"
   strip=strip
   shlibdeps_options=()
