@@ -24,11 +24,12 @@ fail() {
 }
 files=(README.md docs/*.md)
 # The external sites the docs may link to: Amazon's developer documentation, Swift's, Debian's, Raspberry Pi's,
-# the standards the agent follows, and the update tools docs/production.md names. A link elsewhere (a pull
-# request, a blog) fails: what a maker needs from it belongs in the docs' own words.
+# Apple's and Android's (the companion app's platforms), the standards the agent follows, and the update tools
+# docs/production.md names. A link elsewhere (a pull request, a blog) fails: what a maker needs from it belongs in
+# the docs' own words.
 allowed_sites=(developer.amazon.com www.amazon.com www.swift.org download.swift.org www.debian.org wiki.debian.org
   manpages.debian.org www.raspberrypi.com datatracker.ietf.org www.rfc-editor.org www.apache.org docs.mender.io
-  rauc.readthedocs.io sbabic.github.io)
+  rauc.readthedocs.io sbabic.github.io developer.apple.com developer.android.com)
 # Hex words the commit-hash check lets through, each an example value that is not a commit: the Raspberry Pi
 # serial of configuration.md's check-config example.
 # Example values: a serial, and the test vector's key and nonce (docs/companion-app.md).
