@@ -13,7 +13,14 @@ struct CompanionCommand: AsyncParsableCommand {
         abstract: "Pair a device in pairing mode with an Amazon account, from a laptop's browser.")
 
     @Option(help: "The label's payload, RPL1:<serial>:<key> (replenish-agent label prints it).")
-    var setup: String
+    var setup: String?
+
+    @Option(help: "The serial on the label, to type the label in by hand (with --key).")
+    var serial: String?
+
+    @Option(
+        help: "The setup key as typed from the label: nine groups of four, the last the check group (with --serial).")
+    var key: String?
 
     @Option(help: "The LWA security profile's client id (the device's lwa.clientId).")
     var clientId: String
@@ -36,6 +43,12 @@ struct CompanionCommand: AsyncParsableCommand {
     @Option(help: "Seconds to wait for the customer's consent.")
     var timeout = 300
 
+    func validate() throws {
+        guard (setup != nil) != (serial != nil || key != nil), setup != nil || (serial != nil && key != nil) else {
+            throw ValidationError("give the label as --setup PAYLOAD (its QR code) or as --serial and --key (typed in)")
+        }
+    }
+
     func run() async throws {
         do {
             try await pair()
@@ -46,7 +59,7 @@ struct CompanionCommand: AsyncParsableCommand {
     }
 
     private func pair() async throws {
-        let label = try Label(payload: setup)
+        let label = try setup.map { try Label(payload: $0) } ?? Label(serial: serial ?? "", typedKey: key ?? "")
         let (client, info) = try await provenDevice(label: label)
         defer { client.shutdown() }
         say("device \(info.serial) (model \(info.model)) at \(client.base) proved the label's key")

@@ -17,6 +17,28 @@ struct Label {
         keyHex = parts[2]
     }
 
+    /// The label typed in by hand: the serial, and the key's nine groups (the last the check group, the first 4
+    /// hex digits of SHA-256 of `RPL1 check\n<serial>\n<key>`), in any case, with dashes or spaces or none. A check
+    /// group that does not match is a typo, said before any device is asked.
+    init(serial: String, typedKey: String) throws {
+        let digits = typedKey.lowercased().filter { $0 != "-" && $0 != " " }
+        let hex = Set("0123456789abcdef")
+        guard !serial.isEmpty, serial.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }), digits.count == 36,
+            digits.allSatisfy({ hex.contains($0) })
+        else {
+            throw Failure(
+                "--serial must be the label's serial and --key its setup key: nine groups of four hex digits (the last is the check group)"
+            )
+        }
+        let check = String(
+            try Self.openssl(["dgst", "-sha256"], input: "RPL1 check\n\(serial)\n\(digits.prefix(32))").prefix(4))
+        guard check == String(digits.suffix(4)) else {
+            throw Failure("mistyped: the check group does not match; check the serial and the setup key on the label")
+        }
+        self.serial = serial
+        keyHex = String(digits.prefix(32))
+    }
+
     /// The DNS-SD TXT `id` of this label's device: the first 16 hex digits of SHA-256 of the serial.
     var serviceID: String {
         get throws { String(try Self.openssl(["dgst", "-sha256"], input: serial).prefix(16)) }

@@ -24,7 +24,7 @@ import Testing
     @Test func theDocumentedTestVectorIsWhatTheDeviceComputes() throws {
         let vector = try Self.documentedVector()
         func field(_ name: String) -> String { vector[name] ?? "(missing \(name))" }
-        #expect(vector.count == 14, "the test vector block of docs/companion-app.md")
+        #expect(vector.count == 15, "the test vector block of docs/companion-app.md")
         let key = try #require(SetupKey(hex: field("key")))
         func deviceInfo(method: String, isTestDevice: Bool, shouldIncludeNonLive: Bool) -> String {
             SetupKey.deviceInfoMessage(
@@ -50,6 +50,10 @@ import Testing
         let companionInfo = SetupKey.companionInfoMessage(
             sessionId: field("sessionId"), authCode: field("authCode"), clientId: field("clientId"),
             redirectUri: field("redirectUri"))
+        // The manual form: the key's eight groups and the check group over the serial and the key.
+        let label = LabelPayload(serial: field("serial"), key: key)
+        #expect(label.manualEntryKey == field("manual key"))
+        #expect(LabelPayload.manualEntry(serial: field("serial"), key: field("manual key")) == .success(label))
         #expect(key.proof(of: companionInfo) == field("companionInfo proof"))
         #expect(key.accepts(field("companionInfo proof"), of: companionInfo))
     }
@@ -104,8 +108,40 @@ import Testing
         let key = try #require(SetupKey(hex: "000102030405060708090a0b0c0d0e0f"))
         let payload = LabelPayload(serial: "SN0001", key: key)
         #expect(payload.text == "RPL1:SN0001:000102030405060708090a0b0c0d0e0f")
-        #expect(payload.manualEntryKey == "0001-0203-0405-0607-0809-0a0b-0c0d-0e0f")
+        #expect(payload.manualEntryKey == "0001-0203-0405-0607-0809-0a0b-0c0d-0e0f-a6d4")
         #expect(LabelPayload(text: payload.text) == payload)
+        // Typed in by hand: any case, dashes or spaces or none.
+        for typed in [
+            "0001-0203-0405-0607-0809-0A0B-0C0D-0E0F-A6D4", "000102030405060708090a0b0c0d0e0fa6d4",
+            "0001 0203 0405 0607 0809 0a0b 0c0d 0e0f a6d4",
+        ] {
+            #expect(LabelPayload.manualEntry(serial: "SN0001", key: typed) == .success(payload), "\(typed)")
+        }
+        // One digit of the key, of the check group or of the serial mistyped: caught by the check group.
+        let hex = Array("0123456789abcdef")
+        for position in 0..<36 {
+            for shift in 1..<16 {
+                var digits = Array("000102030405060708090a0b0c0d0e0fa6d4")
+                digits[position] = hex[(hex.firstIndex(of: digits[position])! + shift) % 16]
+                #expect(
+                    LabelPayload.manualEntry(serial: "SN0001", key: String(digits)) == .failure(.mistyped),
+                    "\(position) \(shift)")
+            }
+        }
+        #expect(
+            LabelPayload.manualEntry(serial: "SN0002", key: "000102030405060708090a0b0c0d0e0fa6d4")
+                == .failure(.mistyped))
+        for malformed in [
+            "000102030405060708090a0b0c0d0e0f", "000102030405060708090a0b0c0d0e0fa6d",
+            "zz"
+                + String(
+                    repeating: "0", count: 34),
+        ] {
+            #expect(LabelPayload.manualEntry(serial: "SN0001", key: malformed) == .failure(.malformed), "\(malformed)")
+        }
+        #expect(
+            LabelPayload.manualEntry(serial: "SN-1", key: "000102030405060708090a0b0c0d0e0fa6d4")
+                == .failure(.malformed))
         for bad in [
             "RPL2:SN0001:000102030405060708090a0b0c0d0e0f", "RPL1:SN-1:000102030405060708090a0b0c0d0e0f",
             "RPL1:SN0001:0001", "RPL1:SN0001", "RPL1:SN0001:000102030405060708090a0b0c0d0e0f:x",

@@ -13,6 +13,11 @@ struct LabelCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Print the serial and the key in groups of four, for typing in by hand.")
     var manual = false
 
+    @Option(
+        name: .long,
+        help: "Check a scanned label's payload against this unit (ready-to-box step): exit 0 when it is this unit's.")
+    var check: String?
+
     func run() async throws {
         let config = try options.load()
         guard let key = config.pairingSetupKey else {
@@ -20,7 +25,26 @@ struct LabelCommand: AsyncParsableCommand {
             throw ExitCode(1)
         }
         let payload = LabelPayload(serial: config.device.serial, key: key)
-        if manual {
+        if let check {
+            // What the scanner read: never printed back (it holds a key), only what differs.
+            guard let scanned = LabelPayload(text: check.filter { !$0.isWhitespace }) else {
+                Output.error("label: the scanned text is not a label's payload (RPL1:<serial>:<32 hex digits>)")
+                throw ExitCode(1)
+            }
+            guard scanned.serial == payload.serial else {
+                Output.error(
+                    "label: the label is another unit's: its serial is \(scanned.serial), this unit's is \(payload.serial)"
+                )
+                throw ExitCode(1)
+            }
+            guard scanned.key == payload.key else {
+                Output.error(
+                    "label: the label has this unit's serial \(payload.serial) but another setup key: print this unit's label again (replenish-agent label)"
+                )
+                throw ExitCode(1)
+            }
+            Output.line("label matches this unit (serial \(payload.serial))")
+        } else if manual {
             Output.line("serial: \(payload.serial)")
             Output.line("setup key: \(payload.manualEntryKey)")
         } else {

@@ -32,6 +32,13 @@ extension AgentConfig {
                 )
                 return nil
             }
+            if let info = try POSIX.status(path), info.permissions & 0o400 == 0 {
+                problems.add(
+                    key,
+                    "\(path) holds the setup key and its owner may not read it (mode \(info.octalPermissions)); chmod 600"
+                )
+                return nil
+            }
             if let agentUID, let info = try POSIX.status(path), info.owner != agentUID {
                 problems.add(
                     key,

@@ -49,6 +49,12 @@ import Testing
         let fine = try harness.run("replenish-agent", ["check-config", "--config", config])
         #expect(fine.status == 0, "\(fine.error)")
 
+        // A mode its owner cannot read: root reads it, the agent's user would not.
+        #expect(chmod(keyFile, 0o200) == 0)
+        let unreadable = try harness.run("replenish-agent", ["check-config", "--config", config])
+        #expect(unreadable.status == 1 && unreadable.error.contains("its owner may not read it (mode 200)"))
+        #expect(chmod(keyFile, 0o600) == 0)
+
         #expect(chown(keyFile, Self.otherUID, Self.otherUID) == 0)
         let check = try harness.run("replenish-agent", ["check-config", "--config", config])
         #expect(check.status == 1)
