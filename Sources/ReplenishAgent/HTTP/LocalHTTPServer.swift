@@ -165,7 +165,6 @@ enum LocalHTTPServer {
         afterResponse: @Sendable (ServerResponse) -> Void, handlers: Handlers, handler: @escaping Handler
     ) async throws {
         let channel = connection.channel
-        // One close callback per connection: one per request waited for the close, each holding its finished task.
         let connectionHandlers = Handlers()
         channel.closeFuture.whenComplete { _ in connectionHandlers.cancelAll() }
         try await connection.executeThenClose { inbound, outbound in
@@ -238,16 +237,20 @@ enum LocalHTTPServer {
 }
 
 extension LocalHTTPServer {
-    /// Runs the handler for one request, cancelled as soon as its connection closes or the server stops (so a
-    /// stop never waits for a long request, such as a held simulated press or a reset waiting on DRS; a request
-    /// handled after the stop began is cancelled from its start), and a client that went away needs no answer.
+    /// Runs the handler for one request, cancelled as soon as its connection closes (one close callback for each
+    /// connection: one per request held every finished task until the close) or the server stops (a stop never
+    /// waits for a long request, such as a held press; one handled after the stop began is cancelled at once).
     fileprivate static func answer(
         _ request: ServerRequest, _ groups: [Handlers], _ handler: @escaping Handler
     ) async -> ServerResponse {
         let work = Task { await handler(request) }
         let keys = groups.map { $0.add(work) }
         defer { for (group, key) in zip(groups, keys) { group.remove(key) } }
-        return await withTaskCancellationHandler { await work.value } onCancel: { work.cancel() }
+        return await withTaskCancellationHandler {
+            await work.value
+        } onCancel: {
+            work.cancel()
+        }
     }
 
     /// The handlers answering requests, cancelled together when the server stops (or their connection closes).

@@ -56,7 +56,8 @@ import Testing
                 pending[$0] == 13 && pending[$0 + 1] == 10 && pending[$0 + 2] == 13 && pending[$0 + 3] == 10
             }) {
                 let head = String(decoding: pending[start..<headEnd], as: UTF8.self).lowercased()
-                let length = head.components(separatedBy: "content-length: ").dropFirst().first
+                let length =
+                    head.components(separatedBy: "content-length: ").dropFirst().first
                     .flatMap { Int($0.prefix { $0.isNumber }) } ?? 0
                 guard pending.count >= headEnd + 4 + length else { break }
                 let status = Int(head.dropFirst(9).prefix(3)) ?? 0
@@ -100,7 +101,8 @@ import Testing
         // Warm up every path the flood takes (a session, a wrong proof), then take the agent's RSS.
         let sources = ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"]
         let sessions = try sources.map { try Self.session(port: port, source: $0) }
-        _ = try Self.flood(port: port, source: "127.0.0.6", session: Self.session(port: port, source: "127.0.0.6"),
+        _ = try Self.flood(
+            port: port, source: "127.0.0.6", session: Self.session(port: port, source: "127.0.0.6"),
             seconds: 0.01)
         let before = try #require(Self.kilobytes("VmRSS", of: pid))
 
@@ -118,8 +120,9 @@ import Testing
         let after = try #require(Self.kilobytes("VmRSS", of: pid))
         let peak = Self.kilobytes("VmHWM", of: pid) ?? 0
         let answered = statuses.values.reduce(0, +)
-        print("wrong-proof flood: \(answered) answers \(statuses); RSS \(before) kB before, \(after) kB after, "
-            + "peak \(peak) kB")
+        print(
+            "wrong-proof flood: \(answered) answers \(statuses); RSS \(before) kB before, \(after) kB after, "
+                + "peak \(peak) kB")
         #expect(answered > 1000, "the flood reached the agent: \(statuses)")
 
         // At most each address's burst (10) and one every 2 s beyond are checked; the rest are 429.
