@@ -165,6 +165,8 @@ enum LocalHTTPServer {
         afterResponse: @Sendable (ServerResponse) -> Void, handlers: Handlers, handler: @escaping Handler
     ) async throws {
         let channel = connection.channel
+        let connectionHandlers = Handlers()
+        channel.closeFuture.whenComplete { _ in connectionHandlers.cancelAll() }
         try await connection.executeThenClose { inbound, outbound in
             var head: HTTPRequestHead?
             var body: [UInt8] = []
@@ -223,8 +225,8 @@ enum LocalHTTPServer {
                     // (what the peer pipelined after it is read and discarded, so no reset destroys the answer).
                     let keepAlive = requestHead.isKeepAlive
                     if !keepAlive { channel.triggerUserOutboundEvent(LingeringClose.Arm(), promise: nil) }
-                    try await respond(
-                        await answer(request, on: channel, handlers, handler), to: requestHead, closing: !keepAlive)
+                    let response = await answer(request, [handlers, connectionHandlers], handler)
+                    try await respond(response, to: requestHead, closing: !keepAlive)
                     if !keepAlive { return }
                     head = nil
                     body = []
@@ -235,16 +237,15 @@ enum LocalHTTPServer {
 }
 
 extension LocalHTTPServer {
-    /// Runs the handler for one request, cancelled as soon as its connection closes or the server stops (so a
-    /// stop never waits for a long request, such as a held simulated press or a reset waiting on DRS; a request
-    /// handled after the stop began is cancelled from its start), and a client that went away needs no answer.
+    /// Runs the handler for one request, cancelled as soon as its connection closes (one close callback for each
+    /// connection: one per request held every finished task until the close) or the server stops (a stop never
+    /// waits for a long request, such as a held press; one handled after the stop began is cancelled at once).
     fileprivate static func answer(
-        _ request: ServerRequest, on channel: any Channel, _ handlers: Handlers, _ handler: @escaping Handler
+        _ request: ServerRequest, _ groups: [Handlers], _ handler: @escaping Handler
     ) async -> ServerResponse {
         let work = Task { await handler(request) }
-        let key = handlers.add(work)
-        defer { handlers.remove(key) }
-        channel.closeFuture.whenComplete { _ in work.cancel() }
+        let keys = groups.map { $0.add(work) }
+        defer { for (group, key) in zip(groups, keys) { group.remove(key) } }
         return await withTaskCancellationHandler {
             await work.value
         } onCancel: {
@@ -252,7 +253,7 @@ extension LocalHTTPServer {
         }
     }
 
-    /// The handlers answering requests, cancelled together when the server stops.
+    /// The handlers answering requests, cancelled together when the server stops (or their connection closes).
     final class Handlers: Sendable {
         private let state = Mutex<(next: Int, running: [Int: Task<ServerResponse, Never>], stopped: Bool)>(
             (0, [:], false))

@@ -10,7 +10,7 @@ import NIOHTTP1
 /// With a setup key (`pairing.setupKeyFile`) both sides prove they know it (`SetupKey`): `deviceInfo` needs a
 /// `nonce` and answers a `proof` of it and the session; `companionInfo` needs the app's `proof`, checked before
 /// anything goes to LWA (a wrong one answers 403 `INCORRECT_PROOF`, the code is not redeemed and the session
-/// stays valid).
+/// stays valid). Wrong proofs are limited per address and per session, and logged as counts (`WrongProofs`).
 actor PairingCoordinator<C: Clock> where C.Duration == Duration {
     private let device: AgentConfig.Device
     private let setupKey: SetupKey?
@@ -20,6 +20,7 @@ actor PairingCoordinator<C: Clock> where C.Duration == Duration {
     private let clock: C
     private let logger: Logger
     private var sessions: PairingSessions<C.Instant, PKCE>
+    private var wrongProofs: WrongProofs<C.Instant>
     private var redeeming = false
     /// The names a request's Host may give (`PairingRequestGuard.deviceNames`), re-read after a miss at
     /// most every 5 s (an address from DHCP may come later than the agent).
@@ -32,7 +33,8 @@ actor PairingCoordinator<C: Clock> where C.Duration == Duration {
     init(
         device: AgentConfig.Device, setupKey: SetupKey? = nil, clientId: String, lwa: LWAClient,
         tokens: TokenManager<C>, clock: C, limits: PairingSessions<C.Instant, PKCE>.Limits = .init(),
-        deviceNames: @escaping @Sendable () -> Set<String>, logger: Logger
+        proofLimits: WrongProofs<C.Instant>.Limits = .init(), deviceNames: @escaping @Sendable () -> Set<String>,
+        logger: Logger
     ) {
         self.device = device
         self.setupKey = setupKey
@@ -41,6 +43,7 @@ actor PairingCoordinator<C: Clock> where C.Duration == Duration {
         self.tokens = tokens
         self.clock = clock
         self.sessions = PairingSessions(limits: limits)
+        self.wrongProofs = WrongProofs(limits: proofLimits)
         self.readDeviceNames = deviceNames
         self.logger = logger
     }
@@ -49,11 +52,13 @@ actor PairingCoordinator<C: Clock> where C.Duration == Duration {
     func windowOpened(port: Int?) {
         self.port = port
         sessions.removeAll()
+        wrongProofs.removeSessions()
         deviceNames = nil
     }
 
     /// Routes one request of the pairing server.
     func handle(_ request: ServerRequest) async -> ServerResponse {
+        log(wrongProofs.due(at: clock.now))
         if let refusal = PairingRequestGuard.refusal(request, deviceNames: names(), port: port) {
             // A name that is not (yet) known may be an address that came after the last look.
             let now = clock.now
@@ -64,7 +69,7 @@ actor PairingCoordinator<C: Clock> where C.Duration == Duration {
         if await tokens.isPaired { return .error(404, "NOT_FOUND", "the device is already paired") }
         switch (request.method, request.path) {
         case (.GET, "/provision/deviceInfo"): return deviceInfo(peer: request.peer ?? "", query: request.query)
-        case (.POST, "/provision/companionInfo"): return await companionInfo(request.body)
+        case (.POST, "/provision/companionInfo"): return await companionInfo(request.body, peer: request.peer ?? "")
         case (_, "/provision/deviceInfo"), (_, "/provision/companionInfo"):
             return .error(405, "INVALID_PARAM", "method not allowed")
         default: return .error(404, "NOT_FOUND", "no such endpoint")
@@ -185,7 +190,7 @@ actor PairingCoordinator<C: Clock> where C.Duration == Duration {
         }
     }
 
-    func companionInfo(_ body: [UInt8]) async -> ServerResponse {
+    func companionInfo(_ body: [UInt8], peer: String = "") async -> ServerResponse {
         let info: CompanionInfo
         switch CompanionInfo.parse(body) {
         case .invalid(let reason): return .error(400, "INVALID_PARAM", reason)
@@ -200,13 +205,20 @@ actor PairingCoordinator<C: Clock> where C.Duration == Duration {
         // Before anything reaches LWA: a code from a companion that did not read the label is never redeemed
         // (an attacker's code is not, and a customer's code sent to a wrong proof is not burned).
         if let setupKey {
+            let now = clock.now
+            if let wait = wrongProofs.wait(peer: peer, session: current.id, owner: current.peer, at: now) {
+                log(wrongProofs.throttled(peer: peer, at: now))
+                let seconds = max(1, Int(PairingWindowKeeper<C>.seconds(wait).rounded(.up)))
+                var answer = ServerResponse.error(
+                    429, "TOO_MANY_REQUESTS", "too many wrong proofs; retry in \(seconds) s")
+                answer.headers = [("Retry-After", "\(seconds)")]
+                return answer
+            }
             let message = SetupKey.companionInfoMessage(
                 sessionId: info.sessionId, authCode: info.authCode.value, clientId: info.clientId,
                 redirectUri: info.redirectUri)
             guard let proof = info.proof, setupKey.accepts(proof, of: message) else {
-                logger.warning(
-                    "pairing refused: companionInfo without the setup key's proof",
-                    metadata: ["pairing.proof": "\(info.proof == nil ? "missing" : "wrong")"])
+                log(wrongProofs.wrong(peer: peer, session: current.id, owner: current.peer, at: now))
                 return .error(
                     403, "INCORRECT_PROOF",
                     "the proof is missing or wrong: compute it with the setup key on the device's label")
@@ -229,7 +241,22 @@ actor PairingCoordinator<C: Clock> where C.Duration == Duration {
             }
         }
         sessions.removeAll()
+        wrongProofs.removeSessions()
+        log(wrongProofs.due(at: clock.now, force: true))
         return .noContent
+    }
+
+    /// One line for a count of wrong proofs (`WrongProofs.Report`), never one per request; never the proof.
+    private func log(_ report: WrongProofs<C.Instant>.Report?) {
+        guard let report else { return }
+        let seconds = PairingWindowKeeper<C>.seconds(report.since.duration(to: clock.now))
+        logger.warning(
+            "pairing refused: companionInfo without the setup key's proof",
+            metadata: [
+                "pairing.wrongProofs": "\(report.wrongProofs)", "pairing.throttled": "\(report.throttled)",
+                "pairing.peers": "\(report.peers)", "pairing.peer": "\(report.busiestPeer)",
+                "pairing.seconds": "\(Int(seconds.rounded()))",
+            ])
     }
 }
 
