@@ -8,6 +8,10 @@ struct PressCommand: AsyncParsableCommand {
         abstract: "Simulated board only: press (and release) a named input of the running agent.",
         discussion: "Exits 0 once the agent has accepted the press and written it durably.")
 
+    /// The exit status of a press that is written and kept, to be ordered when the agent runs again: the agent
+    /// stopped or died before it could confirm it (never reported as a failure: pressing again would order twice).
+    static let keptExitCode: Int32 = 2
+
     @OptionGroup var options: ConfigOption
 
     @Argument(help: "The input's name in the board file (for example: button).")
