@@ -24,7 +24,7 @@ struct CancelTestOrdersCommand: AsyncParsableCommand {
         }
         struct Body: Encodable { var slot: String? }
         let body = Array(try JSONEncoder().encode(Body(slot: slot)))
-        if let answer = DaemonClient.ask("/cancel-test-orders", body: body, config: config) {
+        if let answer = await DaemonClient.askAfterItsEnd("/cancel-test-orders", body: body, config: config) {
             return try DaemonClient.report("cancel-test-orders", answer)
         }
         let result: Result<String, AgentError>

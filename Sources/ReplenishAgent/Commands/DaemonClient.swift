@@ -9,6 +9,9 @@ enum DaemonClient {
     struct Answer: Decodable {
         var ok: Bool
         var message: String
+        /// true: the agent is stopping and does not know the request's outcome yet (a press whose write may still
+        /// be under way): `press` waits for it to end and reads the outbox.
+        var stopping: Bool?
     }
 
     /// The daemon's answer to a POST of `body` to `path`, or nil when no daemon runs (nothing answered and no
@@ -34,6 +37,34 @@ enum DaemonClient {
             return .failure(AgentError(.server, "unreadable answer from the agent (status \(response.status))"))
         }
         return .success(answer)
+    }
+
+    /// `ask` for an owner command that does the work itself when no agent runs (`deregister`, `reset`,
+    /// `cancel-test-orders`): when the agent took the request but ended (killed, or stopped) before it answered,
+    /// the request is asked again once it is gone: of the agent that runs by then, or, nil, of no one (the command
+    /// then does the work, finishing what the agent began: a reset's wipe is resumable, `ResetWipe`). An agent that
+    /// still runs after `waitSeconds` (busy, not ending) is reported as it was.
+    static func askAfterItsEnd(
+        _ path: String, body: [UInt8] = [], config: AgentConfig, waitSeconds: Double = 12
+    ) async -> Result<Answer, AgentError>? {
+        let answer = ask(path, body: body, config: config)
+        guard case .failure = answer, await waitForEnd(stateDirectory: config.stateDirectory, seconds: waitSeconds)
+        else {
+            return answer
+        }
+        return ask(path, body: body, config: config)
+    }
+
+    /// Waits (polling every 50 ms, at most `seconds`) until the agent that holds the state directory's lock now
+    /// no longer does: true when it ended (none runs, or another does by then), false when it still runs.
+    static func waitForEnd(stateDirectory: String, seconds: Double) async -> Bool {
+        guard let pid = StateDirectory.runningAgent(stateDirectory) else { return true }
+        let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
+        while StateDirectory.runningAgent(stateDirectory) == pid {
+            guard ContinuousClock.now < deadline else { return false }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return true
     }
 
     /// What happened to a request a running agent (`pid`) did not answer, from libcurl's code.

@@ -5,7 +5,7 @@ import FoundationEssentials
 /// call is queued in `deregistration.json` and retried until DRS answers; the tokens and queued presses are
 /// wiped at once and pairing opens again. The order history stays (`reset` wipes it too). With the daemon
 /// running the daemon does it (over its control socket); otherwise the command does, under the state
-/// directory's lock.
+/// directory's lock, also when the daemon ended before it answered (`DaemonClient.askAfterItsEnd`).
 struct DeregisterCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "deregister",
@@ -17,7 +17,7 @@ struct DeregisterCommand: AsyncParsableCommand {
 
     func run() async throws {
         let config = try options.load()
-        if let answer = DaemonClient.ask("/deregister", config: config) {
+        if let answer = await DaemonClient.askAfterItsEnd("/deregister", config: config) {
             return try DaemonClient.report("deregister", answer)
         }
         do {
@@ -32,8 +32,9 @@ struct DeregisterCommand: AsyncParsableCommand {
 
     /// No daemon runs (the caller holds the lock). The local part first, resumable as the daemon's is
     /// (`ResetWipe`): the call is queued durably in `deregistration.json` (the newest refresh token), the pairing
-    /// and queued presses go; then DRS is asked once now. If it cannot be reached, the call waits in the file for
-    /// the agent's next start.
+    /// and queued presses go; then DRS is asked once now, also for a call the daemon queued there before it ended
+    /// (killed during its own `deregister`). If it cannot be reached, the call waits in the file for the agent's
+    /// next start.
     static func performOffline(config: AgentConfig) async throws(AgentError) -> String {
         let directory = config.stateDirectory
         let logger = DaemonClient.commandLogger("deregister")
@@ -45,14 +46,14 @@ struct DeregisterCommand: AsyncParsableCommand {
         let old = try ResetWipe.wipeFiles(.pairing, stateDirectory: directory) { logger.error("\($0)") }
         try ResetWipe.end(stateDirectory: directory)
         var deregistered = "the device was not paired"
-        if let old {
-            var pending = PendingDeregistration(refreshToken: old.refreshToken, clientId: old.clientId)
-            let store = StateStore<PendingDeregistration>.deregistration(stateDirectory: directory)
+        let store = StateStore<PendingDeregistration>.deregistration(stateDirectory: directory)
+        // The wipe queued the pairing's call here; a daemon that ended during its own deregistration queued it too.
+        if case .read(var pending) = try store.read(owner: StateDirectory.agentUID(directory)) {
             do throws(AgentError) {
                 let (lwa, drs) = try Agent.lanes(config: config)
-                let stillGood = old.accessTokenExpiresAt > POSIX.wallTime() + 60
+                let stillGood = old.map { $0.accessTokenExpiresAt > POSIX.wallTime() + 60 } ?? false
                 try await DeregistrationQueue<ContinuousClock>.attempt(
-                    &pending, accessToken: stillGood ? old.accessToken : nil, lwa: lwa, drs: drs, logger: logger
+                    &pending, accessToken: stillGood ? old?.accessToken : nil, lwa: lwa, drs: drs, logger: logger
                 ) { (newest) throws(AgentError) in try store.saveNow(newest) }
                 try store.shredNow()
                 deregistered = "deregistered from DRS"

@@ -16,7 +16,9 @@ struct ResetCommand: AsyncParsableCommand {
     func run() async throws {
         let config = try options.load()
         // The daemon first: it holds the state in memory, so only it may change it while it runs.
-        if let answer = DaemonClient.ask("/reset", config: config) { return try DaemonClient.report("reset", answer) }
+        if let answer = await DaemonClient.askAfterItsEnd("/reset", config: config) {
+            return try DaemonClient.report("reset", answer)
+        }
         do {
             // No daemon answered: take its lock so none starts meanwhile (and fail with the reason if one holds it).
             let lock = try StateDirectory.lock(config.stateDirectory)

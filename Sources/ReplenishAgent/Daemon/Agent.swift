@@ -243,6 +243,7 @@ struct Agent {
         guard owned else { return try await group.run() }
         let listener = TerminationSignals.listen { signal in
             logger.info("signal \(signal.number) received: stopping gracefully")
+            StopBound.daemon.begin()
             Task { await group.triggerGracefulShutdown() }
         }
         defer { TerminationSignals.stopListening(listener) }

@@ -149,6 +149,7 @@ actor SubscriptionBook {
 extension StateStore<SubscriptionRecord> {
     /// `status.json` of the state directory, on the daemon's lane; its one owner is `SubscriptionBook`.
     static func subscriptionRecord(stateDirectory: String) -> Self {
-        StateStore(path: SubscriptionBook.path(stateDirectory: stateDirectory))
+        // A write given up at a stop (`StopBound`) leaves the record as it was: the duties run again.
+        StateStore(path: SubscriptionBook.path(stateDirectory: stateDirectory), boundedAtStop: true)
     }
 }

@@ -81,6 +81,9 @@ struct ControlServer: Sendable {
     struct Answer: Encodable {
         var ok: Bool
         var message: String
+        /// true: the agent is stopping and does not know the request's outcome (a press whose write may still be
+        /// under way, `StopBound`); `press` then waits for the agent to end and reads the outbox.
+        var stopping: Bool? = nil
     }
 
     struct State: Encodable {
@@ -183,6 +186,10 @@ struct ControlServer: Sendable {
         }
         switch await inputs.outcome(of: id, timeout: timeout) {
         case .success(let message): return .json(200, Answer(ok: true, message: message))
+        // The agent is stopping: the press's write may still be under way (`StopBound`), so its outcome is not
+        // known here; `press` waits for the agent to end and reads the outbox.
+        case .failure(let error) where Task.isCancelled:
+            return .json(503, Answer(ok: false, message: error.message, stopping: true))
         case .failure(let error): return .json(409, Answer(ok: false, message: error.message))
         }
     }
@@ -202,7 +209,9 @@ struct ControlServer: Sendable {
             try edges(input, settlingAt: false, bounces: bounces, request: request, backend: backend)
             if case .failure = held {
                 return .json(
-                    503, Answer(ok: false, message: "the agent is stopping: the simulated press was cut short"))
+                    503,
+                    Answer(
+                        ok: false, message: "the agent is stopping: the simulated press was cut short", stopping: true))
             }
             return nil
         } catch {

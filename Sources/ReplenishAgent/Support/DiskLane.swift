@@ -14,15 +14,18 @@ import Synchronization
 /// when idle and never wakes on its own.
 final class DiskLane: Sendable {
     /// The daemon's lane, made at the first write.
-    static let shared = DiskLane(name: "disk-lane")
+    static let shared = DiskLane(name: "disk-lane", stopBound: .daemon)
     /// The outbox's own lane: a press's write never queues behind a write of another file (the status record of
     /// the duties, a token refresh), only behind earlier writes of the outbox, whose order it keeps.
-    static let outbox = DiskLane(name: "outbox-lane")
+    static let outbox = DiskLane(name: "outbox-lane", stopBound: .daemon)
 
     private let pool: NIOThreadPool
+    /// How long a stop waits for a write that may be given up (`write`'s `boundedAtStop`).
+    private let stopBound: StopBound
 
     /// `name`: the lane's thread's (15 characters at most), for `top -H` and the logs of the flash tests.
-    init(name: String) {
+    init(name: String, stopBound: StopBound) {
+        self.stopBound = stopBound
         pool = NIOThreadPool(numberOfThreads: 1)
         pool.start()
         pool.submit { _ in POSIX.nameThisThread(name) }
@@ -59,12 +62,18 @@ final class DiskLane: Sendable {
     /// written (the rename is what a restart reads; the kernel writes the directory back on its own, at the latest
     /// at the shutdown's sync). Only the power failing in those seconds can bring the old file back, as it could
     /// before the write.
-    func write(isolation: isolated (any Actor)? = #isolation, _ bytes: [UInt8], to path: String)
-        async throws(AgentError)
-    {
-        let ending = EarlyEnding()
+    ///
+    /// `boundedAtStop`: the cancelled caller waits for the rename only until the stop's bound (`StopBound`); a
+    /// write that has not reached its rename by then is given up: it is never renamed (its temp file goes), the
+    /// file keeps what it held, and the caller hears that it was not written. For the files whose write a restart
+    /// can do again (the outbox, the status record); the tokens' write, which may hold the only copy of a rotated
+    /// refresh token, is waited for until its rename however long its flush stalls.
+    func write(
+        isolation: isolated (any Actor)? = #isolation, _ bytes: [UInt8], to path: String, boundedAtStop: Bool = false
+    ) async throws(AgentError) {
+        let ending = EarlyEnding(stopBound: boundedAtStop ? stopBound : nil)
         try await submit(isolation: isolation, ending) { () throws(AgentError) in
-            try POSIX.writeFileAtomically(path, bytes) { ending.renamed() }
+            try POSIX.writeFileAtomically(path, bytes, mayRename: { ending.mayRename() }) { ending.renamed() }
         }
     }
 
@@ -107,18 +116,28 @@ final class DiskLane: Sendable {
 
     /// The one answer of a write on the lane (`write`, `runUnawaitedOnStop`): its end, or, once the caller is
     /// cancelled, the new file's rename (`write`) or the cancellation itself (`atCancellation`), whichever
-    /// comes first.
+    /// comes first; with a `stopBound`, at the latest its deadline, when a write not yet at its rename is given up.
     private final class EarlyEnding: Sendable {
         private struct State {
             var continuation: CheckedContinuation<Result<Void, AgentError>, Never>?
             var renamed = false
+            /// The lane has begun the rename: the write can no longer be given up.
+            var renaming = false
+            var givenUp = false
             var cancelled = false
             var answered = false
+            /// The wait for the stop's deadline, cancelled once the caller is answered: a timer left on the event
+            /// loop would hold the ending process until its deadline.
+            var deadline: Task<Void, Never>?
         }
         private let state = Mutex(State())
         private let atCancellation: Bool
+        private let stopBound: StopBound?
 
-        init(atCancellation: Bool = false) { self.atCancellation = atCancellation }
+        init(atCancellation: Bool = false, stopBound: StopBound? = nil) {
+            self.atCancellation = atCancellation
+            self.stopBound = stopBound
+        }
 
         func waiting(_ continuation: CheckedContinuation<Result<Void, AgentError>, Never>) {
             state.withLock { $0.continuation = continuation }
@@ -133,6 +152,41 @@ final class DiskLane: Sendable {
         func cancelled() {
             state.withLock { $0.cancelled = true }
             answerEarlyIfDue()
+            guard let deadline = stopBound?.deadline() else { return }
+            // Unstructured: the caller's continuation is what waits; this only answers it at the deadline.
+            let timer = Task { [self] in
+                try? await ContinuousClock().loopSleep(until: deadline)
+                giveUp()
+            }
+            let answered = state.withLock { state in
+                if !state.answered { state.deadline = timer }
+                return state.answered
+            }
+            if answered { timer.cancel() }
+        }
+
+        /// The lane is about to rename the new file into place: false when the write was given up (the lane then
+        /// removes the temp file instead).
+        func mayRename() -> Bool {
+            state.withLock { state in
+                guard !state.givenUp else { return false }
+                state.renaming = true
+                return true
+            }
+        }
+
+        /// The stop's deadline: a write not yet at its rename is given up and its caller told so.
+        private func giveUp() {
+            let continuation = state.withLock { state -> CheckedContinuation<Result<Void, AgentError>, Never>? in
+                guard !state.answered, !state.renaming, let continuation = state.continuation else { return nil }
+                state.givenUp = true
+                state.answered = true
+                state.deadline = nil
+                return continuation
+            }
+            continuation?.resume(
+                returning: .failure(
+                    AgentError(.storage, "not written: the agent stopped while the flash held the write back")))
         }
 
         func finish(_ result: Result<Void, AgentError>) {
@@ -145,11 +199,15 @@ final class DiskLane: Sendable {
         }
 
         private func answer(_ result: Result<Void, AgentError>, when condition: (State) -> Bool) {
-            let continuation = state.withLock { state -> CheckedContinuation<Result<Void, AgentError>, Never>? in
-                guard !state.answered, condition(state), let continuation = state.continuation else { return nil }
+            let (continuation, timer) = state.withLock { state in
+                guard !state.answered, condition(state), let continuation = state.continuation else {
+                    return (CheckedContinuation<Result<Void, AgentError>, Never>?.none, Task<Void, Never>?.none)
+                }
                 state.answered = true
-                return continuation
+                defer { state.deadline = nil }
+                return (continuation, state.deadline)
             }
+            timer?.cancel()
             continuation?.resume(returning: result)
         }
     }

@@ -28,12 +28,20 @@ struct StateStore<Value: FileFormat>: Sendable {
     let medium: Medium
     /// The largest file this store reads (`StateFile.readBytes`).
     let limit: Int
+    /// A `save` to the flash under way when the agent stops may be given up at the stop's bound, before its
+    /// rename (`DiskLane.write`): for a file whose write a restart does again or need not (the outbox, the status
+    /// record), never for the tokens.
+    let boundedAtStop: Bool
 
-    init(path: String, lane: DiskLane = .shared, medium: Medium = .flash, limit: Int = StateFile.readLimit) {
+    init(
+        path: String, lane: DiskLane = .shared, medium: Medium = .flash, limit: Int = StateFile.readLimit,
+        boundedAtStop: Bool = false
+    ) {
         self.path = path
         self.lane = lane
         self.medium = medium
         self.limit = limit
+        self.boundedAtStop = boundedAtStop
     }
 
     // MARK: Reading
@@ -93,7 +101,7 @@ struct StateStore<Value: FileFormat>: Sendable {
     func save(_ value: Value, isolation: isolated (any Actor)? = #isolation) async throws(AgentError) {
         let bytes = try value.encoded(for: path)
         switch medium {
-        case .flash: try await lane.write(isolation: isolation, bytes, to: path)
+        case .flash: try await lane.write(isolation: isolation, bytes, to: path, boundedAtStop: boundedAtStop)
         case .tmpfs:
             let path = path
             try await lane.runUnawaitedOnStop(isolation: isolation) { () throws(AgentError) in

@@ -132,9 +132,11 @@ enum POSIX {
     /// never a mix: a new temp file with mode 0600, write, fsync, rename over `path`, fsync the directory.
     /// `durable: false` leaves out both fsyncs: for a file on a tmpfs (the runtime directory), which no power
     /// cut can leave half written because none survives one.
-    /// `renamed` is called once the new file is in place (the rename), before the directory's fsync.
+    /// `mayRename` is asked just before the rename (false: the write was given up, `DiskLane.write`, and the temp
+    /// file goes instead); `renamed` is called once the new file is in place, before the directory's fsync.
     static func writeFileAtomically(
-        _ path: String, _ bytes: [UInt8], durable: Bool = true, renamed: () -> Void = {}
+        _ path: String, _ bytes: [UInt8], durable: Bool = true, mayRename: () -> Bool = { true },
+        renamed: () -> Void = {}
     ) throws(AgentError) {
         OffLoop.check(durable ? "durable write" : "write", path)
         let directory = parentDirectory(of: path)
@@ -157,6 +159,10 @@ enum POSIX {
         }
         // fsync succeeded, so the data is on disk; a close error could add nothing to that.
         close(fd)
+        guard mayRename() else {
+            unlink(temp)
+            throw AgentError(.storage, "\(path) was not written: the write was given up before its rename")
+        }
         if rename(temp, path) != 0 {
             let error = errno
             unlink(temp)

@@ -283,7 +283,8 @@ import Testing
 
     /// #40.8: the agent stops (SIGTERM) or dies (SIGKILL) after the press is written (its outbox renamed into
     /// place: the directory's flush is stalled) and before its answer: `press` says what is true, that the
-    /// press is kept and will be ordered, with exit 0, and the restarted agent orders it, once.
+    /// press is kept and will be ordered, with its own exit status (#50.8: not 0, which says the agent confirmed
+    /// it, nor 1, a failure), and the restarted agent orders it, once.
     @Test(arguments: [SIGTERM, SIGKILL])
     func aStopAfterThePressIsWrittenIsToldTheTruth(signal: Int32) throws {
         let harness = Harness()
@@ -312,7 +313,8 @@ import Testing
         kill(agent.processIdentifier, signal)
         press.waitUntilExit()
         let said = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        #expect(press.terminationStatus == 0, "press exited \(press.terminationStatus): \(said)")
+        #expect(
+            press.terminationStatus == PressCommand.keptExitCode, "press exited \(press.terminationStatus): \(said)")
         #expect(said.contains("the press was written"), "\(said)")
         try harness.waitUntil("the agent gone") { !agent.isRunning }
         let restarted = try harness.startAgent(config: config)
