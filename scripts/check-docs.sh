@@ -105,6 +105,16 @@ for subcommand in $subcommands; do
     fail "'replenish-agent $subcommand' in a code block is not a subcommand (its --help says '${usage:-nothing}')"
 done
 
+# docs/commands.md's count of subcommands ("one binary with twelve subcommands") is the binary's: the lines of its
+# --help's SUBCOMMANDS section that start a name (two spaces, then a name; `help` is argument parser's own).
+count=$("$agent" --help 2>&1 | sed -n '/^SUBCOMMANDS:/,/^$/p' | grep -cE '^  [a-z][a-z-]* ' || true)
+words=(zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen
+  eighteen nineteen twenty)
+said=$(grep -oE 'one binary with [a-z]+ subcommands' docs/commands.md | awk '{ print $4 }' || true)
+[ -n "$said" ] || fail "docs/commands.md does not say 'one binary with N subcommands' (the count the check compares)"
+[ "${words[$count]:-$count}" = "$said" ] ||
+  fail "docs/commands.md says '$said subcommands', the binary has ${words[$count]:-$count} (replenish-agent --help)"
+
 # Benchmarks: a table row with a figure (a number that is not part of a name such as arm64) names its command; a
 # table's header row (the one above its |---| line) is not a figure.
 if [ -f docs/benchmarks.md ]; then
@@ -170,4 +180,4 @@ PERL
 bash scripts/check-license.sh >&2 || fail "scripts/check-license.sh failed (above)"
 
 [ "$failures" -eq 0 ] || { echo "check-docs: $failures problem(s)" >&2; exit 1; }
-echo "ok: docs: links resolve, nothing points outside the repository (docs or sources), external links go to allowed sites, no commit hash, one figure per quantity, $(wc -w <<<"$subcommands") subcommands named in code blocks exist, every benchmark figure names its command, every warning and error log line is in docs/troubleshooting.md, the licence files cover Package.resolved"
+echo "ok: docs: links resolve, nothing points outside the repository (docs or sources), external links go to allowed sites, no commit hash, one figure per quantity, the subcommand count of docs/commands.md, $(wc -w <<<"$subcommands") subcommands named in code blocks exist, every benchmark figure names its command, every warning and error log line is in docs/troubleshooting.md, the licence files cover Package.resolved"
