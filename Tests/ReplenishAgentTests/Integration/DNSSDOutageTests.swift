@@ -34,7 +34,7 @@ import Testing
 
     /// The agent stopped while the window is open: with the daemon answering, then hung (SIGSTOP) while the
     /// service is advertised, then hung before the window opens (the client's first call waits for it).
-    static let stops = DNSSDTests.setup + helpers + #"""
+    static let stops = #"""
         echo "== answering"
         agent; advertised; stop
         sleep 1
@@ -54,7 +54,7 @@ import Testing
 
     /// The system bus stops while the service is advertised (avahi-daemon exits with it, as it does when its bus
     /// goes), then both start again.
-    static let busRestart = DNSSDTests.setup + helpers + #"""
+    static let busRestart = #"""
         agent; advertised
         echo "== advertised"; dnssd
         # SIGKILL, a crash: dbus-daemon keeps the signal mask it was started with, in which the test's thread
@@ -80,7 +80,7 @@ import Testing
         let harness = Harness()
         let config = try harness.writeConfig(emulator: "http://127.0.0.1:8641", pairingPort: 8642)
         let scriptPath = harness.directory + "/dnssd.sh"
-        try script.write(toFile: scriptPath, atomically: true, encoding: .utf8)
+        try (DNSSDTests.setup + Self.helpers + script).write(toFile: scriptPath, atomically: true, encoding: .utf8)
         let run = try harness.run(
             "/usr/bin/unshare",
             DNSSDTests.namespace + ["/bin/bash", scriptPath, Harness.binDirectory, harness.directory, config],
@@ -103,6 +103,7 @@ import Testing
         func section(_ name: String) -> String { DNSSDTests.section(name, of: output) }
         for name in ["answering", "hung", "hung at the window's start"] {
             let milliseconds = Self.stopMilliseconds(section(name))
+            print("stop: \(milliseconds.map(String.init) ?? "?") ms from SIGTERM to exit, avahi-daemon \(name)")
             #expect(milliseconds != nil, "\(name): \(output)")
             #expect((milliseconds ?? .max) < 10_000, "\(name): \(output)")
         }
@@ -122,6 +123,7 @@ import Testing
         #expect(gone.contains("DNS-SD: not advertised") && gone.contains("no system bus"), "\(output)")
         #expect(!gone.contains("Daemon not running"), "\(output)")
         let back = section("bus back")
+        print("after the bus restart: \(back.split(separator: "\n").last { $0.hasPrefix("DNS-SD") } ?? "")")
         #expect(back.contains(";_replenish._tcp;local;") && back.contains(";8642;"), "\(output)")
         #expect(back.contains("DNS-SD: advertised as _replenish._tcp on port 8642"), "\(output)")
         #expect(Self.stopMilliseconds(back) != nil, "\(output)")

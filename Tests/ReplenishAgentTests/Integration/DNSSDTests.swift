@@ -49,9 +49,9 @@ import Testing
 
         """#
 
-    /// The script run in the namespace: the daemon's appearance, restart and the pairing, with a marker line
-    /// before each look (`== name`). Every wait is bounded (`poll`, 10 s).
-    static let script = setup + #"""
+    /// The script run in the namespace after `setup`: the daemon's appearance, restart and the pairing, with a
+    /// marker line before each look (`== name`). Every wait is bounded (`poll`, 10 s).
+    static let script = #"""
         payload=$4
         "$bin/replenish-emulator" serve --listen 127.0.0.1:8641 --slots slot-1 >"$dir/emulator-ns.log" 2>&1 </dev/null &
         emulator=$!
@@ -93,7 +93,7 @@ import Testing
         let harness = Harness()
         let config = try harness.writeConfig(emulator: "http://127.0.0.1:8641", pairingPort: 8642, setupKey: true)
         let scriptPath = harness.directory + "/dnssd.sh"
-        try Self.script.write(toFile: scriptPath, atomically: true, encoding: .utf8)
+        try (Self.setup + Self.script).write(toFile: scriptPath, atomically: true, encoding: .utf8)
         let run = try harness.run(
             "/usr/bin/unshare",
             Self.namespace + [
