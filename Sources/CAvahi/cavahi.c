@@ -22,7 +22,6 @@
     X(avahi_client_free)                                                                                               \
     X(avahi_client_errno)                                                                                              \
     X(avahi_entry_group_new)                                                                                           \
-    X(avahi_entry_group_free)                                                                                          \
     X(avahi_entry_group_reset)                                                                                         \
     X(avahi_entry_group_commit)                                                                                        \
     X(avahi_entry_group_get_client)                                                                                    \
@@ -76,7 +75,6 @@ static int ready(void) {
 #define avahi_client_free CAVAHI_CALL(avahi_client_free)
 #define avahi_client_errno CAVAHI_CALL(avahi_client_errno)
 #define avahi_entry_group_new CAVAHI_CALL(avahi_entry_group_new)
-#define avahi_entry_group_free CAVAHI_CALL(avahi_entry_group_free)
 #define avahi_entry_group_reset CAVAHI_CALL(avahi_entry_group_reset)
 #define avahi_entry_group_commit CAVAHI_CALL(avahi_entry_group_commit)
 #define avahi_entry_group_get_client CAVAHI_CALL(avahi_entry_group_get_client)
