@@ -22,7 +22,6 @@
     X(avahi_client_free)                                                                                               \
     X(avahi_client_errno)                                                                                              \
     X(avahi_entry_group_new)                                                                                           \
-    X(avahi_entry_group_free)                                                                                          \
     X(avahi_entry_group_reset)                                                                                         \
     X(avahi_entry_group_commit)                                                                                        \
     X(avahi_entry_group_get_client)                                                                                    \
@@ -76,7 +75,6 @@ static int ready(void) {
 #define avahi_client_free CAVAHI_CALL(avahi_client_free)
 #define avahi_client_errno CAVAHI_CALL(avahi_client_errno)
 #define avahi_entry_group_new CAVAHI_CALL(avahi_entry_group_new)
-#define avahi_entry_group_free CAVAHI_CALL(avahi_entry_group_free)
 #define avahi_entry_group_reset CAVAHI_CALL(avahi_entry_group_reset)
 #define avahi_entry_group_commit CAVAHI_CALL(avahi_entry_group_commit)
 #define avahi_entry_group_get_client CAVAHI_CALL(avahi_entry_group_get_client)
@@ -166,6 +164,13 @@ static void group_callback(AvahiEntryGroup *group, AvahiEntryGroupState state, v
     }
 }
 
+/// The error of an avahi_client_new with AVAHI_CLIENT_NO_FAIL that returned no client. With that flag a missing
+/// daemon makes a waiting client, not an error: what is left is the system bus, which Avahi reports as "Daemon
+/// not running" (libdbus's FileNotFound: no socket) or a D-Bus error (no one listens on it).
+static int no_bus(int error) {
+    return error == AVAHI_ERR_NO_DAEMON || error == AVAHI_ERR_DBUS_ERROR ? CAVAHI_NO_BUS : error;
+}
+
 static void client_callback(AvahiClient *client, AvahiClientState state, void *userdata) {
     cavahi_advertisement *a = userdata;
     switch (state) {
@@ -186,14 +191,16 @@ static void client_callback(AvahiClient *client, AvahiClientState state, void *u
     case AVAHI_CLIENT_FAILURE: {
         int error = avahi_client_errno(client);
         if (error == AVAHI_ERR_DISCONNECTED) {
-            // The daemon went away: free the client (and its group) and wait for it anew, as Avahi's docs say.
+            // The daemon or the system bus went away: free the client (and its group) and wait for the daemon
+            // anew, as Avahi's docs say. A new client needs the bus: when it is gone too, this advertisement has
+            // no client any more and never gets one; the owner stops it and starts another later.
             a->group = NULL;
             avahi_client_free(client);
             a->client = NULL;
             int failure = 0;
             a->client = avahi_client_new(avahi_threaded_poll_get(a->poll), AVAHI_CLIENT_NO_FAIL, client_callback,
                                          a, &failure);
-            if (!a->client) report(a, CAVAHI_FAILED, failure);
+            if (!a->client) report(a, CAVAHI_ENDED, no_bus(failure));
         } else {
             report(a, CAVAHI_FAILED, error);
         }
@@ -243,7 +250,7 @@ cavahi_advertisement *cavahi_start(const char *name, const char *type, uint16_t 
     // The client is made before the thread starts, so its first callbacks run here, without the lock.
     a->client = avahi_client_new(avahi_threaded_poll_get(a->poll), AVAHI_CLIENT_NO_FAIL, client_callback, a, error);
     if (!a->client || avahi_threaded_poll_start(a->poll) < 0) {
-        if (a->client) *error = AVAHI_ERR_FAILURE;
+        *error = a->client ? AVAHI_ERR_FAILURE : no_bus(*error);
         cavahi_stop(a);
         return NULL;
     }
@@ -254,8 +261,10 @@ void cavahi_stop(cavahi_advertisement *a) {
     if (!a) return;
     if (a->poll) avahi_threaded_poll_stop(a->poll);
     a->callback = NULL;
-    // Freeing the group withdraws the service (the daemon sends the goodbye packets at once).
-    if (a->group) avahi_entry_group_free(a->group);
+    // avahi_client_free closes the client's D-Bus connection first, and then frees the group without a call (a
+    // closed connection makes none): the bus tells avahi-daemon the client is gone, and the daemon frees its
+    // groups, which withdraws the service (its goodbye packets at once). Nothing here waits for the daemon's
+    // answer: avahi_entry_group_free first would wait for it, up to libdbus's 25 s when the daemon hangs.
     if (a->client) avahi_client_free(a->client);
     if (a->poll) avahi_threaded_poll_free(a->poll);
     avahi_string_list_free(a->txt);
@@ -266,6 +275,7 @@ void cavahi_stop(cavahi_advertisement *a) {
 
 const char *cavahi_strerror(int error) {
     if (error == CAVAHI_NOT_INSTALLED) return "libavahi-client3 is not installed (apt-get install libavahi-client3)";
+    if (error == CAVAHI_NO_BUS) return "no system bus (dbus-daemon) answers";
     if (!ready()) return "an Avahi error";
     return avahi_strerror(error);
 }

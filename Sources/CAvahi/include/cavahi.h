@@ -18,11 +18,18 @@ typedef enum {
     CAVAHI_FAILED = 2,
     /// Registering with the daemon (not yet on the network).
     CAVAHI_REGISTERING = 3,
+    /// The system bus went away (`error`: CAVAHI_NO_BUS, or why no new client could be made): this advertisement
+    /// has no client any more and never makes one. Stop it and start another once a bus may answer.
+    CAVAHI_ENDED = 4,
 } cavahi_state;
 
 /// The error of `cavahi_start` and `cavahi_probe` when libavahi-client cannot be loaded (it is loaded with
 /// dlopen at the first call, not linked: see cavahi.c).
 #define CAVAHI_NOT_INSTALLED (-10000)
+
+/// The error of `cavahi_start` (and of CAVAHI_ENDED) when no system bus answers: libdbus found no socket, or
+/// no one listening on it. Avahi itself calls the first "Daemon not running".
+#define CAVAHI_NO_BUS (-10001)
 
 typedef void (*cavahi_callback)(cavahi_state state, int error, void *userdata);
 
@@ -34,7 +41,9 @@ typedef struct cavahi_advertisement cavahi_advertisement;
 cavahi_advertisement *cavahi_start(const char *name, const char *type, uint16_t port, const char *txt_lines,
                                    cavahi_callback callback, void *userdata, int *error);
 
-/// Withdraws the service (the daemon sends its goodbye at once), stops Avahi's thread and frees everything.
+/// Stops Avahi's thread, closes the client's connection to the system bus, which withdraws the service (the
+/// daemon sends its goodbye once the bus tells it), and frees everything; it never waits for avahi-daemon. It
+/// waits for Avahi's thread, which waits for the daemon only while a callback of its own calls it (a publish).
 /// The callback is not called any more once this returns.
 void cavahi_stop(cavahi_advertisement *advertisement);
 

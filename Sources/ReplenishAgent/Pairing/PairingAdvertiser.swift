@@ -4,7 +4,8 @@ import Logging
 /// the pairing window is open, and withdraws it as soon as the window says it closed (time up, or paired: the
 /// token event closes the window at once, before the port's last answer is out). Without avahi-daemon the
 /// device pairs as before; `status` says why it is not advertised, and it is published once the daemon
-/// appears. When not even a client can be made (no system bus yet), it tries again every `retry`.
+/// appears. When not even a client can be made (no system bus yet), it tries again every `retry`; an
+/// advertisement that loses the system bus is dropped and made anew the same way.
 struct PairingAdvertiser<C: Clock>: Sendable where C.Duration == Duration {
     let advertisement: PairingAdvertisement
     let window: AsyncStream<PairingWindowKeeper<C>.State>
@@ -14,7 +15,8 @@ struct PairingAdvertiser<C: Clock>: Sendable where C.Duration == Duration {
 
     private enum Event: Sendable {
         case window(open: Bool)
-        case avahi(AvahiAdvertisement.Change)
+        /// A change of the advertisement made by the `generation`th start (an older one's late change is stale).
+        case avahi(AvahiAdvertisement.Change, generation: Int)
         case retry
     }
 
@@ -29,12 +31,17 @@ struct PairingAdvertiser<C: Clock>: Sendable where C.Duration == Duration {
         var current: AvahiAdvertisement?
         var retrying: Task<Void, Never>?
         var lastFailure: String?
+        var generation = 0
         func start() async {
+            generation += 1
+            let made = generation
             do {
                 current = try await AvahiAdvertisement.start(
                     name: advertisement.name, type: PairingAdvertisement.serviceType, port: advertisement.port,
-                    txt: advertisement.txt, onChange: { sink.yield(.avahi($0)) })
+                    txt: advertisement.txt, onChange: { sink.yield(.avahi($0, generation: made)) })
             } catch {
+                // The agent is stopping: nothing to say or to try again.
+                if Task.isCancelled { return }
                 // Said once per reason, not at every try (every `retry` while the window is open).
                 if error.message != lastFailure {
                     logger.warning("pairing port not advertised by DNS-SD", metadata: ["error": "\(error.message)"])
@@ -53,9 +60,8 @@ struct PairingAdvertiser<C: Clock>: Sendable where C.Duration == Duration {
             retrying = nil
             lastFailure = nil
             if let running = current {
-                await running.stop()
                 current = nil
-                logger.info("pairing port withdrawn from DNS-SD")
+                await withdraw(running)
             }
             await shown.recordAdvertisement(nil)
         }
@@ -67,12 +73,32 @@ struct PairingAdvertiser<C: Clock>: Sendable where C.Duration == Duration {
                 if open { await start() } else { await stop() }
             case .retry:
                 if open && current == nil { await start() }
-            case .avahi(let change):
-                guard open, current != nil else { continue }
-                await record(change)
+            case .avahi(let change, let made):
+                guard open, let running = current, made == generation else { continue }
+                if case .ended(let reason) = change {
+                    logger.warning(
+                        "pairing port no longer advertised by DNS-SD: the system bus went away; advertised anew",
+                        metadata: ["error": "\(reason)"])
+                    current = nil
+                    await withdraw(running)
+                    await start()
+                } else {
+                    await record(change)
+                }
             }
         }
         await stop()
+    }
+
+    /// Stops `running`, which withdraws it (at most `AvahiAdvertisement.stopBound`).
+    private func withdraw(_ running: AvahiAdvertisement) async {
+        if await running.stop() {
+            logger.info("pairing port withdrawn from DNS-SD")
+        } else {
+            // Avahi's thread waits for the daemon; the lane frees the client once it returns, and the client's
+            // end (or the agent's exit, which closes its connection) withdraws the service.
+            logger.warning("pairing port's DNS-SD withdrawal left to Avahi's thread: avahi-daemon does not answer")
+        }
     }
 
     private func record(_ change: AvahiAdvertisement.Change) async {
@@ -93,6 +119,8 @@ struct PairingAdvertiser<C: Clock>: Sendable where C.Duration == Duration {
         case .failed(let reason):
             logger.warning("pairing port not advertised by DNS-SD", metadata: ["error": "\(reason)"])
             await shown.recordAdvertisement(AdvertisementStatus.notAdvertised("avahi-daemon: \(reason)"))
+        case .ended:
+            break  // `run` makes a new advertisement.
         }
     }
 }

@@ -32,11 +32,13 @@ import Testing
         return probe.terminationStatus == 0 ? nil : "unshare --net --mount is not permitted here (root is needed)"
     }()
 
-    /// The script run in the namespace: the daemon's appearance, restart and the pairing, with a marker line
-    /// before each look (`== name`). Every wait is bounded (`poll`, 10 s).
-    static let script = #"""
+    /// The start of every script run in the namespace (arguments: the bin directory, the harness's directory, the
+    /// agent's config): `lo` up with multicast, a private `/run`, a system bus (its pid in `dbus.pid`), avahi's
+    /// config (`avahi.conf`; the daemon is started by the script), `poll` (a condition, at most 10 s) and `browse`
+    /// (the resolved `_replenish._tcp` lines, or nothing).
+    static let setup = #"""
         set -u
-        bin=$1 dir=$2 config=$3 payload=$4
+        bin=$1 dir=$2 config=$3
         ip link set lo up && ip link set lo multicast on || exit 90
         mount -t tmpfs tmpfs /run && mkdir -p /run/dbus /run/avahi-daemon || exit 91
         # (Daemons get no descriptor of the test's pipes: a forked daemon holding one would keep the test waiting.)
@@ -44,6 +46,13 @@ import Testing
         printf '[server]\nuse-ipv6=no\nallow-interfaces=lo\n[publish]\npublish-workstation=no\n' >"$dir/avahi.conf"
         poll() { for _ in $(seq 100); do eval "$1" && return 0; sleep 0.1; done; return 1; }
         browse() { avahi-browse -rpt _replenish._tcp 2>/dev/null | grep '^=' || true; }
+
+        """#
+
+    /// The script run in the namespace after `setup`: the daemon's appearance, restart and the pairing, with a
+    /// marker line before each look (`== name`). Every wait is bounded (`poll`, 10 s).
+    static let script = #"""
+        payload=$4
         "$bin/replenish-emulator" serve --listen 127.0.0.1:8641 --slots slot-1 >"$dir/emulator-ns.log" 2>&1 </dev/null &
         emulator=$!
         "$bin/replenish-agent" run --config "$config" >"$dir/agent-ns.log" 2>&1 </dev/null &
@@ -84,7 +93,7 @@ import Testing
         let harness = Harness()
         let config = try harness.writeConfig(emulator: "http://127.0.0.1:8641", pairingPort: 8642, setupKey: true)
         let scriptPath = harness.directory + "/dnssd.sh"
-        try Self.script.write(toFile: scriptPath, atomically: true, encoding: .utf8)
+        try (Self.setup + Self.script).write(toFile: scriptPath, atomically: true, encoding: .utf8)
         let run = try harness.run(
             "/usr/bin/unshare",
             Self.namespace + [
@@ -92,19 +101,7 @@ import Testing
                 harness.directory, config, try #require(harness.setupPayload),
             ], timeout: 120)
         let output = run.output
-        /// The lines after the marker `== name`, up to the next marker.
-        func section(_ name: String) -> String {
-            var lines: [Substring] = []
-            var inside = false
-            for line in output.split(separator: "\n") {
-                if line.hasPrefix("== ") {
-                    inside = line == "== \(name)"
-                } else if inside {
-                    lines.append(line)
-                }
-            }
-            return lines.joined(separator: "\n")
-        }
+        func section(_ name: String) -> String { Self.section(name, of: output) }
         #expect(run.status == 0, "\(run.status): \(output) \(run.error)")
         #expect(section("without daemon").contains("DNS-SD: not advertised: no avahi-daemon"), "\(output)")
         let id = PairingAdvertisement.id(serial: "TEST0001")
@@ -127,5 +124,19 @@ import Testing
         #expect(log.contains("pairing port advertised by DNS-SD") && log.contains("pairing port withdrawn from DNS-SD"))
         let leakedKey = log.contains(try #require(harness.setupKey).hex)
         #expect(!leakedKey, "the setup key reached the agent's log")
+    }
+
+    /// The lines of `output` after the marker `== name`, up to the next marker.
+    static func section(_ name: String, of output: String) -> String {
+        var lines: [Substring] = []
+        var inside = false
+        for line in output.split(separator: "\n") {
+            if line.hasPrefix("== ") {
+                inside = line == "== \(name)"
+            } else if inside {
+                lines.append(line)
+            }
+        }
+        return lines.joined(separator: "\n")
     }
 }
