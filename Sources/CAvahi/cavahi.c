@@ -21,6 +21,7 @@
     X(avahi_client_new)                                                                                                \
     X(avahi_client_free)                                                                                               \
     X(avahi_client_errno)                                                                                              \
+    X(avahi_client_get_host_name_fqdn)                                                                                 \
     X(avahi_entry_group_new)                                                                                           \
     X(avahi_entry_group_reset)                                                                                         \
     X(avahi_entry_group_commit)                                                                                        \
@@ -74,6 +75,7 @@ static int ready(void) {
 #define avahi_client_new CAVAHI_CALL(avahi_client_new)
 #define avahi_client_free CAVAHI_CALL(avahi_client_free)
 #define avahi_client_errno CAVAHI_CALL(avahi_client_errno)
+#define avahi_client_get_host_name_fqdn CAVAHI_CALL(avahi_client_get_host_name_fqdn)
 #define avahi_entry_group_new CAVAHI_CALL(avahi_entry_group_new)
 #define avahi_entry_group_reset CAVAHI_CALL(avahi_entry_group_reset)
 #define avahi_entry_group_commit CAVAHI_CALL(avahi_entry_group_commit)
@@ -109,9 +111,11 @@ struct cavahi_advertisement {
 
 static void client_callback(AvahiClient *client, AvahiClientState state, void *userdata);
 
-static void report(cavahi_advertisement *a, cavahi_state state, int error) {
-    if (a->callback) a->callback(state, error, a->userdata);
+static void report_host(cavahi_advertisement *a, cavahi_state state, int error, const char *host_name) {
+    if (a->callback) a->callback(state, error, host_name, a->userdata);
 }
+
+static void report(cavahi_advertisement *a, cavahi_state state, int error) { report_host(a, state, error, NULL); }
 
 static void group_callback(AvahiEntryGroup *group, AvahiEntryGroupState state, void *userdata);
 
@@ -145,7 +149,9 @@ static void group_callback(AvahiEntryGroup *group, AvahiEntryGroupState state, v
     cavahi_advertisement *a = userdata;
     switch (state) {
     case AVAHI_ENTRY_GROUP_ESTABLISHED:
-        report(a, CAVAHI_ADVERTISED, 0);
+        // The host name the daemon publishes now: the system's, or another after a conflict ("name-2.local"),
+        // which the phone's requests then name in their Host.
+        report_host(a, CAVAHI_ADVERTISED, 0, avahi_client_get_host_name_fqdn(avahi_entry_group_get_client(group)));
         break;
     case AVAHI_ENTRY_GROUP_COLLISION: {
         // Another host on the network has this name: take the next one ("name #2").

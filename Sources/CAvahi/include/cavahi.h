@@ -31,7 +31,9 @@ typedef enum {
 /// no one listening on it. Avahi itself calls the first "Daemon not running".
 #define CAVAHI_NO_BUS (-10001)
 
-typedef void (*cavahi_callback)(cavahi_state state, int error, void *userdata);
+/// `host_name`: with CAVAHI_ADVERTISED, the host name the daemon publishes the service under (its FQDN, such as
+/// `name-2.local` after a conflict), valid only during the call; NULL otherwise.
+typedef void (*cavahi_callback)(cavahi_state state, int error, const char *host_name, void *userdata);
 
 typedef struct cavahi_advertisement cavahi_advertisement;
 

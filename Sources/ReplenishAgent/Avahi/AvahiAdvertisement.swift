@@ -27,8 +27,9 @@ final class AvahiAdvertisement: Sendable {
 
     /// What the advertisement is doing.
     enum Change: Sendable, Equatable {
-        /// Established on the network.
-        case advertised
+        /// Established on the network, under the host name the daemon publishes (`name.local`, or another after a
+        /// conflict such as `name-2.local`), when it said one.
+        case advertised(hostName: String?)
         /// Being registered with the daemon.
         case registering
         /// No avahi-daemon answers on the system bus: waiting for one.
@@ -201,12 +202,15 @@ private final class LaneCall<Value: Sendable>: Sendable {
 
 /// Avahi's thread reports a state change (`cavahi_callback`): forwarded to the advertisement's receiver.
 // SAFETY: `userdata` is the receiver's opaque pointer (below).
-private func avahiStateChanged(_ state: cavahi_state, _ error: Int32, _ userdata: UnsafeMutableRawPointer?) {
+private func avahiStateChanged(
+    _ state: cavahi_state, _ error: Int32, _ hostName: UnsafePointer<CChar>?, _ userdata: UnsafeMutableRawPointer?
+) {
     guard let userdata else { return }
     // SAFETY: `userdata` is the retained receiver passed to cavahi_start, alive until after cavahi_stop.
     let receiver = Unmanaged<AvahiAdvertisement.Receiver>.fromOpaque(userdata).takeUnretainedValue()
     switch state {
-    case CAVAHI_ADVERTISED: receiver.onChange(.advertised)
+    // SAFETY: `hostName` is Avahi's NUL-terminated string, valid during this call; it is copied here.
+    case CAVAHI_ADVERTISED: receiver.onChange(.advertised(hostName: hostName.map { String(cString: $0) }))
     case CAVAHI_WAITING_FOR_DAEMON: receiver.onChange(.waitingForDaemon)
     case CAVAHI_REGISTERING: receiver.onChange(.registering)
     case CAVAHI_ENDED: receiver.onChange(.ended(AvahiAdvertisement.describe(error)))

@@ -209,14 +209,16 @@ struct Agent {
             throw AgentError(.configuration, "pairing.listen: is required when pairing.mode is \"companion\"")
         }
         if config.pairingSetupKey == nil { logger.warning("\(AgentConfig.setupKeyMissingWarning)") }
+        let published = PublishedHostName()
         let pairing = PairingCoordinator(
             device: config.device, setupKey: config.pairingSetupKey, clientId: config.lwa.clientId, lwa: lwa,
             tokens: tokens, clock: clock,
-            deviceNames: { PairingRequestGuard.deviceNames(listenHost: listen.host) }, logger: logger)
+            deviceNames: { PairingRequestGuard.deviceNames(listenHost: listen.host, published: published.value) },
+            logger: logger)
         let advertiser = PairingAdvertiser(
             advertisement: PairingAdvertisement(
                 serial: config.device.serial, model: config.device.model, port: listen.port),
-            window: window.changes.subscribe(), shown: shown, logger: logger)
+            window: window.changes.subscribe(), shown: shown, publishedHostName: published, logger: logger)
         return PairingServer.Part(
             listen: listen, pairing: pairing, window: window, tokens: tokens.events.subscribe { $0.isPairingChange },
             group: group,

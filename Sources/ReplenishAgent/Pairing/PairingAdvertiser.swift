@@ -10,6 +10,8 @@ struct PairingAdvertiser<C: Clock>: Sendable where C.Duration == Duration {
     let advertisement: PairingAdvertisement
     let window: AsyncStream<PairingWindowKeeper<C>.State>
     let shown: ShownStatusBook
+    /// Where the host name the daemon publishes is kept for the pairing server's Host check.
+    var publishedHostName = PublishedHostName()
     let logger: Logger
     var retry: Duration = .seconds(10)
 
@@ -103,11 +105,13 @@ struct PairingAdvertiser<C: Clock>: Sendable where C.Duration == Duration {
 
     private func record(_ change: AvahiAdvertisement.Change) async {
         switch change {
-        case .advertised:
+        case .advertised(let hostName):
+            publishedHostName.set(hostName)
             logger.info(
                 "pairing port advertised by DNS-SD",
                 metadata: [
                     "dnssd.type": "\(PairingAdvertisement.serviceType)", "dnssd.port": "\(advertisement.port)",
+                    "dnssd.host": "\(hostName ?? "?")",
                 ])
             await shown.recordAdvertisement(AdvertisementStatus.advertised(port: advertisement.port))
         case .registering:

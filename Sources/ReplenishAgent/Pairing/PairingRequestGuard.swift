@@ -65,13 +65,18 @@ enum PairingRequestGuard {
             else { return nil }
         }
         if host.hasSuffix(".") { host = host.dropLast() }
+        // An IPv6 address's zone (`fe80::1%25wlan0`, or `%wlan0` as some clients send it) names the phone's own
+        // interface, not the device: the address is compared without it.
+        if value.hasPrefix("["), let percent = host.firstIndex(of: "%") { host = host[..<percent] }
         guard !host.isEmpty else { return nil }
         return host.lowercased()
     }
 
     /// The names this device answers to: `listenHost` (unless a wildcard), every address of its interfaces
-    /// (`getifaddrs`, loopback included), `localhost`, and its host name with and without `.local`.
-    static func deviceNames(listenHost: String) -> Set<String> {
+    /// (`getifaddrs`, loopback and IPv6 link-local included), `localhost`, its host name with and without
+    /// `.local`, and the host name avahi-daemon publishes (`published`: another after a conflict, such as
+    /// `name-2.local`), with and without `.local`.
+    static func deviceNames(listenHost: String, published: String? = nil) -> Set<String> {
         var names: Set<String> = ["localhost", "127.0.0.1", "::1"]
         if listenHost != "0.0.0.0" && listenHost != "::" && !listenHost.isEmpty {
             names.insert(listenHost.lowercased())
@@ -83,6 +88,10 @@ enum PairingRequestGuard {
             names.insert(short + ".local")
         }
         for address in NetworkInterfaces.addresses() { names.insert(address.lowercased()) }
+        if let published {
+            names.insert(published)
+            if published.hasSuffix(".local") { names.insert(String(published.dropLast(".local".count))) }
+        }
         return names
     }
 }
