@@ -125,6 +125,8 @@ stage "system calls of the packaged agent against SystemCallFilter= (scripts/sys
 stage_wait "$prepare_amd64"
 stage "install, upgrade, remove, purge in a bookworm chroot (scripts/deb-chroot-test.sh)" \
   bash scripts/deb-chroot-test.sh "$deb"
+stage "docs/production.md's factory commands as written, in a bookworm chroot (scripts/factory-check.sh)" \
+  bash scripts/factory-check.sh "$deb"
 stage "real-kernel GPIO, libgpiod v1 and v2 (scripts/vm-test.sh all)" bash scripts/vm-test.sh all
 stage_wait "$amd64_boot"
 
