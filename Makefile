@@ -1,4 +1,4 @@
-.PHONY: demo check test bench build format deb arm64 arm64-test
+.PHONY: demo check test bench build format deb arm64 arm64-test companion
 
 # Runs the agent end to end on the simulated board against the emulator.
 demo:
@@ -18,6 +18,14 @@ bench:
 
 build:
 	swift build
+
+# The bench companion (docs/companion-app.md) for the laptop that pairs a device with a real Amazon account: built in
+# release and installed as $(PREFIX)/bin/replenish-companion (`make companion PREFIX=$HOME/.local` needs no root).
+PREFIX ?= /usr/local
+companion:
+	swift build -c release --product replenish-companion
+	mkdir -p "$(PREFIX)/bin"
+	install -m 0755 "$$(swift build -c release --show-bin-path)/replenish-companion" "$(PREFIX)/bin/"
 
 format:
 	swift format --in-place --recursive Sources Tests Package.swift
