@@ -12,7 +12,8 @@ import Testing
 
     func status(_ host: String) -> Int? {
         PairingRequestGuard.refusal(
-            ServerRequest(method: .GET, path: "/provision/deviceInfo", body: [], headers: HTTPHeaders([("Host", host)])),
+            ServerRequest(
+                method: .GET, path: "/provision/deviceInfo", body: [], headers: HTTPHeaders([("Host", host)])),
             deviceNames: Self.names, port: 8642)?.status
     }
 

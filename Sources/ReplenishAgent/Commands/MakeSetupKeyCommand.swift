@@ -43,7 +43,7 @@ struct MakeSetupKeyCommand: AsyncParsableCommand {
         }
         if rotate {
             Output.line(
-                "new setup key written to \(path) (mode 600): restart the agent so it reads it (systemctl restart replenish-agent), print the new label (replenish-agent label) and stick it over the old one"
+                "new setup key written to \(path) (mode 600, its owner kept): restart the agent so it reads it (systemctl restart replenish-agent), print the new label (replenish-agent label) and stick it over the old one"
             )
         } else {
             Output.line(

@@ -9,7 +9,8 @@ extension POSIX {
     /// a temp file with an unpredictable name (`PATH.new-<16 random hex digits>`), created with `O_EXCL` and
     /// `O_NOFOLLOW` (a file or link another user made first is never opened), mode 0600, written and fsynced, then
     /// put in place: with `link`, which fails when `path` exists (`replace: false`, never a key over a key, and no
-    /// window between a look and the write), or with `rename` (`replace: true`). The directory is fsynced last.
+    /// window between a look and the write), or with `rename` (`replace: true`, keeping the replaced file's owner
+    /// and group). The directory is fsynced last.
     /// Throws a storage error whose errno is `EEXIST` when `path` exists and `replace` is false.
     static func writeNewPrivateFile(_ path: String, _ bytes: [UInt8], replace: Bool) throws(AgentError) {
         var generator = SystemRandomNumberGenerator()
@@ -23,6 +24,13 @@ extension POSIX {
             let error = errno
             close(fd)
             throw storageError("write", temp, error)
+        }
+        // A replaced key keeps its owner (the agent's user), whoever runs the command (root, at the factory).
+        var old = stat()
+        if replace, stat(path, &old) == 0, fchown(fd, old.st_uid, old.st_gid) != 0 {
+            let error = errno
+            close(fd)
+            throw storageError("chown", temp, error)
         }
         close(fd)
         if replace {

@@ -31,7 +31,8 @@ import Testing
         }
     }
 
-    @Test func aKeyIsRotatedOnlyOnAnUnpairedUnit() throws {
+    @Test(.enabled(if: geteuid() == 0, "needs root to give the key to another uid"))
+    func aKeyIsRotatedOnlyOnAnUnpairedUnit() throws {
         let harness = Harness()
         let emulator = try harness.startEmulator(["--slots", "slot-1"])
         let port = try Harness.freePort()
@@ -39,13 +40,16 @@ import Testing
         let keyFile = harness.directory + "/setup-key"
         func key() throws -> String { try String(contentsOfFile: keyFile, encoding: .utf8) }
         let first = try key()
-        // Unpaired: replaced, mode 600, and the label follows the new key.
+        // Unpaired: replaced, mode 600, still the agent's user's (here uid 65534), and the label follows the key.
+        #expect(chown(keyFile, 65534, 65534) == 0)
         let rotated = try harness.run("replenish-agent", ["make-setup-key", "--rotate", "--config", config, keyFile])
         #expect(rotated.status == 0 && rotated.output.contains("restart the agent"), "\(rotated.error)")
         let second = try key()
         let changed = second != first && SetupKey(fileContents: Array(second.utf8)) != nil
         #expect(changed)
         #expect(try POSIX.status(keyFile)?.octalPermissions == "600")
+        #expect(try POSIX.status(keyFile)?.owner == 65534, "the rotated key keeps its owner")
+        #expect(chown(keyFile, geteuid(), getegid()) == 0)
         let label = try harness.run("replenish-agent", ["label", "--config", config])
         let labelFollows = label.output.hasSuffix(":" + second)
         #expect(labelFollows)
