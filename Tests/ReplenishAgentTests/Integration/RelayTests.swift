@@ -36,17 +36,23 @@ import Testing
         return (harness, emulator, relay, config)
     }
 
+    /// `replenish-companion` with the label, pointed at the relay; it gives up on the customer's consent after 5 s.
+    static func benchCompanion(_ harness: Harness, relay: String, emulator: String, payload: String) throws
+        -> Harness.Finished
+    {
+        try harness.run(
+            "replenish-companion",
+            [
+                "--setup", payload, "--client-id", clientId, "--device", relay, "--authorize-url", emulator + "/ap/oa",
+                "--redirect-port", "\(try Harness.freePort())", "--timeout", "5",
+            ], timeout: 30)
+    }
+
     @Test func aRelayThatTurnsTheMethodToPlainGetsNoConsentAndNoCode() throws {
         let (harness, emulator, relay, config) = try startRelay(["--plain"], consentPage: true)
         let payload = try #require(harness.setupPayload)
         // The bench companion: refused before the customer is asked anything (no authorize URL printed).
-        let bench = try harness.run(
-            "replenish-companion",
-            [
-                "--setup", payload, "--client-id", Self.clientId, "--device", relay,
-                "--authorize-url", emulator + "/ap/oa", "--redirect-port", "\(try Harness.freePort())",
-                "--timeout", "5",
-            ], timeout: 30)
+        let bench = try Self.benchCompanion(harness, relay: relay, emulator: emulator, payload: payload)
         #expect(bench.status == 1, "\(bench.output) \(bench.error)")
         #expect(bench.error.contains("codeChallengeMethod is plain, not S256"), "\(bench.error)")
         #expect(!bench.output.contains("consent at:"), "\(bench.output)")
@@ -71,13 +77,7 @@ import Testing
             "replenish-emulator", ["companion", "--device", relay, "--lwa", emulator, "--setup", payload])
         #expect(flipped.status == 1, "\(flipped.output) \(flipped.error)")
         #expect(flipped.error.contains("did not prove it holds the label's setup key"), "\(flipped.error)")
-        let bench = try harness.run(
-            "replenish-companion",
-            [
-                "--setup", payload, "--client-id", Self.clientId, "--device", relay,
-                "--authorize-url", emulator + "/ap/oa", "--redirect-port", "\(try Harness.freePort())",
-                "--timeout", "5",
-            ], timeout: 30)
+        let bench = try Self.benchCompanion(harness, relay: relay, emulator: emulator, payload: payload)
         #expect(bench.status == 1, "\(bench.output) \(bench.error)")
         #expect(bench.error.contains("did not prove it holds the label's setup key"), "\(bench.error)")
         #expect(!bench.output.contains("consent at:"), "\(bench.output)")
