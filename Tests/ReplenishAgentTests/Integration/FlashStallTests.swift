@@ -313,9 +313,14 @@ import Testing
         kill(agent.processIdentifier, signal)
         press.waitUntilExit()
         let said = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        // The truth either way, never "failed": kept (2) when the stop came first, or accepted (0) when the
+        // directory's flush ended before the stop reached the control socket (a race on a loaded machine).
         #expect(
-            press.terminationStatus == PressCommand.keptExitCode, "press exited \(press.terminationStatus): \(said)")
-        #expect(said.contains("the press was written"), "\(said)")
+            [0, PressCommand.keptExitCode].contains(press.terminationStatus),
+            "press exited \(press.terminationStatus): \(said)")
+        if press.terminationStatus == PressCommand.keptExitCode {
+            #expect(said.contains("the press was written"), "\(said)")
+        }
         try harness.waitUntil("the agent gone") { !agent.isRunning }
         let restarted = try harness.startAgent(config: config)
         defer { if restarted.isRunning { kill(restarted.processIdentifier, SIGKILL) } }
