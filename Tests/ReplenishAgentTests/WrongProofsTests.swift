@@ -4,7 +4,7 @@ import Testing
 
 /// `WrongProofs` on a manual clock: how many wrong `companionInfo` proofs an address and a session take, the
 /// wait a `429` names, and the log lines as counts (issue 50, item 7).
-@Suite struct WrongProofsTests {
+@Suite(.tags(.unit)) struct WrongProofsTests {
     typealias Proofs = WrongProofs<ManualClock.Instant>
 
     func at(_ milliseconds: Int) -> ManualClock.Instant { ManualClock.Instant(offset: .milliseconds(milliseconds)) }
