@@ -39,7 +39,7 @@ check() { local name=$1; shift; if "$@"; then pass "$name"; else fail "$name"; f
 
 # Older builds of the same package under lower versions. ~older in the layout of the releases before this one:
 # agent.json a dpkg conffile whose shipped example differs from this release's (no pairing.setupKeyFile line),
-# so an upgrade that kept the conffile would stop at dpkg's prompt. ~oldest: this package as it is, two releases
+# so an upgrade that kept the conffile would stop at dpkg's prompt. ~earliest: this package as it is, two releases
 # back from it (its rollback is refused).
 version=$(dpkg-deb -f "$deb" Version)
 older=$root/tmp/older.deb
@@ -49,14 +49,15 @@ sed -i "s/^Version: .*/Version: $version~older/" "$unpacked/DEBIAN/control"
 install -D -m 0640 <(sed -e 's/"windowMinutes": 10,/"windowMinutes": 10/' -e '/"setupKeyFile"/d' config/agent.example.json) \
   "$unpacked/etc/replenish-agent/agent.json"
 cmp -s "$unpacked/etc/replenish-agent/agent.json" config/agent.example.json && fail "the older build's example equals this one's"
+install -m 0644 "$unpacked/etc/replenish-agent/agent.json" "$unpacked/usr/share/replenish-agent/agent.example.json"
 echo /etc/replenish-agent/agent.json >"$unpacked/DEBIAN/conffiles"
 (cd "$unpacked" && find . -type f ! -path './DEBIAN/*' -printf '%P\0' | sort -z | xargs -0 md5sum) >"$unpacked/DEBIAN/md5sums"
 dpkg-deb --root-owner-group --build "$unpacked" "$older" >/dev/null
 rm -rf "$unpacked"
 unpacked=$(mktemp -d)
 dpkg-deb -R "$deb" "$unpacked"
-sed -i "s/^Version: .*/Version: $version~oldest/" "$unpacked/DEBIAN/control"
-dpkg-deb --root-owner-group --build "$unpacked" "$root/tmp/oldest.deb" >/dev/null
+sed -i "s/^Version: .*/Version: $version~earliest/" "$unpacked/DEBIAN/control"
+dpkg-deb --root-owner-group --build "$unpacked" "$root/tmp/earliest.deb" >/dev/null
 rm -rf "$unpacked"
 cp "$deb" "$root/tmp/new.deb"
 
@@ -110,9 +111,9 @@ check upgrade-without-prompt bash -c "chroot '$root' dpkg -i /tmp/new.deb </dev/
 check upgraded [ "$(in_root dpkg-query -W -f '${Version}' replenish-agent)" == "$version" ]
 check edited-config-kept cmp -s "$root/tmp/agent.json.edited" "$root/etc/replenish-agent/agent.json"
 check no-conffile-left bash -c "[ ! -e '$root/etc/replenish-agent/agent.json.dpkg-new' ] && [ ! -e '$root/etc/replenish-agent/agent.json.dpkg-dist' ]"
-echo "== rollback: two releases back ($version~oldest) refused; to the release it came from ($version~older) without a prompt"
+echo "== rollback: two releases back ($version~earliest) refused; to the release it came from ($version~older) without a prompt"
 set +e
-in_root dpkg -i /tmp/oldest.deb </dev/null >"$root/tmp/rollback.log" 2>&1
+in_root dpkg -i /tmp/earliest.deb </dev/null >"$root/tmp/rollback.log" 2>&1
 rollback_status=$?
 set -e
 cat "$root/tmp/rollback.log"

@@ -199,24 +199,25 @@ version=$(dpkg-deb -f "$work/debs/new.deb" Version)
 # - 0~older, the build boot 1 runs and boot 2 upgrades from, in the layout of the releases before this one:
 #   agent.json a dpkg conffile, and its shipped example unlike this release's (no pairing.setupKeyFile line, as
 #   before the setup key), so that a conffile in the new package would stop the upgrade at dpkg's prompt.
-# - 0~oldest, two releases back: this package as it is (this layout, this prerm); its rollback is refused.
+# - 0~earliest, two releases back: this package as it is (this layout, this prerm); its rollback is refused.
 rm -rf "$work/debs/older" && dpkg-deb -R "$work/debs/new.deb" "$work/debs/older"
 sed -i 's/^Version: .*/Version: 0~older/' "$work/debs/older/DEBIAN/control"
 sed -e 's/"windowMinutes": 10,/"windowMinutes": 10/' -e '/"setupKeyFile"/d' config/agent.example.json >"$work/debs/older-example.json"
 cmp -s "$work/debs/older-example.json" config/agent.example.json && die "the older build's example equals this one's"
 install -D -m 0640 "$work/debs/older-example.json" "$work/debs/older/etc/replenish-agent/agent.json"
+install -m 0644 "$work/debs/older-example.json" "$work/debs/older/usr/share/replenish-agent/agent.example.json"
 echo /etc/replenish-agent/agent.json >"$work/debs/older/DEBIAN/conffiles"
 (cd "$work/debs/older" && find . -type f ! -path './DEBIAN/*' -printf '%P\0' | sort -z | xargs -0 md5sum) \
   >"$work/debs/older/DEBIAN/md5sums"
 dpkg-deb --root-owner-group -b "$work/debs/older" "$work/debs/older.deb" >/dev/null
 rm -rf "$work/debs/older" "$work/debs/older-example.json"
-rm -rf "$work/debs/oldest" && dpkg-deb -R "$work/debs/new.deb" "$work/debs/oldest"
-sed -i 's/^Version: .*/Version: 0~oldest/' "$work/debs/oldest/DEBIAN/control"
-dpkg-deb --root-owner-group -b "$work/debs/oldest" "$work/debs/oldest.deb" >/dev/null
-rm -rf "$work/debs/oldest"
+rm -rf "$work/debs/earliest" && dpkg-deb -R "$work/debs/new.deb" "$work/debs/earliest"
+sed -i 's/^Version: .*/Version: 0~earliest/' "$work/debs/earliest/DEBIAN/control"
+dpkg-deb --root-owner-group -b "$work/debs/earliest" "$work/debs/earliest.deb" >/dev/null
+rm -rf "$work/debs/earliest"
 command -v dpkg-scanpackages >/dev/null 2>&1 || need_packages dpkg-dev
 unit_text=$(dpkg-deb --fsys-tarfile "$work/debs/new.deb" | tar -xO --wildcards '*/systemd/system/replenish-agent.service')
-echo "$tag: package ${deb#"$root"/} (version $version), older builds 0~older (agent.json a conffile) and 0~oldest"
+echo "$tag: package ${deb#"$root"/} (version $version), older builds 0~older (agent.json a conffile) and 0~earliest"
 
 # The checks every run must pass; status-line and watchdog only once the unit has Type=notify and WatchdogSec.
 checks=(boot-ready dns-sd pairing dns-sd-withdrawn press power-cut no-timesyncd upgrade rollback idle unknown-boot c-floor stop
@@ -262,12 +263,12 @@ install -m 0755 "$c_agent" "$tree/usr/local/lib/vm-test/c-agent"
 install -m 0755 "$boot/gpio-sim-chip.sh" "$boot/runner.sh" "$tree/usr/local/lib/vm-test/"
 install -m 0644 scripts/vm/context-switches.sh "$tree/usr/local/lib/vm-test/"
 # The unit's APT repository (its only source: the VM has no network), as a maker's would serve the releases:
-# this one, 0~older and 0~oldest, with a Packages index; runner.sh updates from it with apt-get.
+# this one, 0~older and 0~earliest, with a Packages index; runner.sh updates from it with apt-get.
 apt_repo=$tree/usr/local/lib/vm-test/apt
 mkdir -p "$apt_repo"
 cp "$work/debs/new.deb" "$apt_repo/replenish-agent_${version}_$arch.deb"
 cp "$work/debs/older.deb" "$apt_repo/replenish-agent_0~older_$arch.deb"
-cp "$work/debs/oldest.deb" "$apt_repo/replenish-agent_0~oldest_$arch.deb"
+cp "$work/debs/earliest.deb" "$apt_repo/replenish-agent_0~earliest_$arch.deb"
 (cd "$apt_repo" && dpkg-scanpackages --multiversion . /dev/null >Packages 2>/dev/null)
 [ "$(grep -c '^Package: replenish-agent$' "$apt_repo/Packages")" = 3 ] || die "the test's APT repository lists not 3 builds"
 : >"$tree/etc/apt/sources.list"

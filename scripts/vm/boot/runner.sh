@@ -436,7 +436,7 @@ upgrade() {
   unsettled+=("upgrade $seq 1")
 }
 
-# rollback: from this release, a rollback two releases back (0~oldest, below the version the unit was updated
+# rollback: from this release, a rollback two releases back (0~earliest, below the version the unit was updated
 # from) is refused with the package's message and changes nothing; one to the release it was updated from
 # (0~older, whose agent.json was a conffile) installs without a prompt, keeps the config and the pairing; then
 # `apt-get -y upgrade` brings this release back for the checks that follow.
@@ -449,9 +449,9 @@ rollback() {
   fi
   version=$(installed_version)
   cp -p "$config" "$saved"
-  apt_quiet "$log" install -y --allow-downgrades replenish-agent=0~oldest || status=$?
+  apt_quiet "$log" install -y --allow-downgrades replenish-agent=0~earliest || status=$?
   sed 's/^/vm-boot-test:   apt| /' "$log" | grep -E 'replenish-agent:|refus|roll back' | head -n 8
-  if [ "$status" = 0 ] || [ "$(installed_version)" != "$version" ] || ! grep -q "refusing the downgrade from $version to 0~oldest" "$log" ||
+  if [ "$status" = 0 ] || [ "$(installed_version)" != "$version" ] || ! grep -q "refusing the downgrade from $version to 0~earliest" "$log" ||
     ! grep -q "roll back to $upgraded_from" "$log"; then
     fail rollback "two releases back: apt-get exited $status, now $(installed_version), not refused with the package's message: $(apt_why "$log")"
     return 1
@@ -477,7 +477,7 @@ rollback() {
     fail rollback "upgrading again: exited $status, now $(installed_version), $(prop ActiveState)/$(prop SubState): $(apt_why "$log")"
     return 1
   fi
-  note "rollback: 0~oldest refused; $version -> $upgraded_from -> $version without a prompt, config and pairing kept"
+  note "rollback: 0~earliest refused; $version -> $upgraded_from -> $version without a prompt, config and pairing kept"
   pass rollback
 }
 
