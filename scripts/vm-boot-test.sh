@@ -235,7 +235,7 @@ for entry in "$rootfs"/* "$rootfs"/.[!.]*; do
   [ -e "$entry" ] || continue
   if [ "${entry##*/}" = usr ]; then cp -al "$entry" "$tree/"; else cp -a "$entry" "$tree/"; fi
 done
-# As a device image is made: the config in place first (an edited conffile, kept), then dpkg -i, whose
+# As a device image is made: the config in place first (0~older's agent.json is a conffile: kept), then dpkg -i, whose
 # postinst makes the user and, the config being edited, enables the unit.
 boot=scripts/vm/boot
 install -D -m 0640 "$boot/agent.json" "$tree/etc/replenish-agent/agent.json"

@@ -593,7 +593,7 @@ unknown_boot() {
   local saved=/tmp/agent.json.saved elsewhere=/run/replenish-agent-elsewhere output
   cp -p "$config" "$saved"
   jq --arg dir "$elsewhere" '.runtimeDirectory = $dir' "$saved" >/tmp/agent.json.new &&
-    cat /tmp/agent.json.new >"$config" # in place: the conffile keeps its owner and mode
+    cat /tmp/agent.json.new >"$config" # in place: the config keeps its owner and mode
   output=$(replenish-agent check-config --config "$config" 2>&1)
   if ! grep -q "$elsewhere" <<<"$output"; then
     fail unknown-boot "check-config does not name $elsewhere: $(tr '\n' ' ' <<<"$output")"
