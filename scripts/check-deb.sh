@@ -16,7 +16,7 @@ for entry in "-rwxr-xr-x root/root .* ./usr/bin/replenish-agent" \
   "-rw-r--r-- root/root .* ./usr/lib/udev/rules.d/99-replenish-agent-gpio.rules" \
   "-rw-r--r-- root/root .* ./usr/share/replenish-agent/board/raspberry-pi-4b.json" \
   "-rw-r--r-- root/root .* ./usr/share/replenish-agent/agent.example.json" \
-  "-rw-r----- root/root .* ./etc/replenish-agent/agent.json" \
+  "drwxr-xr-x root/root .* ./etc/replenish-agent/" \
   "-rw-r--r-- root/root .* ./usr/share/doc/replenish-agent/copyright" \
   "-rw-r--r-- root/root .* ./usr/share/doc/replenish-agent/NOTICE" \
   "-rw-r--r-- root/root .* ./usr/share/doc/replenish-agent/changelog.gz" \
@@ -29,9 +29,12 @@ for entry in "-rwxr-xr-x root/root .* ./usr/bin/replenish-agent" \
   "-rw-r--r-- root/root .* ./usr/share/fish/vendor_completions.d/replenish-agent.fish"; do
   grep -qE -- "^$entry\$" <<<"$contents" || fail "$deb lacks: $entry"
 done
-# Nothing under /lib (trixie's merged /usr), and the example config once besides the conffile.
+# Nothing under /lib (trixie's merged /usr), and the example config once, in /usr/share.
 grep -qE ' \./lib/' <<<"$contents" && fail "$deb has files under /lib: $(grep -E ' \./lib/' <<<"$contents")"
 [ "$(grep -c 'agent\.example\.json$' <<<"$contents")" = 1 ] || fail "$deb ships the example config more than once"
+# No config in /etc and no conffile: postinst makes agent.json from the example when there is none, so a release
+# whose example changed never stops an edited unit at dpkg's conffile prompt (docs/production.md).
+grep -qE ' \./etc/.*[^/]$' <<<"$contents" && fail "$deb ships files in /etc: $(grep -E ' \./etc/.*[^/]$' <<<"$contents")"
 # The maker's Maintainer and Homepage (packaging/maker.conf), never a placeholder.
 { read -r maintainer; read -r homepage; } < <(bash "$(dirname "$0")/maker.sh" 2>/dev/null) || fail "scripts/maker.sh"
 [[ "$(dpkg-deb -f "$deb" Maintainer)" == "$maintainer" ]] || fail "Maintainer is '$(dpkg-deb -f "$deb" Maintainer)', not '$maintainer'"
@@ -46,7 +49,8 @@ amd64) machine=x86-64 ;;
 arm64) machine=aarch64 ;;
 *) fail "Architecture field: $arch" ;;
 esac
-[[ "$(dpkg-deb -I "$deb" conffiles)" == /etc/replenish-agent/agent.json ]] || fail "conffiles"
+dpkg-deb -I "$deb" conffiles >/dev/null 2>&1 && fail "the package lists conffiles: $(dpkg-deb -I "$deb" conffiles)"
+echo "ok: no conffiles, no file in /etc"
 depends=$(dpkg-deb -f "$deb" Depends)
 echo "Depends: $depends"
 names=$(sed 's/([^)]*)//g; s/[,|]/\n/g; s/ //g' <<<"$depends")

@@ -37,13 +37,27 @@ pass() { echo "CHROOT PASS $1"; passes=$((passes + 1)); }
 fail() { echo "CHROOT FAIL $1" >&2; exit 1; }
 check() { local name=$1; shift; if "$@"; then pass "$name"; else fail "$name"; fi; }
 
-# An older build of the same package: the same files under a lower version.
+# Older builds of the same package under lower versions. ~older in the layout of the releases before this one:
+# agent.json a dpkg conffile whose shipped example differs from this release's (no pairing.setupKeyFile line),
+# so an upgrade that kept the conffile would stop at dpkg's prompt. ~earliest: this package as it is, two releases
+# back from it (its rollback is refused).
 version=$(dpkg-deb -f "$deb" Version)
 older=$root/tmp/older.deb
 unpacked=$(mktemp -d)
 dpkg-deb -R "$deb" "$unpacked"
 sed -i "s/^Version: .*/Version: $version~older/" "$unpacked/DEBIAN/control"
+install -D -m 0640 <(sed -e 's/"windowMinutes": 10,/"windowMinutes": 10/' -e '/"setupKeyFile"/d' config/agent.example.json) \
+  "$unpacked/etc/replenish-agent/agent.json"
+cmp -s "$unpacked/etc/replenish-agent/agent.json" config/agent.example.json && fail "the older build's example equals this one's"
+install -m 0644 "$unpacked/etc/replenish-agent/agent.json" "$unpacked/usr/share/replenish-agent/agent.example.json"
+echo /etc/replenish-agent/agent.json >"$unpacked/DEBIAN/conffiles"
+(cd "$unpacked" && find . -type f ! -path './DEBIAN/*' -printf '%P\0' | sort -z | xargs -0 md5sum) >"$unpacked/DEBIAN/md5sums"
 dpkg-deb --root-owner-group --build "$unpacked" "$older" >/dev/null
+rm -rf "$unpacked"
+unpacked=$(mktemp -d)
+dpkg-deb -R "$deb" "$unpacked"
+sed -i "s/^Version: .*/Version: $version~earliest/" "$unpacked/DEBIAN/control"
+dpkg-deb --root-owner-group --build "$unpacked" "$root/tmp/earliest.deb" >/dev/null
 rm -rf "$unpacked"
 cp "$deb" "$root/tmp/new.deb"
 
@@ -51,7 +65,7 @@ wants=/etc/systemd/system/multi-user.target.wants/replenish-agent.service
 mode() { in_root stat -c '%U:%G %a' "$1"; }
 
 echo "== fresh install of $version~older (the shipped example config)"
-in_root dpkg -i /tmp/older.deb 2>&1 | tee "$root/tmp/install.log"
+in_root dpkg -i /tmp/older.deb </dev/null 2>&1 | tee "$root/tmp/install.log"
 check user-made in_root getent passwd replenish
 check user-in-gpio bash -c "chroot '$root' id -nG replenish | tr ' ' '\n' | grep -qx gpio"
 check user-no-login bash -c "chroot '$root' getent passwd replenish | grep -qE ':/usr/sbin/nologin$'"
@@ -91,9 +105,24 @@ in_root mkdir -p "$(dirname "$wants")"
 in_root ln -s /usr/lib/systemd/system/replenish-agent.service "$wants"
 in_root mkdir -p /var/lib/replenish-agent
 echo '{"kept":true}' >"$root/var/lib/replenish-agent/tokens.json"
-in_root dpkg -i /tmp/new.deb
+cp -p "$root/etc/replenish-agent/agent.json" "$root/tmp/agent.json.edited"
+# No --force-conf* and no terminal (stdin empty), as unattended-upgrades runs dpkg: a conffile prompt fails it.
+check upgrade-without-prompt bash -c "chroot '$root' dpkg -i /tmp/new.deb </dev/null"
 check upgraded [ "$(in_root dpkg-query -W -f '${Version}' replenish-agent)" == "$version" ]
-check edited-config-kept grep -q SNEDITED "$root/etc/replenish-agent/agent.json"
+check edited-config-kept cmp -s "$root/tmp/agent.json.edited" "$root/etc/replenish-agent/agent.json"
+check no-conffile-left bash -c "[ ! -e '$root/etc/replenish-agent/agent.json.dpkg-new' ] && [ ! -e '$root/etc/replenish-agent/agent.json.dpkg-dist' ]"
+echo "== rollback: two releases back ($version~earliest) refused; to the release it came from ($version~older) without a prompt"
+set +e
+in_root dpkg -i /tmp/earliest.deb </dev/null >"$root/tmp/rollback.log" 2>&1
+rollback_status=$?
+set -e
+cat "$root/tmp/rollback.log"
+check rollback-two-back-refused [ "$rollback_status" -ne 0 ]
+check rollback-refusal-says-why grep -q "roll back to $version~older" "$root/tmp/rollback.log"
+check rollback-refusal-changes-nothing [ "$(in_root dpkg-query -W -f '${Version} ${db:Status-Abbrev}' replenish-agent)" == "$version ii " ]
+check rollback-to-updated-from bash -c "chroot '$root' dpkg -i /tmp/older.deb </dev/null"
+check rollback-config-kept cmp -s "$root/tmp/agent.json.edited" "$root/etc/replenish-agent/agent.json"
+check upgrade-again bash -c "chroot '$root' dpkg -i /tmp/new.deb </dev/null"
 check config-mode-after-upgrade [ "$(mode /etc/replenish-agent/agent.json)" == "root:replenish 640" ]
 check still-enabled [ -L "$root$wants" ]
 check state-kept-on-upgrade [ -s "$root/var/lib/replenish-agent/tokens.json" ]
@@ -119,11 +148,19 @@ check user-kept-on-purge in_root getent passwd replenish
 echo "== install on an image whose config was put in place first (image builders)"
 in_root mkdir -p /etc/replenish-agent
 sed 's/"REPLACEWITHUNITSERIAL"/"SNIMAGE"/' config/agent.example.json >"$root/etc/replenish-agent/agent.json"
-in_root dpkg --force-confold -i /tmp/new.deb
+in_root dpkg -i /tmp/new.deb </dev/null
 check image-config-kept grep -q SNIMAGE "$root/etc/replenish-agent/agent.json"
 check enabled-with-edited-config [ -L "$root$wants" ]
 check image-config-mode [ "$(mode /etc/replenish-agent/agent.json)" == "root:replenish 640" ]
 in_root dpkg -P replenish-agent
 check purge-again [ ! -e "$root$wants" ]
+
+echo "== a first install of this release makes the config from the example"
+in_root dpkg -i /tmp/new.deb </dev/null
+check fresh-config-is-example cmp -s "$root/etc/replenish-agent/agent.json" "$root/usr/share/replenish-agent/agent.example.json"
+check fresh-config-mode [ "$(mode /etc/replenish-agent/agent.json)" == "root:replenish 640" ]
+check fresh-not-enabled [ ! -e "$root$wants" ]
+in_root dpkg -P replenish-agent
+check fresh-config-purged [ ! -e "$root/etc/replenish-agent" ]
 
 echo "CHROOT ALL PASS ($passes checks)"

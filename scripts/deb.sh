@@ -91,12 +91,12 @@ install -m 0755 "$binary" "$tree/usr/bin/replenish-agent"
 install -m 0644 config/replenish-agent.service "$tree/usr/lib/systemd/system/replenish-agent.service"
 install -m 0644 board/99-replenish-agent-gpio.rules "$tree/usr/lib/udev/rules.d/99-replenish-agent-gpio.rules"
 install -m 0644 board/*.json "$tree/usr/share/$package/board/"
-# The conffile; postinst gives it root:replenish 0640 through dpkg-statoverride (the group is made there).
-install -m 0640 config/agent.example.json "$tree/etc/$package/agent.json"
-# The pristine example, so postinst can tell an edited config from the shipped one (and the unit's
-# Documentation= shows it): the one copy besides the conffile.
+# The example, the package's only copy. /etc/replenish-agent/agent.json is no conffile: postinst copies the
+# example there (root:replenish 0640) when there is no config, and never touches it again, so a release whose
+# example changed installs without dpkg's conffile prompt (which unattended-upgrades skips). postinst also tells
+# an edited config from the example by it, and the unit's Documentation= shows it. The package keeps owning the
+# folder /etc/replenish-agent.
 install -m 0644 config/agent.example.json "$tree/usr/share/$package/agent.example.json"
-echo "/etc/$package/agent.json" >"$tree/DEBIAN/conffiles"
 
 install -m 0644 packaging/debian/copyright "$tree/usr/share/doc/$package/copyright"
 # The attribution notices the linked Swift packages ask to be passed on (Apache License 2.0, section 4(d)).
@@ -167,7 +167,7 @@ homepage_line=$(printf '%s' "${homepage:+Homepage: $homepage\n}" | sed 's/[&|]/\
 sed -e "s/@VERSION@/$DEB_VERSION/" -e "s/@ARCH@/$arch/" -e "s/@DEPENDS@/$depends/" \
   -e "s/@SIZE@/$installed_size/" -e "s|@MAINTAINER@|$maintainer_sed|" -e "s|@HOMEPAGE@|$homepage_line|" \
   packaging/debian/control.in >"$tree/DEBIAN/control"
-chmod 0644 "$tree/DEBIAN/control" "$tree/DEBIAN/conffiles"
+chmod 0644 "$tree/DEBIAN/control"
 (cd "$tree" && find . -type f ! -path './DEBIAN/*' -printf '%P\0' | sort -z | xargs -0 md5sum) >"$tree/DEBIAN/md5sums"
 chmod 0644 "$tree/DEBIAN/md5sums"
 

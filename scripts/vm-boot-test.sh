@@ -194,16 +194,33 @@ fi
 [ "$(dpkg-deb -f "$deb" Architecture)" = "$arch" ] || die "$deb is not for $arch"
 cp "$deb" "$work/debs/new.deb"
 version=$(dpkg-deb -f "$work/debs/new.deb" Version)
-# The "older build" that boot 1 runs and boot 2 upgrades from: the same package with version 0~older.
+# The releases before this one, in the unit's local APT repository (runner.sh's upgrade and rollback): the same
+# package under lower versions.
+# - 0~older, the build boot 1 runs and boot 2 upgrades from, in the layout of the releases before this one:
+#   agent.json a dpkg conffile, and its shipped example unlike this release's (no pairing.setupKeyFile line, as
+#   before the setup key), so that a conffile in the new package would stop the upgrade at dpkg's prompt.
+# - 0~earliest, two releases back: this package as it is (this layout, this prerm); its rollback is refused.
 rm -rf "$work/debs/older" && dpkg-deb -R "$work/debs/new.deb" "$work/debs/older"
 sed -i 's/^Version: .*/Version: 0~older/' "$work/debs/older/DEBIAN/control"
+sed -e 's/"windowMinutes": 10,/"windowMinutes": 10/' -e '/"setupKeyFile"/d' config/agent.example.json >"$work/debs/older-example.json"
+cmp -s "$work/debs/older-example.json" config/agent.example.json && die "the older build's example equals this one's"
+install -D -m 0640 "$work/debs/older-example.json" "$work/debs/older/etc/replenish-agent/agent.json"
+install -m 0644 "$work/debs/older-example.json" "$work/debs/older/usr/share/replenish-agent/agent.example.json"
+echo /etc/replenish-agent/agent.json >"$work/debs/older/DEBIAN/conffiles"
+(cd "$work/debs/older" && find . -type f ! -path './DEBIAN/*' -printf '%P\0' | sort -z | xargs -0 md5sum) \
+  >"$work/debs/older/DEBIAN/md5sums"
 dpkg-deb --root-owner-group -b "$work/debs/older" "$work/debs/older.deb" >/dev/null
-rm -rf "$work/debs/older"
+rm -rf "$work/debs/older" "$work/debs/older-example.json"
+rm -rf "$work/debs/earliest" && dpkg-deb -R "$work/debs/new.deb" "$work/debs/earliest"
+sed -i 's/^Version: .*/Version: 0~earliest/' "$work/debs/earliest/DEBIAN/control"
+dpkg-deb --root-owner-group -b "$work/debs/earliest" "$work/debs/earliest.deb" >/dev/null
+rm -rf "$work/debs/earliest"
+command -v dpkg-scanpackages >/dev/null 2>&1 || need_packages dpkg-dev
 unit_text=$(dpkg-deb --fsys-tarfile "$work/debs/new.deb" | tar -xO --wildcards '*/systemd/system/replenish-agent.service')
-echo "$tag: package ${deb#"$root"/} (version $version), older build 0~older"
+echo "$tag: package ${deb#"$root"/} (version $version), older builds 0~older (agent.json a conffile) and 0~earliest"
 
 # The checks every run must pass; status-line and watchdog only once the unit has Type=notify and WatchdogSec.
-checks=(boot-ready dns-sd pairing dns-sd-withdrawn press power-cut no-timesyncd upgrade idle unknown-boot c-floor stop
+checks=(boot-ready dns-sd pairing dns-sd-withdrawn press power-cut no-timesyncd upgrade rollback idle unknown-boot c-floor stop
   remove purge)
 grep -q '^Type=notify' <<<"$unit_text" && checks+=(status-line)
 grep -q '^WatchdogSec=' <<<"$unit_text" && checks+=(watchdog)
@@ -218,7 +235,7 @@ for entry in "$rootfs"/* "$rootfs"/.[!.]*; do
   [ -e "$entry" ] || continue
   if [ "${entry##*/}" = usr ]; then cp -al "$entry" "$tree/"; else cp -a "$entry" "$tree/"; fi
 done
-# As a device image is made: the config in place first (an edited conffile, kept), then dpkg -i, whose
+# As a device image is made: the config in place first (0~older's agent.json is a conffile: kept), then dpkg -i, whose
 # postinst makes the user and, the config being edited, enables the unit.
 boot=scripts/vm/boot
 install -D -m 0640 "$boot/agent.json" "$tree/etc/replenish-agent/agent.json"
@@ -245,7 +262,18 @@ install -D -m 0644 "$gpio_sim/gpio-sim.ko" "$tree/usr/local/lib/vm-test/gpio-sim
 install -m 0755 "$c_agent" "$tree/usr/local/lib/vm-test/c-agent"
 install -m 0755 "$boot/gpio-sim-chip.sh" "$boot/runner.sh" "$tree/usr/local/lib/vm-test/"
 install -m 0644 scripts/vm/context-switches.sh "$tree/usr/local/lib/vm-test/"
-install -m 0644 "$work/debs/new.deb" "$tree/usr/local/lib/vm-test/replenish-agent.deb"
+# The unit's APT repository (its only source: the VM has no network), as a maker's would serve the releases:
+# this one, 0~older and 0~earliest, with a Packages index; runner.sh updates from it with apt-get.
+apt_repo=$tree/usr/local/lib/vm-test/apt
+mkdir -p "$apt_repo"
+cp "$work/debs/new.deb" "$apt_repo/replenish-agent_${version}_$arch.deb"
+cp "$work/debs/older.deb" "$apt_repo/replenish-agent_0~older_$arch.deb"
+cp "$work/debs/earliest.deb" "$apt_repo/replenish-agent_0~earliest_$arch.deb"
+(cd "$apt_repo" && dpkg-scanpackages --multiversion . /dev/null >Packages 2>/dev/null)
+[ "$(grep -c '^Package: replenish-agent$' "$apt_repo/Packages")" = 3 ] || die "the test's APT repository lists not 3 builds"
+: >"$tree/etc/apt/sources.list"
+rm -f "$tree"/etc/apt/sources.list.d/*
+echo "deb [trusted=yes] file:/usr/local/lib/vm-test/apt ./" >"$tree/etc/apt/sources.list.d/vm-test.list"
 install -D -m 0644 "$boot/board.json" "$tree/usr/local/share/vm-test/board.json"
 for service in gpio-sim-chip replenish-emulator vm-test-runner vm-test-restored-clock vm-test-lo-multicast; do
   # (the runner writes to the serial console: ttyS0 on a PC, ttyAMA0 on an arm64 virt machine)

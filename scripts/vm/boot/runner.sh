@@ -8,7 +8,7 @@
 # power-cut: an order placed whose answer is lost (faults), then delivered, the press still "sent, answer
 # unknown" in the agent's outbox, the wall clock saved, and the power cut with sysrq `o` (no sync, no
 # shutdown). Boot 2, its clock restored to boot 1's last time and nothing synchronising it: power-cut (no
-# resend: one order, the pairing kept), no-timesyncd (a new press orders once), upgrade, idle, unknown-boot
+# resend: one order, the pairing kept), no-timesyncd (a new press orders once), upgrade, rollback, idle, unknown-boot
 # (the runtime directory unusable: a press still orders once), c-floor, watchdog, stop, remove, purge; then a
 # clean power-off.
 #
@@ -363,18 +363,57 @@ no_timesyncd() {
   unsettled+=("no-timesyncd $seq 1") # no second order: settled, after the idle minute
 }
 
+# apt_quiet LOG ARGS...: apt-get as unattended-upgrades or a maker's update script runs it: no terminal, stdin
+# empty, DEBIAN_FRONTEND=noninteractive and no --force-conf* option (a conffile prompt fails it).
+apt_quiet() {
+  local log=$1
+  shift
+  DEBIAN_FRONTEND=noninteractive apt-get "$@" </dev/null >>"$log" 2>&1
+}
+# The lines of an apt log that say why it failed (dpkg's prompt and errors, apt's E: lines, the refusal).
+apt_why() { grep -E 'conffile|dpkg: error|^E: |refus|roll back' "$1" | head -n 6 | tr '\n' ' '; }
+installed_version() { dpkg-query -W -f='${Version}' replenish-agent; }
+pending_is() { [ "$(pending)" = "$1" ]; }
+
+# upgrade: the unit's update from the image's older build (agent.json a dpkg conffile, its shipped example unlike
+# this release's) to this release, from a local APT repository (vm-boot-test.sh) with `apt-get -y upgrade`: no
+# prompt, the maker's config untouched, still paired, and a press queued before the update (DRS answering 503
+# until then) ordered exactly once after it, by the new binary.
+upgraded_from=""
 upgrade() {
-  local before after version_before version_after pid_before
-  before=$(agent_status | jq -c '{paired, slots: (.slots | map_values(.lastResult))}')
-  version_before=$(dpkg-query -W -f='${Version}' replenish-agent)
+  local version_before version_after pid_before seq status=0 saved=/tmp/agent.json.before-upgrade log=/tmp/upgrade.log
+  : >"$log"
+  version_before=$(installed_version)
   pid_before=$(prop MainPID)
-  if ! dpkg -i --force-confdef --force-confold "$lib/replenish-agent.deb" >/tmp/upgrade.log 2>&1; then
-    fail upgrade "dpkg -i failed: $(tail -n 3 /tmp/upgrade.log | tr '\n' ' ')"
+  cp -p "$config" "$saved"
+  curl -fsS -X POST -d '{"path":"/replenish/slot-1","count":100000,"fault":{"kind":"status","status":503,"retryAfter":"1"}}' \
+    "$emulator/admin/faults" >/dev/null || {
+    fail upgrade "queueing the 503 fault failed"
+    return 1
+  }
+  # The slot's last order delivered (no-timesyncd's), so the press is sent, answered 503, and kept.
+  curl -fsS -X POST "$emulator/admin/deliver/slot-1" >/dev/null
+  seq=$(last_seq)
+  press
+  if ! wait_until 60 pending_is 1 || [ "$(placed "$seq")" != 0 ]; then
+    fail upgrade "the press was not queued before the update (pending $(pending), placed $(placed "$seq"))"
+    curl -fsS -X DELETE "$emulator/admin/faults" >/dev/null
     return 1
   fi
-  version_after=$(dpkg-query -W -f='${Version}' replenish-agent)
-  if [ "$version_after" = "$version_before" ]; then
-    fail upgrade "the version is still $version_before"
+  apt_quiet "$log" update && apt_quiet "$log" -y upgrade || status=$?
+  sed 's/^/vm-boot-test:   apt| /' "$log" | grep -E 'replenish|conffile|dpkg|^vm-boot-test:   apt\| (E|W):' | head -n 20
+  version_after=$(installed_version)
+  if [ "$status" != 0 ] || [ "$version_after" = "$version_before" ]; then
+    fail upgrade "apt-get -y upgrade exited $status, replenish-agent $version_after ($(dpkg-query -W -f='${db:Status-Abbrev}' replenish-agent)): $(apt_why "$log")"
+    curl -fsS -X DELETE "$emulator/admin/faults" >/dev/null
+    return 1
+  fi
+  if ! cmp -s "$saved" "$config"; then
+    fail upgrade "the update changed the maker's $config"
+    return 1
+  fi
+  if [ "$(stat -c '%U:%G %a' "$config")" != "root:replenish 640" ]; then
+    fail upgrade "$config is $(stat -c '%U:%G %a' "$config") after the update, not root:replenish 640"
     return 1
   fi
   if ! wait_until 60 is_running; then
@@ -382,15 +421,66 @@ upgrade() {
     return 1
   fi
   [ "$(prop MainPID)" = "$pid_before" ] && note "upgrade: the package did not restart the agent"
-  after=$(agent_status | jq -c '{paired, slots: (.slots | map_values(.lastResult))}')
-  if [ "$before" != "$after" ]; then
-    fail upgrade "the state changed: before $before, after $after"
+  if ! paired || [ "$(pending)" != 1 ]; then
+    fail upgrade "after the update: paired $(agent_status | jq -c .paired), pending $(pending), not paired with 1 pending"
     return 1
   fi
-  # The pairing still works: a new press is ordered with the kept tokens.
-  curl -fsS -X POST "$emulator/admin/deliver/slot-1" >/dev/null
-  note "upgrade $version_before -> $version_after; state $after"
-  check_press upgrade "$(last_seq)" later # no second order: settled, after the idle minute
+  # DRS answers again: the queued press is ordered by the new binary, once (no second order: settled, after
+  # the idle minute).
+  curl -fsS -X DELETE "$emulator/admin/faults" >/dev/null
+  if ! wait_until 300 placed_is 1 "$seq" || ! wait_until 30 no_pending; then
+    fail upgrade "the queued press was not ordered after the update ($(placed "$seq") placed, pending $(pending))"
+    unsettled+=("upgrade $seq -")
+    return 1
+  fi
+  note "upgrade $version_before -> $version_after by apt-get -y upgrade; config untouched; the queued press ordered"
+  upgraded_from=$version_before
+  unsettled+=("upgrade $seq 1")
+}
+
+# rollback: from this release, a rollback two releases back (0~earliest, below the version the unit was updated
+# from) is refused with the package's message and changes nothing; one to the release it was updated from
+# (0~older, whose agent.json was a conffile) installs without a prompt, keeps the config and the pairing; then
+# `apt-get -y upgrade` brings this release back for the checks that follow.
+rollback() {
+  local log=/tmp/rollback.log saved=/tmp/agent.json.before-rollback version status=0
+  : >"$log"
+  if [ -z "$upgraded_from" ]; then
+    fail rollback "no upgrade to roll back"
+    return 1
+  fi
+  version=$(installed_version)
+  cp -p "$config" "$saved"
+  apt_quiet "$log" install -y --allow-downgrades replenish-agent=0~earliest || status=$?
+  sed 's/^/vm-boot-test:   apt| /' "$log" | grep -E 'replenish-agent:|refus|roll back' | head -n 8
+  if [ "$status" = 0 ] || [ "$(installed_version)" != "$version" ] || ! grep -q "refusing the downgrade from $version to 0~earliest" "$log" ||
+    ! grep -q "roll back to $upgraded_from" "$log"; then
+    fail rollback "two releases back: apt-get exited $status, now $(installed_version), not refused with the package's message: $(apt_why "$log")"
+    return 1
+  fi
+  if [ "$(dpkg-query -W -f='${db:Status-Abbrev}' replenish-agent)" != "ii " ] || ! wait_until 60 is_running; then
+    fail rollback "after the refusal: $(dpkg-query -W -f='${db:Status-Abbrev}' replenish-agent), $(prop ActiveState)/$(prop SubState)"
+    return 1
+  fi
+  status=0
+  apt_quiet "$log" install -y --allow-downgrades "replenish-agent=$upgraded_from" || status=$?
+  if [ "$status" != 0 ] || [ "$(installed_version)" != "$upgraded_from" ]; then
+    fail rollback "to $upgraded_from (the release it was updated from): exited $status, now $(installed_version): $(apt_why "$log")"
+    return 1
+  fi
+  if ! cmp -s "$saved" "$config" || ! wait_until 60 is_running || ! wait_until 30 paired; then
+    fail rollback "on $upgraded_from: config unchanged $(cmp -s "$saved" "$config" && echo yes || echo no), $(prop ActiveState)/$(prop SubState), paired $(agent_status | jq -c .paired)"
+    return 1
+  fi
+  status=0
+  apt_quiet "$log" -y upgrade || status=$?
+  if [ "$status" != 0 ] || [ "$(installed_version)" != "$version" ] || ! cmp -s "$saved" "$config" ||
+    ! wait_until 60 is_running || ! wait_until 30 paired; then
+    fail rollback "upgrading again: exited $status, now $(installed_version), $(prop ActiveState)/$(prop SubState): $(apt_why "$log")"
+    return 1
+  fi
+  note "rollback: 0~earliest refused; $version -> $upgraded_from -> $version without a prompt, config and pairing kept"
+  pass rollback
 }
 
 # footprint_figures NAME PID BINARY: the figures vm-boot-test.sh puts side by side (issue #21): resident memory,
@@ -503,7 +593,7 @@ unknown_boot() {
   local saved=/tmp/agent.json.saved elsewhere=/run/replenish-agent-elsewhere output
   cp -p "$config" "$saved"
   jq --arg dir "$elsewhere" '.runtimeDirectory = $dir' "$saved" >/tmp/agent.json.new &&
-    cat /tmp/agent.json.new >"$config" # in place: the conffile keeps its owner and mode
+    cat /tmp/agent.json.new >"$config" # in place: the config keeps its owner and mode
   output=$(replenish-agent check-config --config "$config" 2>&1)
   if ! grep -q "$elsewhere" <<<"$output"; then
     fail unknown-boot "check-config does not name $elsewhere: $(tr '\n' ' ' <<<"$output")"
@@ -647,7 +737,7 @@ remove() {
   [ "$(dpkg-query -W -f='${db:Status-Status}' replenish-agent 2>/dev/null)" = config-files ] || why="$why package not in config-files state;"
   [ -e /usr/bin/replenish-agent ] && why="$why /usr/bin/replenish-agent still there;"
   systemctl is-active -q "$unit" && why="$why the unit is still active;"
-  [ -f "$config" ] || why="$why $config (conffile) removed;"
+  [ -f "$config" ] || why="$why $config removed;"
   [ -d /var/lib/replenish-agent ] && [ -n "$(ls -A /var/lib/replenish-agent)" ] || why="$why /var/lib/replenish-agent removed or emptied;"
   if [ -n "$why" ]; then fail remove "${why%;}"; else pass remove; fi
 }
@@ -691,6 +781,7 @@ power-cut*)
   no_timesyncd
   echo done >"$phase_file"
   upgrade
+  rollback
   idle
   settled # power-cut, no-timesyncd and upgrade: no second order nor resend, the idle minute included
   unknown_boot
