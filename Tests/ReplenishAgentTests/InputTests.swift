@@ -187,7 +187,11 @@ import Testing
         input.yield(InputEdge(input: "button", active: true, timestamp: origin - .milliseconds(300)))
         input.yield(InputEdge(input: "button", active: false, timestamp: origin - .milliseconds(100)))
         input.finish()
-        for _ in 0..<10_000 where !log.withLock({ $0.contains("handler started") }) { await Task.yield() }
+        var spins = 0
+        while spins < 10_000, !log.withLock({ $0.contains("handler started") }) {
+            spins += 1
+            await Task.yield()
+        }
         try #require(log.withLock { $0 } == ["handler started"])
         for _ in 0..<1_000 { await Task.yield() }
         gate.withLock { $0?.resume() }

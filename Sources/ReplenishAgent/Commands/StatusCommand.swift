@@ -13,7 +13,7 @@ struct StatusCommand: AsyncParsableCommand {
 
     struct Report: Encodable, Equatable {
         struct Slot: Encodable, Equatable {
-            /// Always present, `null` when unknown (README); the other optionals are left out when absent.
+            /// Always present, `null` when unknown (docs/commands.md); the other optionals are left out when absent.
             @NullWhenAbsent var subscribed: Bool?
             @NullWhenAbsent var lastResult: String?
             var lastResultAt: String?
@@ -27,7 +27,7 @@ struct StatusCommand: AsyncParsableCommand {
             /// The slot's last placed order: DRS's id, whether it is still followed, its state as DRS said.
             var order: Order? = nil
 
-            /// `status` and `checkedAt` are always present, `null` until DRS was asked (README).
+            /// `status` and `checkedAt` are always present, `null` until DRS was asked (docs/commands.md).
             struct Order: Encodable, Equatable {
                 var eventInstanceId: String
                 var open: Bool

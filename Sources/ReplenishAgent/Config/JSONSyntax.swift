@@ -1,7 +1,7 @@
 /// Strict JSON (RFC 8259) syntax, checked before a config or board file is decoded, so that a broken file is
 /// named with the line and column of its first fault (`agent.json:3:14: a comma before "}" …`) and so that
 /// what the decoder would let through is refused: a trailing comma, a comment, a single-quoted string, a
-/// leading zero or `+` in a number, `NaN`. The README calls the config format strict JSON; this is where that is
+/// leading zero or `+` in a number, `NaN`. docs/configuration.md calls the config format strict JSON; this is where that is
 /// enforced. Decoding itself stays `JSONValue.parse`.
 struct JSONSyntax {
     /// Deeper than this is refused (the decoder stops at 512 as well).

@@ -75,7 +75,7 @@ struct OrderTimeline<Instant: InstantProtocol>: Sendable where Instant.Duration 
         writeRetryAt == nil && (queued || notBefore[slot].map { $0 <= now } ?? true)
     }
 
-    /// The slot is tried again after `delay` (never sooner than the README's floor).
+    /// The slot is tried again after `delay` (never sooner than docs/behaviour.md's floor).
     mutating func retry(_ slot: String, after delay: Duration, at now: Instant) {
         notBefore[slot] = now.advanced(by: max(delay, Backoff.floor))
     }

@@ -1,5 +1,5 @@
 /// An optional that a synthesized `Encodable` writes as JSON `null` when absent, instead of leaving the key out:
-/// for keys the README promises are always there (`status --json`'s `pid`, `pairingWindow.closesAt`, a slot's
+/// for keys docs/commands.md promises are always there (`status --json`'s `pid`, `pairingWindow.closesAt`, a slot's
 /// `subscribed` and `lastResult`, an order's `status` and `checkedAt`).
 // swift-format-ignore: UseSynthesizedInitializer
 @propertyWrapper

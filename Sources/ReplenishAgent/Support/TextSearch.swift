@@ -1,7 +1,7 @@
 /// Finding one piece of text in another, byte for byte (UTF-8). The standard library's `contains(_:)`,
 /// `firstRange(of:)` and `ranges(of:)` for text live in `_StringProcessing`, the regex engine's module, which
 /// the compiler emits as a single section: one call on a hot path put its 0.9 MB (with `_RegexParser`) in the
-/// binary and in the working set (README "Benchmarks", issue #21). The agent only ever looks for short ASCII
+/// binary and in the working set (docs/benchmarks.md, issue #21). The agent only ever looks for short ASCII
 /// markers, where byte equality is the right comparison.
 extension StringProtocol {
     /// Where `needle` occurs, left to right, without overlaps; none for an empty needle.

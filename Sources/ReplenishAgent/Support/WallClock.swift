@@ -10,7 +10,7 @@ enum WallClock {
     static let timesyncMarker = "/run/systemd/timesync/synchronized"
 
     /// True when an NTP client said it synchronised the clock during this boot: systemd-timesyncd's marker
-    /// (another client can create the same file once it has synchronised, as the README describes). A
+    /// (another client can create the same file once it has synchronised, as docs/time-sync.md describes). A
     /// plausible time is not enough after a reboot: fake-hwclock and timesyncd's clock file restore the
     /// shutdown's time, which looks right and is not.
     /// The marker is in `/run`, a tmpfs (`OffLoop.Medium.memory`): the look may run on the event loop.

@@ -30,7 +30,7 @@ enum LoopExecutor {
     /// installed (another hook was there first, the runtime has none, or it is not one they were checked
     /// against): then libdispatch stays the executor, and the daemon logs `fallbackWarning` at start.
     ///
-    /// What each compiler's runtime needs (both measured idle, README "Benchmarks"):
+    /// What each compiler's runtime needs (both measured idle, docs/benchmarks.md):
     /// - Swift 6.2 (the arm64 build, Debian's `swiftlang` 6.2.3): the hooks carry every job, but a `Task.sleep`
     ///   goes to libdispatch's `dispatch_after` past them (seen with gdb), so the agent's services sleep with
     ///   `Clock.loopSleep`, a timer of the loop.

@@ -3,7 +3,7 @@
 /// the schedule and every service are cancelled) cancels it (`value(of:)`). The call to LWA inside it then still
 /// gets `stopGrace` to be answered (`finishingWithinTheStopGrace`): where LWA rotates refresh tokens it may have
 /// ended the one on disk already, and only its answer carries the new one. A token write under way returns once
-/// the new file is in place (`DiskLane.save`). So a stop stays within its 10 s and keeps a rotation LWA answered.
+/// the new file is in place (`StateStore.save`). So a stop stays within its 10 s and keeps a rotation LWA answered.
 enum RefreshTask {
     /// How long a refresh already sent to LWA may still take once the agent stops: the stop's 10 s less the
     /// second curl takes to abort and the write of the answer. A refresh of 6 s interrupted 1 s in is answered.

@@ -247,39 +247,6 @@ final class Harness: @unchecked Sendable {
     }
 
     /// A call to the emulator (admin interface), with the agent's own HTTP client.
-    /// The emulator's next `count` answers to requests whose path starts with `path` get `fault` (a JSON
-    /// object: `{"kind":"status","status":503}`, `{"kind":"drop"}`, `{"kind":"delay","seconds":40}`, …).
-    func injectFault(_ emulator: String, path: String, count: Int, _ fault: String) throws {
-        _ = try self.emulator(
-            emulator, .post, "/admin/faults", body: #"{"path":"\#(path)","count":\#(count),"fault":\#(fault)}"#)
-    }
-
-    func emulator(
-        _ base: String, _ method: HTTPRequest.Method, _ path: String, body: String? = nil,
-        caFile: String? = nil
-    ) throws -> [String: Any] {
-        let response = try CurlEasy(options: .init(maximumResponseBytes: 64 << 20, caFile: caFile)).perform(
-            HTTPRequest(
-                method: method, url: base + path, headers: body == nil ? [] : [("Content-Type", "application/json")],
-                body: body.map { Array($0.utf8) }))
-        return (try JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any]) ?? [:]
-    }
-
-    func stats(_ base: String) throws -> [String: Any] { try emulator(base, .get, "/admin/stats") }
-
-    /// The requests the emulator received (`/admin/stats`' `arrivals`, oldest first), only those to `path` when
-    /// it is given.
-    func arrivals(_ base: String, path: String? = nil) throws -> [[String: Any]] {
-        let all = try stats(base)["arrivals"] as? [[String: Any]] ?? []
-        guard let path else { return all }
-        return all.filter { $0["path"] as? String == path }
-    }
-
-    /// The emulator's replenish event log.
-    func replenishEvents(_ base: String) throws -> [[String: Any]] {
-        try emulator(base, .get, "/admin/events")["replenish"] as? [[String: Any]] ?? []
-    }
-
     /// Every agent log this harness wrote (all incarnations).
     var agentLogs: String {
         ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [])
@@ -384,10 +351,6 @@ final class Harness: @unchecked Sendable {
         try waitUntil("the agent to die", timeout: 10) { !process.isRunning }
     }
 
-    func slotStatus(config: String, _ slot: String) throws -> [String: Any] {
-        (try statusJSON(config: config)["slots"] as? [String: [String: Any]])?[slot] ?? [:]
-    }
-
     /// Fails when anything the agent printed (its logs, and every `replenish-agent` command's output) holds a
     /// token, an authorization code, a PKCE verifier or a device code (code-based linking). Tokens are found by
     /// their LWA prefixes; codes, verifiers and device codes are the exact ones each emulator issued or was
@@ -418,16 +381,5 @@ final class Harness: @unchecked Sendable {
             #expect(!leakedCode, "an authorization code reached the agent's output", sourceLocation: sourceLocation)
             #expect(!leakedVerifier, "a PKCE verifier reached the agent's output", sourceLocation: sourceLocation)
         }
-    }
-
-    /// `replenish-agent orders --json`.
-    func ordersJSON(config: String) throws -> [String: Any] {
-        let result = try run("replenish-agent", ["orders", "--json", "--config", config])
-        return (try JSONSerialization.jsonObject(with: Data(result.output.utf8)) as? [String: Any]) ?? [:]
-    }
-
-    func statusJSON(config: String) throws -> [String: Any] {
-        let result = try run("replenish-agent", ["status", "--json", "--config", config])
-        return (try JSONSerialization.jsonObject(with: Data(result.output.utf8)) as? [String: Any]) ?? [:]
     }
 }
