@@ -36,10 +36,13 @@ let package = Package(
         // Avahi's own thread. Built with Debian's libavahi-client-dev headers; loaded with dlopen when the pairing
         // window first opens, not linked, so a paired device maps none of it (Sources/CAvahi/cavahi.c).
         .target(name: "CAvahi"),
+        // NetworkManager's D-Bus API for the Wi-Fi setup mode, through libdbus-1 loaded with dlopen when setup mode
+        // is first needed, not linked (Sources/CNetworkManager/cnm.c).
+        .target(name: "CNetworkManager"),
         .executableTarget(
             name: "ReplenishAgent",
             dependencies: [
-                "CCurl", "CGpiod", "CCrypto", "CAvahi", "CProcess", "CBuildInfo",
+                "CCurl", "CGpiod", "CCrypto", "CAvahi", "CNetworkManager", "CProcess", "CBuildInfo",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),

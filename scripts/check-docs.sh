@@ -33,7 +33,8 @@ allowed_sites=(developer.amazon.com www.amazon.com www.swift.org download.swift.
 # Hex words the commit-hash check lets through, each an example value that is not a commit: the Raspberry Pi
 # serial of configuration.md's check-config example.
 # Example values: a serial, and the test vector's key and nonce (docs/companion-app.md).
-allowed_hex=(10000000a1b2c3d4 000102030405060708090a0b0c0d0e0f 00112233445566778899aabbccddeeff)
+allowed_hex=(10000000a1b2c3d4 000102030405060708090a0b0c0d0e0f 00112233445566778899aabbccddeeff
+  91cb49fdbb972afc 4b55ae5717fde3139bef65d7af9a6371 486f6d65204e6574) # the test vectors' ids, passphrase and SSID
 
 # Links: [text](target) and <img src="target">, outside code; http(s), mailto and in-page anchors are not files.
 for file in "${files[@]}"; do

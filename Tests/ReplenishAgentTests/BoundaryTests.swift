@@ -26,19 +26,19 @@ import Testing
         var folder: String { path.split(separator: "/").first.map { $0 + "/" } ?? "" }
     }
 
-    static let boundaryFolders = ["Curl/", "Gpiod/", "System/", "Crypto/", "Avahi/"]
+    static let boundaryFolders = ["Curl/", "Gpiod/", "System/", "Crypto/", "Avahi/", "NetworkManager/"]
 
     /// The folders that may import each C module.
     static let allowedImports: [String: Set<String>] = [
         "CCurl": ["Curl/"], "CProcess": ["System/"], "CBuildInfo": ["Support/"], "CGpiod": ["Gpiod/"],
-        "CCrypto": ["Crypto/"], "CAvahi": ["Avahi/"],
+        "CCrypto": ["Crypto/"], "CAvahi": ["Avahi/"], "CNetworkManager": ["NetworkManager/"],
         "SystemPackage": ["System/"],
         "Glibc": ["System/", "Gpiod/"], "Musl": ["System/", "Gpiod/"], "Darwin": ["System/", "Gpiod/"],
     ]
 
     /// Names of the C libraries' own functions, types and constants (the shims' included), by prefix.
     static let cLibraryPrefixes = [
-        "curl_", "CURLOPT_", "CURLE_", "CURLINFO_", "CURLU", "ccurl_", "gpiod_", "CGPIOD_", "EVP_", "SHA256_",
+        "cnm_", "curl_", "CURLOPT_", "CURLE_", "CURLINFO_", "CURLU", "ccurl_", "gpiod_", "CGPIOD_", "EVP_", "SHA256_",
         "avahi_", "AVAHI_", "cavahi_", "CAVAHI_", "CRYPTO_",
         "Glibc.", "Darwin.", "Musl.",
     ]
@@ -195,7 +195,7 @@ import Testing
         let expected = [
             "Curl/": ("CCurl", "curl_easy_perform("), "Gpiod/": ("CGpiod", "cgpiod_read_event("),
             "Crypto/": ("CCrypto", "EVP_Digest("), "System/": ("Glibc", "fsync("),
-            "Avahi/": ("CAvahi", "cavahi_start("),
+            "Avahi/": ("CAvahi", "cavahi_start("), "NetworkManager/": ("CNetworkManager", "cnm_open("),
         ]
         for (folder, (module, call)) in expected {
             let inFolder = files.filter { $0.folder == folder }

@@ -7,8 +7,11 @@ import Testing
 /// (`pairing.setupKeyFile`), and docs/companion-app.md's test vector, read from the page itself.
 @Suite(.tags(.unit)) struct SetupKeyTests {
     /// The `name: value` lines of the fenced block after "**Test vector**" in docs/companion-app.md.
-    static func documentedVector() throws -> [String: String] {
-        let text = try String(contentsOfFile: packageRoot() + "/docs/companion-app.md", encoding: .utf8)
+    static func documentedVector() throws -> [String: String] { try documentedBlock(in: "docs/companion-app.md") }
+
+    /// The fields of the text block after "**Test vector**" in the page `path` (relative to the package).
+    static func documentedBlock(in path: String) throws -> [String: String] {
+        let text = try String(contentsOfFile: packageRoot() + "/" + path, encoding: .utf8)
         guard let heading = text.range(of: "**Test vector**"),
             let open = text.range(of: "```text\n", range: heading.upperBound..<text.endIndex),
             let close = text.range(of: "```", range: open.upperBound..<text.endIndex)

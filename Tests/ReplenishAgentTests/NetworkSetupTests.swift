@@ -1,0 +1,169 @@
+import Testing
+
+@testable import ReplenishAgent
+
+/// `NetworkSetup` as a pure value on manual instants: when the setup access point opens and closes, a join's
+/// states as the phone reads them, and the faults of issue 52's point 4 that the device decides (docs/wifi-setup.md).
+@Suite(.tags(.unit)) struct NetworkSetupTests {
+    typealias Setup = NetworkSetup<ManualClock.Instant>
+
+    func at(_ seconds: Int) -> ManualClock.Instant { ManualClock.Instant(offset: .seconds(seconds)) }
+
+    /// A setup after `started` at 0 s.
+    func setup(online: Bool, savedWiFi: Bool) -> Setup {
+        var setup = Setup(now: at(0))
+        _ = setup.handle(.started(online: online, savedWiFi: savedWiFi), at: at(0))
+        return setup
+    }
+
+    /// Ticks every second from `from` to `to` (inclusive); the actions in order.
+    func ticks(_ setup: inout Setup, from: Int, to: Int) -> [Setup.Action] {
+        (from...to).flatMap { second -> [Setup.Action] in
+            if case .actions(let actions) = setup.handle(.tick, at: at(second)) { return actions }
+            return []
+        }
+    }
+
+    @Test func aNewUnitWithNoNetworkOpensTheAccessPointAfterThirtySeconds() {
+        var setup = setup(online: false, savedWiFi: false)
+        #expect(ticks(&setup, from: 1, to: 29).isEmpty && !setup.isOpen)
+        #expect(ticks(&setup, from: 30, to: 30) == [.openAccessPoint] && setup.isOpen)
+    }
+
+    @Test func aHomeNetworkDownForAMinuteNeverOpensIt() {
+        var setup = setup(online: true, savedWiFi: true)
+        _ = setup.handle(.connectivity(online: false), at: at(100))
+        #expect(ticks(&setup, from: 100, to: 160).isEmpty)
+        _ = setup.handle(.connectivity(online: true), at: at(160))
+        #expect(setup.phase == .online && setup.deadline == nil)
+        // Down again later: the five minutes count from the new outage, not the first.
+        _ = setup.handle(.connectivity(online: false), at: at(1000))
+        #expect(ticks(&setup, from: 1000, to: 1299).isEmpty)
+        #expect(ticks(&setup, from: 1300, to: 1300) == [.openAccessPoint])
+    }
+
+    @Test func itOpensByItselfOncePerOutageAndALongPressOpensItAgain() {
+        var setup = setup(online: false, savedWiFi: true)
+        #expect(ticks(&setup, from: 1, to: 300) == [.openAccessPoint])
+        #expect(ticks(&setup, from: 301, to: 1200) == [.closeAccessPoint], "closed 15 min later, not opened again")
+        #expect(ticks(&setup, from: 1201, to: 5000).isEmpty && setup.deadline == nil)
+        #expect(setup.handle(.longPress, at: at(5001)) == .actions([.openAccessPoint]))
+    }
+
+    @Test func aLongPressIsSetupsOnlyWithoutConnectivity() {
+        var online = setup(online: true, savedWiFi: true)
+        #expect(online.handle(.longPress, at: at(5)) == .notMine, "re-pairing keeps the long press")
+        var offline = setup(online: false, savedWiFi: true)
+        #expect(offline.handle(.longPress, at: at(5)) == .actions([.openAccessPoint]))
+        #expect(offline.handle(.longPress, at: at(6)) == .actions([.closeAccessPoint]), "a long press closes it")
+        #expect(!offline.isOpen)
+    }
+
+    @Test func theAccessPointStaysUpThroughAWrongPassphraseAndClosesOnceThePhoneReadsJoined() {
+        var setup = setup(online: false, savedWiFi: false)
+        _ = ticks(&setup, from: 1, to: 30)
+        #expect(setup.handle(.credentials(ssid: "Home"), at: at(40)) == .actions([.join(ssid: "Home")]))
+        #expect(setup.isOpen)
+        #expect(setup.handle(.credentials(ssid: "Other"), at: at(41)) == .refused("a join is under way"))
+        #expect(setup.handle(.joinFailed(.wrongPassphrase), at: at(50)) == .actions([]))
+        #expect(setup.isOpen && setup.phase == .setup(since: at(50), join: .failed(ssid: "Home", .wrongPassphrase)))
+        #expect(setup.deadline == at(50 + 900), "a failed join starts the 15 minutes again")
+        #expect(setup.handle(.credentials(ssid: "Home"), at: at(60)) == .actions([.join(ssid: "Home")]))
+        #expect(setup.handle(.joinSucceeded, at: at(70)) == .actions([]) && setup.isOpen, "up until the phone reads it")
+        #expect(setup.handle(.joinedRead, at: at(72)) == .actions([.closeAccessPoint]))
+        #expect(setup.phase == .online)
+    }
+
+    @Test func aJoinedThatThePhoneNeverReadsClosesTheAccessPointAfterThirtySeconds() {
+        var setup = setup(online: false, savedWiFi: false)
+        _ = setup.handle(.longPress, at: at(1))
+        _ = setup.handle(.credentials(ssid: "Home"), at: at(2))
+        _ = setup.handle(.connectivity(online: true), at: at(10))
+        #expect(setup.phase == .setup(since: at(10), join: .joined(ssid: "Home", at: at(10))))
+        #expect(ticks(&setup, from: 11, to: 39).isEmpty)
+        #expect(ticks(&setup, from: 40, to: 40) == [.closeAccessPoint] && setup.phase == .online)
+    }
+
+    @Test func aJoinThatHangsFailsAsTimedOutAndIsCancelled() {
+        var setup = setup(online: false, savedWiFi: false)
+        _ = setup.handle(.longPress, at: at(1))
+        _ = setup.handle(.credentials(ssid: "Home"), at: at(2))
+        #expect(ticks(&setup, from: 3, to: 91).isEmpty)
+        #expect(ticks(&setup, from: 92, to: 92) == [.cancelJoin] && setup.isOpen)
+        #expect(setup.phase == .setup(since: at(92), join: .failed(ssid: "Home", .timedOut)))
+    }
+
+    @Test func closingDuringAJoinCancelsIt() {
+        var setup = setup(online: false, savedWiFi: false)
+        _ = setup.handle(.longPress, at: at(1))
+        _ = setup.handle(.credentials(ssid: "Home"), at: at(2))
+        #expect(setup.handle(.longPress, at: at(3)) == .actions([.cancelJoin, .closeAccessPoint]))
+    }
+
+    @Test func credentialsWhileClosedChangeNothing() {
+        var setup = setup(online: true, savedWiFi: true)
+        let before = setup
+        #expect(setup.handle(.credentials(ssid: "Home"), at: at(1)) == .refused("setup mode is closed"))
+        #expect(setup == before)
+    }
+
+    @Test func aSavedNetworkThatComesBackClosesTheAccessPoint() {
+        var setup = setup(online: false, savedWiFi: true)
+        _ = ticks(&setup, from: 1, to: 300)
+        #expect(setup.handle(.connectivity(online: true), at: at(400)) == .actions([.closeAccessPoint]))
+        #expect(setup.phase == .online)
+    }
+
+    @Test func withoutNetworkManagerTheUnitRunsAsBefore() {
+        var setup = setup(online: false, savedWiFi: false)
+        _ = setup.handle(.longPress, at: at(1))
+        #expect(
+            setup.handle(.networkManagerGone(reason: "NetworkManager is not running"), at: at(2))
+                == .actions([.closeAccessPoint]))
+        #expect(setup.phase == .unavailable(reason: "NetworkManager is not running"))
+        #expect(setup.handle(.longPress, at: at(3)) == .notMine)
+        #expect(ticks(&setup, from: 4, to: 2000).isEmpty && setup.deadline == nil)
+    }
+
+    @Test func joinAnswersOutsideAJoinAreIgnored() {
+        var setup = setup(online: false, savedWiFi: false)
+        _ = setup.handle(.longPress, at: at(1))
+        let open = setup
+        for event: Setup.Event in [.joinSucceeded, .joinFailed(.dropped), .joinedRead] {
+            #expect(setup.handle(event, at: at(2)) == .actions([]))
+        }
+        #expect(setup == open)
+    }
+
+    // MARK: The access point's name, passphrase and proofs (docs/wifi-setup.md's test vector)
+
+    @Test func theDocumentedWiFiVectorIsWhatTheDeviceComputes() throws {
+        let vector = try SetupKeyTests.documentedBlock(in: "docs/wifi-setup.md")
+        func field(_ name: String) -> String { vector[name] ?? "(missing \(name))" }
+        let key = try #require(SetupKey(hex: field("key")))
+        let accessPoint = SetupAccessPoint(serial: field("serial"), key: key)
+        #expect(accessPoint.ssid == field("ssid"))
+        #expect(accessPoint.passphrase.value == field("passphrase"))
+        #expect("\(accessPoint.passphrase)" == "<redacted>")
+        let network = SetupAccessPoint.networkRequestMessage(
+            sessionId: field("sessionId"), ssid: field("home ssid"), passphrase: field("home passphrase"),
+            hidden: false)
+        #expect(key.proof(of: network) == field("network proof"))
+        // A relay that changes the passphrase, the network or the hidden flag breaks the proof.
+        for relayed in [
+            SetupAccessPoint.networkRequestMessage(
+                sessionId: field("sessionId"), ssid: field("home ssid"), passphrase: "other", hidden: false),
+            SetupAccessPoint.networkRequestMessage(
+                sessionId: field("sessionId"), ssid: "Evil", passphrase: field("home passphrase"), hidden: false),
+            SetupAccessPoint.networkRequestMessage(
+                sessionId: field("sessionId"), ssid: field("home ssid"), passphrase: field("home passphrase"),
+                hidden: true),
+            SetupAccessPoint.networkRequestMessage(
+                sessionId: field("sessionId"), ssid: field("home ssid"), passphrase: nil, hidden: false),
+        ] {
+            #expect(!key.accepts(field("network proof"), of: relayed))
+        }
+        // Another unit's passphrase is another.
+        #expect(SetupAccessPoint(serial: "SN0002", key: key).passphrase != accessPoint.passphrase)
+    }
+}
