@@ -57,28 +57,6 @@ import Testing
         }
     }
 
-    /// Every log line, with its metadata, for the secret check.
-    final class Logs: Sendable {
-        let lines = Mutex<[String]>([])
-        var text: String { lines.withLock { $0.joined(separator: "\n") } }
-        var logger: Logger {
-            Logger(label: "test") { _ in Handler(logs: self) }
-        }
-
-        struct Handler: LogHandler {
-            let logs: Logs
-            var metadata: Logger.Metadata = [:]
-            var logLevel: Logger.Level = .trace
-            subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-                get { metadata[key] }
-                set { metadata[key] = newValue }
-            }
-            func log(event: LogEvent) {
-                logs.lines.withLock { $0.append("\(event.message) \(event.metadata ?? [:])") }
-            }
-        }
-    }
-
     /// The linking service with its token manager, driven by their steps (`StepDriver`); the streams the
     /// daemon subscribes are read by the test when it chooses, so nothing runs behind its back.
     struct Running {
@@ -105,7 +83,9 @@ import Testing
         }
     }
 
-    func start(_ lwa: LWA, logs: Logs, store: MemoryTokenStore = MemoryTokenStore(), clientSecret: Secret? = nil)
+    func start(
+        _ lwa: LWA, logs: CapturedLogs, store: MemoryTokenStore = MemoryTokenStore(), clientSecret: Secret? = nil
+    )
         async throws -> Running
     {
         let lwaClient = LWAClient(
@@ -137,7 +117,7 @@ import Testing
         let lwa = LWA(
             clock: clock, interval: 5, lifetime: 600,
             answers: ["authorization_pending", "slow_down", "authorization_pending", "503", "granted"])
-        let logs = Logs()
+        let logs = CapturedLogs()
         let running = try await start(lwa, logs: logs)
         await running.driver.drain()
         #expect(lwa.pairs == 1)
@@ -180,7 +160,7 @@ import Testing
     /// new code only after the configuration backoff (at least half of its 5-minute base), never hammering LWA.
     @Test func aWrongClientSecretLeavesTheDeviceUnpaired() async throws {
         let lwa = LWA(clock: clock, interval: 5, lifetime: 600, answers: ["granted", "invalid_client"])
-        let logs = Logs()
+        let logs = CapturedLogs()
         let running = try await start(lwa, logs: logs, clientSecret: Secret("a-wrong-secret"))
         await running.driver.pass(.seconds(6))
         let check = lwa.polls.last?.form
@@ -200,7 +180,7 @@ import Testing
     /// once, with backoff, until LWA answers.
     @Test func aCheckLWADoesNotAnswerKeepsTheTokensAndIsMadeAgain() async throws {
         let lwa = LWA(clock: clock, interval: 5, lifetime: 600, answers: ["granted", "503", "503", "granted"])
-        let logs = Logs()
+        let logs = CapturedLogs()
         let running = try await start(lwa, logs: logs, clientSecret: Secret("the-secret"))
         await running.driver.pass(.seconds(6))
         #expect(running.store.tokens != nil)
@@ -216,7 +196,7 @@ import Testing
 
     @Test func anExpiredCodeIsReplacedAndTheNewOneShown() async throws {
         let lwa = LWA(clock: clock, interval: 2, lifetime: 7, answers: [])
-        let running = try await start(lwa, logs: Logs())
+        let running = try await start(lwa, logs: CapturedLogs())
         await running.driver.pass(.milliseconds(6500))
         #expect(await running.service.shown?.userCode == "CODE1")
         #expect(lwa.polls.map { seconds($0.at) } == [2, 4, 6])

@@ -44,28 +44,10 @@ import Testing
         var isOpen: Bool { state.withLock { $0.accessPoint != nil } }
     }
 
-    /// Log lines, to show that no credential reaches one.
-    final class Lines: Sendable {
-        let lines = Mutex<[String]>([])
-        struct Handler: LogHandler {
-            let lines: Lines
-            var metadata: Logger.Metadata = [:]
-            var logLevel: Logger.Level = .trace
-            subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-                get { metadata[key] }
-                set { metadata[key] = newValue }
-            }
-            func log(event: LogEvent) {
-                lines.lines.withLock { $0.append("\(event.message) \(event.metadata ?? [:])") }
-            }
-        }
-        var logger: Logger { Logger(label: "test") { _ in Handler(lines: self) } }
-    }
-
     let key = SetupKey(hex: "000102030405060708090a0b0c0d0e0f")!
     let clock = ManualClock()
     let fake = FakeNetworkManager()
-    let lines = Lines()
+    let lines = CapturedLogs()
 
     func keeper() -> NetworkSetupKeeper<ManualClock> {
         NetworkSetupKeeper(
@@ -185,7 +167,7 @@ import Testing
         await until { (try? await readState(endpoints, session: listed.sessionId)) != "joining" }
         #expect(!fake.isOpen, "read joined: the access point closes")
         #expect(await keeper.phase == .online)
-        let logged = lines.lines.withLock { $0.joined(separator: "\n") }
+        let logged = lines.text
         #expect(
             !logged.contains("horse") && !logged.contains(SetupAccessPoint(serial: "SN0001", key: key).passphrase.value)
         )
