@@ -115,6 +115,9 @@ stage_bg() {
     shift
     date +%s >"$log.began"
     status=0
+    # setsid made a session, and with the kernel'"'"'s autogroups a session'"'"'s processes share one weight whatever
+    # their nice: the group'"'"'s own nice is what counts (sched(7), "The autogroup feature").
+    { [ -w /proc/self/autogroup ] && echo "${REPLENISH_BACKGROUND_NICE:-19}" >/proc/self/autogroup; } 2>/dev/null || true
     nice -n "${REPLENISH_BACKGROUND_NICE:-19}" "$@" || status=$?
     date +%s >"$log.ended"
     times >"$log.times"
