@@ -27,6 +27,16 @@ struct ServerResponse: Sendable {
         return ServerResponse(status: status, body: bytes, contentType: "application/json")
     }
 
+    /// `429 TOO_MANY_REQUESTS` with `Retry-After`: `wait` rounded up to whole seconds (at least 1), and the
+    /// message "too many WHAT; retry in N s".
+    static func tooManyRequests(_ what: String, retryAfter wait: Duration) -> ServerResponse {
+        let exact = Double(wait.components.seconds) + Double(wait.components.attoseconds) / 1e18
+        let seconds = max(1, Int(exact.rounded(.up)))
+        var answer = error(429, "TOO_MANY_REQUESTS", "too many \(what); retry in \(seconds) s")
+        answer.headers = [("Retry-After", "\(seconds)")]
+        return answer
+    }
+
     /// `{"error":code,"message":message}`, the pairing endpoints' error shape.
     static func error(_ status: Int, _ code: String, _ message: String) -> ServerResponse {
         json(status, ["error": code, "message": message])

@@ -117,11 +117,7 @@ actor PairingCoordinator<C: Clock> where C.Duration == Duration {
         }
         let now = clock.now
         if let wait = sessions.mayStart(peer: peer, at: now) {
-            let seconds = max(1, Int(PairingWindowKeeper<C>.seconds(wait).rounded(.up)))
-            var answer = ServerResponse.error(
-                429, "TOO_MANY_REQUESTS", "too many pairing sessions from this address; retry in \(seconds) s")
-            answer.headers = [("Retry-After", "\(seconds)")]
-            return answer
+            return .tooManyRequests("pairing sessions from this address", retryAfter: wait)
         }
         let pkce = PKCE()
         let id = PKCE.randomSessionID()
@@ -208,11 +204,7 @@ actor PairingCoordinator<C: Clock> where C.Duration == Duration {
             let now = clock.now
             if let wait = wrongProofs.wait(peer: peer, session: current.id, owner: current.peer, at: now) {
                 log(wrongProofs.throttled(peer: peer, at: now))
-                let seconds = max(1, Int(PairingWindowKeeper<C>.seconds(wait).rounded(.up)))
-                var answer = ServerResponse.error(
-                    429, "TOO_MANY_REQUESTS", "too many wrong proofs; retry in \(seconds) s")
-                answer.headers = [("Retry-After", "\(seconds)")]
-                return answer
+                return .tooManyRequests("wrong proofs", retryAfter: wait)
             }
             let message = SetupKey.companionInfoMessage(
                 sessionId: info.sessionId, authCode: info.authCode.value, clientId: info.clientId,

@@ -49,7 +49,9 @@ actor ProvisioningEndpoints<C: Clock> where C.Duration == Duration {
             return refusal
         }
         let now = clock.now
-        if let wait = sessions.mayStart(peer: peer, at: now) { return Self.tooMany("setup sessions", wait) }
+        if let wait = sessions.mayStart(peer: peer, at: now) {
+            return .tooManyRequests("setup sessions from this address", retryAfter: wait)
+        }
         let list: [VisibleNetwork]
         do { list = try await setup.networks() } catch {
             return .error(503, "SCAN_FAILED", "NetworkManager could not list the networks: \(error)")
@@ -129,7 +131,7 @@ actor ProvisioningEndpoints<C: Clock> where C.Duration == Duration {
         let now = clock.now
         if let wait = wrongProofs.wait(peer: peer, session: "", owner: peer, at: now) {
             _ = wrongProofs.throttled(peer: peer, at: now)
-            return Self.tooMany("wrong proofs", wait)
+            return .tooManyRequests("wrong proofs from this address", retryAfter: wait)
         }
         guard let proof, key.accepts(proof, of: message) else {
             if let report = wrongProofs.wrong(peer: peer, session: "", owner: peer, at: now) {
@@ -154,15 +156,6 @@ actor ProvisioningEndpoints<C: Clock> where C.Duration == Duration {
             return "passphrase must be 8 to 63 printable ASCII characters, or 64 hex digits"
         }
         return nil
-    }
-
-    private static func tooMany(_ what: String, _ wait: Duration) -> ServerResponse {
-        let seconds = max(
-            1, Int((Double(wait.components.seconds) + Double(wait.components.attoseconds) / 1e18).rounded(.up)))
-        var answer = ServerResponse.error(
-            429, "TOO_MANY_REQUESTS", "too many \(what) from this address; retry in \(seconds) s")
-        answer.headers = [("Retry-After", "\(seconds)")]
-        return answer
     }
 
     struct NetworksAnswer: Encodable {
