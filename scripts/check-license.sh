@@ -2,7 +2,7 @@
 # Checks the licence files against the build (scripts/check-docs.sh runs it, so scripts/test.sh and make check do):
 #   - LICENSE is the Apache License 2.0;
 #   - every package of Package.resolved has a Files: paragraph (`<identity>/*`) in packaging/debian/copyright, so a
-#     new dependency cannot ship unlisted; swift-nio's bundled llhttp is listed with its MIT licence;
+#     new dependency cannot ship unlisted, and no paragraph names a package that is not there; swift-nio's bundled llhttp is listed with its MIT licence;
 #   - every licence a Files: paragraph names has a standalone License: paragraph.
 # Usage: scripts/check-license.sh [PACKAGE_RESOLVED [COPYRIGHT]]  (defaults: Package.resolved, which swift build
 # writes, and packaging/debian/copyright; scripts/check-deb.sh passes the copyright file a package installs)
@@ -30,6 +30,12 @@ identities=$(grep -oE '"identity" *: *"[^"]+"' "$resolved" | sed -E 's/.*"([^"]+
 [ -n "$identities" ] || fail "$resolved names no package (the scan finds nothing)"
 for identity in $identities; do
   grep -qxF "$identity/*" <<<"$patterns" || fail "$copyright: no Files: paragraph for '$identity/*' (a package of $resolved)"
+done
+# and the other way round: a paragraph for a package no longer resolved is a stale claim of what is built (the
+# toolchain's parts the static build links in are not packages of the file).
+toolchain_parts="swift-stdlib swift-foundation swift-corelibs-libdispatch"
+for pattern in $(grep -E '^[a-z0-9-]+/\*$' <<<"$patterns" || true); do
+  grep -qxF "${pattern%/\*}" <<<"$identities" || grep -qw -- "${pattern%/\*}" <<<"$toolchain_parts" || fail "$copyright: a Files: paragraph for '$pattern', not a package of $resolved"
 done
 if grep -qx swift-nio <<<"$identities"; then
   awk -v RS= '/^Files: swift-nio\/Sources\/CNIOLLHTTP\/\*/ && /\nLicense: MIT/ { found = 1 } END { exit !found }' "$copyright" ||

@@ -7,13 +7,14 @@
 #                                     avahi-utils and dbus (DNSSDTests runs them in a network namespace of its
 #                                     own; installing them starts nothing where systemd is not PID 1);
 #                                     python3-dbus and python3-gi (DBusNetworkManagerTests' fake NetworkManager
-#                                     on a private bus)
+#                                     on a private bus); socat (with OpenSSL: the TLS terminator in front of
+#                                     the emulator where a test wants HTTPS)
 set -euo pipefail
 . "$(dirname "$0")/apt.sh"
 packages=(libcurl4-openssl-dev libgpiod-dev libssl-dev libavahi-client-dev pkg-config openssl curl)
 case "${1:-}" in
 "") ;;
---tests) packages+=(libfaketime avahi-daemon avahi-utils dbus python3-dbus python3-gi) ;;
+--tests) packages+=(libfaketime avahi-daemon avahi-utils dbus python3-dbus python3-gi socat) ;;
 *) echo "usage: scripts/install-deps.sh [--tests]" >&2; exit 2 ;;
 esac
 apt_install "${packages[@]}"

@@ -1,16 +1,24 @@
-import AsyncHTTPClient
 import Foundation
-import NIOCore
-import NIOHTTP1
+import FoundationNetworking
 
-/// The device's two pairing endpoints, over plain HTTP on the local network.
+/// The device's two pairing endpoints, over plain HTTP on the local network, through Foundation's `URLSession`
+/// (libcurl underneath, which the toolchain's FoundationNetworking links; no HTTP client package to build).
 struct DeviceClient {
     let base: String
-    private let client = HTTPClient(eventLoopGroupProvider: .singleton)
+    private let session: URLSession
 
-    init(base: String) { self.base = base.hasSuffix("/") ? String(base.dropLast()) : base }
+    init(base: String) {
+        self.base = base.hasSuffix("/") ? String(base.dropLast()) : base
+        let configuration = URLSessionConfiguration.ephemeral
+        // The device redeems the code at LWA before it answers companionInfo (up to 30 s per LWA request).
+        configuration.timeoutIntervalForRequest = 75
+        configuration.timeoutIntervalForResource = 75
+        configuration.httpShouldSetCookies = false
+        configuration.urlCache = nil
+        session = URLSession(configuration: configuration)
+    }
 
-    func shutdown() { try? client.syncShutdown() }
+    func shutdown() { session.finishTasksAndInvalidate() }
 
     /// The `deviceInfo` answer, once its proof and serial match the label.
     struct Info {
@@ -90,20 +98,22 @@ struct DeviceClient {
     }
 
     private func send(_ method: String, _ path: String, body: Data? = nil) async throws -> Answer {
-        var request = HTTPClientRequest(url: base + path)
-        request.method = HTTPMethod(rawValue: method)
-        request.headers.add(name: "User-Agent", value: "replenish-companion")
+        guard let url = URL(string: base + path) else { throw Failure("not a URL: \(base)\(path)") }
+        var request = URLRequest(url: url)
+        request.httpMethod = method
+        request.setValue("replenish-companion", forHTTPHeaderField: "User-Agent")
         if let body {
-            request.headers.add(name: "Content-Type", value: "application/json")
-            request.body = .bytes(ByteBuffer(bytes: body))
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            request.httpBody = body
         }
         do {
-            let response = try await client.execute(request, timeout: .seconds(75))
-            let bytes = try await response.body.collect(upTo: 1 << 20)
-            let json = (try? JSONSerialization.jsonObject(with: Data(bytes.readableBytesView))) as? [String: Any]
+            let (data, response) = try await session.data(for: request)
+            guard let response = response as? HTTPURLResponse else { throw Failure("not an HTTP answer") }
+            guard data.count <= 1 << 20 else { throw Failure("an answer over 1 MiB") }
+            let json = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any]
             return Answer(
-                status: Int(response.status.code), json: json ?? [:],
-                retryAfter: response.headers.first(name: "retry-after"))
+                status: response.statusCode, json: json ?? [:],
+                retryAfter: response.value(forHTTPHeaderField: "Retry-After"))
         } catch {
             throw Failure("\(method) \(base)\(path): \(error)")
         }

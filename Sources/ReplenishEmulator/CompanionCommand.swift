@@ -1,9 +1,6 @@
 import ArgumentParser
-import AsyncHTTPClient
 import Foundation
-import NIOCore
-import NIOHTTP1
-import NIOSSL
+import FoundationNetworking
 
 /// `replenish-emulator companion`: plays the companion phone app. It reads the device's pairing info, asks the
 /// emulated LWA for a code (the customer's consent), and hands code, client id and redirect URI to the device.
@@ -22,9 +19,6 @@ struct CompanionCommand: ParsableCommand {
 
     @Option(help: "LWA client id of the app.")
     var clientId = "amzn1.application-oa2-client.emulator"
-
-    @Option(help: "PEM bundle to trust for https URLs instead of the system's roots.")
-    var cacert: String?
 
     @Option(
         help: ArgumentHelp(
@@ -61,13 +55,11 @@ struct CompanionCommand: ParsableCommand {
     }
 
     private func pair() throws {
-        let client = Self.makeClient(caFile: cacert)
-        // A failed shutdown cannot change the pairing's outcome, which is decided by then.
-        defer { try? client.syncShutdown() }
-        func send(_ method: HTTPMethod, _ url: String, headers: [(String, String)] = [], body: [UInt8]? = nil)
-            throws -> HTTPClient.Response
+        let client = CompanionHTTP()
+        func send(_ method: String, _ url: String, headers: [(String, String)] = [], body: [UInt8]? = nil)
+            throws -> CompanionHTTP.Answer
         {
-            try Self.send(client, method, url, headers: headers, body: body)
+            try client.send(method, url, headers: headers, body: body)
         }
         let deviceBase = device.hasSuffix("/") ? String(device.dropLast()) : device
         let lwaBase = lwa.hasSuffix("/") ? String(lwa.dropLast()) : lwa
@@ -75,8 +67,8 @@ struct CompanionCommand: ParsableCommand {
         // A device on a busy network may drop a connection before reading it (it makes room for new ones
         // under load): a request to the device that got no answer is sent again, a few times, as an app
         // would. A dropped request was never read, so sending it again cannot pair twice.
-        func toDevice(_ method: HTTPMethod, _ path: String, headers: [(String, String)] = [], body: [UInt8]? = nil)
-            throws -> HTTPClient.Response
+        func toDevice(_ method: String, _ path: String, headers: [(String, String)] = [], body: [UInt8]? = nil)
+            throws -> CompanionHTTP.Answer
         {
             var attempt = 1
             while true {
@@ -96,18 +88,20 @@ struct CompanionCommand: ParsableCommand {
         var nonce = PairingProof.makeNonce()
         func infoPath() -> String { label == nil ? "/provision/deviceInfo" : "/provision/deviceInfo?nonce=\(nonce)" }
         // A device rate-limits deviceInfo per address (429 with Retry-After): wait as told, a few times.
-        var infoAnswer = try toDevice(.GET, infoPath())
-        for _ in 0..<5 where infoAnswer.status == .tooManyRequests {
-            let wait = min(max(Int(infoAnswer.headers.first(name: "retry-after") ?? "") ?? 1, 1), 30)
+        var infoAnswer = try toDevice("GET", infoPath())
+        var asked = 1
+        while infoAnswer.status == 429 && asked <= 5 {
+            let wait = min(max(Int(infoAnswer.header("retry-after") ?? "") ?? 1, 1), 30)
             Thread.sleep(forTimeInterval: Double(wait))
             nonce = PairingProof.makeNonce()
-            infoAnswer = try toDevice(.GET, infoPath())
+            infoAnswer = try toDevice("GET", infoPath())
+            asked += 1
         }
-        guard infoAnswer.status == .ok else {
+        guard infoAnswer.status == 200 else {
             throw CompanionFailure(
-                description: "deviceInfo answered \(infoAnswer.status.code): \(infoAnswer.bodyText)")
+                description: "deviceInfo answered \(infoAnswer.status): \(infoAnswer.bodyText)")
         }
-        guard let info = try? JSONValue.parse(infoAnswer.bodyBytes),
+        guard let info = try? JSONValue.parse(infoAnswer.body),
             let serial = info["serial"]?.stringValue, let model = info["deviceModel"]?.stringValue,
             let isTest = info["isTestDevice"]?.boolValue, let nonLive = info["shouldIncludeNonLive"]?.boolValue,
             let challenge = info["codeChallenge"]?.stringValue, let method = info["codeChallengeMethod"]?.stringValue,
@@ -147,9 +141,9 @@ struct CompanionCommand: ParsableCommand {
             ("response_type", "code"), ("redirect_uri", redirectURI), ("code_challenge", challenge),
             ("code_challenge_method", "S256"), ("state", state),
         ])
-        let consent = try send(.GET, lwaBase + "/ap/oa?" + query)
-        guard (300...399).contains(consent.status.code), let location = consent.headers.first(name: "location") else {
-            throw CompanionFailure(description: "LWA /ap/oa answered \(consent.status.code): \(consent.bodyText)")
+        let consent = try send("GET", lwaBase + "/ap/oa?" + query)
+        guard (300...399).contains(consent.status), let location = consent.header("location") else {
+            throw CompanionFailure(description: "LWA /ap/oa answered \(consent.status): \(consent.bodyText)")
         }
         let locationQuery = location.firstIndex(of: "?").map { String(location[location.index(after: $0)...]) } ?? ""
         let params = FormEncoding.decode(locationQuery) ?? []
@@ -173,62 +167,11 @@ struct CompanionCommand: ParsableCommand {
         }
         let companionInfo: JSONValue = .sortedObject(companionFields)
         let answer = try toDevice(
-            .POST, "/provision/companionInfo", headers: [("Content-Type", "application/json")],
+            "POST", "/provision/companionInfo", headers: [("Content-Type", "application/json")],
             body: Array(companionInfo.serialized.utf8))
-        guard answer.status == .noContent else {
-            throw CompanionFailure(description: "companionInfo answered \(answer.status.code): \(answer.bodyText)")
+        guard answer.status == 204 else {
+            throw CompanionFailure(description: "companionInfo answered \(answer.status): \(answer.bodyText)")
         }
         print("companion: device \(serial) (model \(model)) paired")
     }
-
-    /// The companion's HTTP client: HTTP/1.1 only, redirects not followed (the code is read from `Location`), the
-    /// `--cacert` bundle trusted instead of the system's roots. A failed connection fails its request at once,
-    /// without AsyncHTTPClient's own retries (the companion decides what to send again). Timeouts: 10 s to
-    /// connect, 10 s without a byte of the answer, 20 s for the whole exchange.
-    private static func makeClient(caFile: String?) -> HTTPClient {
-        var tls = TLSConfiguration.makeClientConfiguration()
-        if let caFile { tls.trustRoots = .file(caFile) }
-        var configuration = HTTPClient.Configuration(
-            tlsConfiguration: tls, redirectConfiguration: .disallow,
-            timeout: .init(connect: .seconds(connectSeconds), read: .seconds(readSeconds)))
-        configuration.httpVersion = .http1Only
-        configuration.connectionPool.retryConnectionEstablishment = false
-        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
-    }
-
-    private static let connectSeconds: Int64 = 10
-    private static let readSeconds: Int64 = 10
-    /// For one whole exchange, connecting included.
-    private static let exchangeSeconds: Int64 = 20
-
-    /// One request on a connection of its own (`Connection: close`), waited for: its answer whatever the status,
-    /// or `NoAnswer`.
-    private static func send(
-        _ client: HTTPClient, _ method: HTTPMethod, _ url: String, headers extra: [(String, String)], body: [UInt8]?
-    ) throws -> HTTPClient.Response {
-        var headers = HTTPHeaders([("User-Agent", "replenish-emulator-companion"), ("Connection", "close")])
-        headers.add(contentsOf: extra)
-        let request: HTTPClient.Request
-        do {
-            request = try HTTPClient.Request(url: url, method: method, headers: headers, body: body.map { .bytes($0) })
-        } catch {
-            throw CompanionFailure(description: "not an http(s) URL: \(url) (\(error))")
-        }
-        do {
-            return try client.execute(request: request, deadline: .now() + .seconds(exchangeSeconds)).wait()
-        } catch let error as HTTPClientError where error == .readTimeout {
-            throw NoAnswer(description: "no answer from \(url): nothing read for \(readSeconds) s")
-        } catch let error as HTTPClientError where error == .deadlineExceeded {
-            throw NoAnswer(description: "no complete answer from \(url) within \(exchangeSeconds) s")
-        } catch let error as HTTPClientError where error == .connectTimeout {
-            throw NoAnswer(description: "cannot connect for \(url): no connection within \(connectSeconds) s")
-        } catch {
-            throw NoAnswer(description: "\(method.rawValue) \(url) failed: \(error)")
-        }
-    }
-}
-
-extension HTTPClient.Response {
-    fileprivate var bodyBytes: [UInt8] { body.map { Array($0.readableBytesView) } ?? [] }
-    fileprivate var bodyText: String { String(decoding: bodyBytes, as: UTF8.self) }
 }

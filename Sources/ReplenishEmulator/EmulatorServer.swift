@@ -1,19 +1,16 @@
 import NIOCore
 import NIOHTTP1
 import NIOPosix
-import NIOSSL
 
-/// The listening socket: HTTP or HTTPS (NIOSSL) on one event-loop thread, every connection answered by an
-/// `EmulatorHTTPHandler` sharing one `EmulatorService`.
+/// The listening socket: plain HTTP on one event-loop thread, every connection answered by an
+/// `EmulatorHTTPHandler` sharing one `EmulatorService`. HTTPS is a TLS terminator's job in front of it (README).
 struct EmulatorServer {
     var host: String
     var port: Int
-    var tls: NIOSSLContext?
     var service: EmulatorService
 
     /// Binds and returns the server channel; its `localAddress` has the bound port.
     func bind(group: MultiThreadedEventLoopGroup) throws -> any Channel {
-        let tls = self.tls
         let service = self.service
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
@@ -23,9 +20,6 @@ struct EmulatorServer {
                 let connection = service.connectionAccepted()
                 return channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
-                    if let tls {
-                        try sync.addHandler(NIOSSLServerHandler(context: tls))
-                    }
                     try sync.configureHTTPServerPipeline(withErrorHandling: true)
                     try sync.addHandler(EmulatorHTTPHandler(service: service, connection: connection))
                 }
@@ -33,13 +27,4 @@ struct EmulatorServer {
         return try bootstrap.bind(host: host, port: port).wait()
     }
 
-    /// A server TLS context from PEM files.
-    static func tlsContext(certificatePath: String, keyPath: String) throws -> NIOSSLContext {
-        let chain = try NIOSSLCertificate.fromPEMFile(certificatePath).map { NIOSSLCertificateSource.certificate($0) }
-        let key = try NIOSSLPrivateKey(file: keyPath, format: .pem)
-        var configuration = TLSConfiguration.makeServerConfiguration(
-            certificateChain: chain, privateKey: .privateKey(key))
-        configuration.applicationProtocols = ["http/1.1"]
-        return try NIOSSLContext(configuration: configuration)
-    }
 }

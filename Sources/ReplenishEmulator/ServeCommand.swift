@@ -2,7 +2,6 @@ import ArgumentParser
 import Foundation
 import NIOCore
 import NIOPosix
-import NIOSSL
 
 extension EmulatorConfig.OldRefreshTokenPolicy: ExpressibleByArgument {}
 
@@ -16,12 +15,6 @@ struct ServeCommand: ParsableCommand {
 
     @Option(help: "After binding, write the port number here (atomically).")
     var portFile: String?
-
-    @Option(help: "PEM certificate chain: serve HTTPS instead of HTTP (needs --tls-key).")
-    var tlsCert: String?
-
-    @Option(help: "PEM private key for --tls-cert.")
-    var tlsKey: String?
 
     @Option(help: "Comma-separated slot ids that exist.")
     var slots = "slot-1,slot-2,slot-3"
@@ -73,9 +66,6 @@ struct ServeCommand: ParsableCommand {
     }
 
     func validate() throws {
-        guard (tlsCert == nil) == (tlsKey == nil) else {
-            throw ValidationError("--tls-cert and --tls-key go together")
-        }
         let list = slotList
         guard !list.isEmpty, !list.contains(where: { $0.isEmpty || $0.contains("/") }) else {
             throw ValidationError("--slots needs non-empty slot ids without '/'")
@@ -106,22 +96,17 @@ struct ServeCommand: ParsableCommand {
         config.dropReusedConnections = dropReusedConnections
         config.clientSecret = clientSecret
 
-        var tls: NIOSSLContext?
-        if let tlsCert, let tlsKey {
-            tls = try EmulatorServer.tlsContext(certificatePath: tlsCert, keyPath: tlsKey)
-        }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let server = EmulatorServer(
-            host: listen.host, port: listen.port, tls: tls,
+            host: listen.host, port: listen.port,
             service: try EmulatorService(config: config, stateFile: stateFile))
         let channel = try server.bind(group: group)
         guard let port = channel.localAddress?.port else { throw ValidationError("could not read the bound port") }
 
         let sources = ProcessSignals.onTermination { _ in channel.close(promise: nil) }
         if let portFile { try Self.writeAtomically("\(port)\n", to: portFile) }
-        let scheme = tls == nil ? "http" : "https"
         // Written straight to the file descriptor: a test reading our stdout must see it now, not at exit.
-        FileHandle.standardOutput.write(Data("emulator listening on \(scheme)://\(listen.urlHost):\(port)\n".utf8))
+        FileHandle.standardOutput.write(Data("emulator listening on http://\(listen.urlHost):\(port)\n".utf8))
 
         try? channel.closeFuture.wait()
         for source in sources { source.cancel() }

@@ -108,8 +108,7 @@ import Testing
         let tlsDirectory = harness.directory + "/tls"
         let made = try harness.run("replenish-emulator", ["make-ca", "--dir", tlsDirectory])
         #expect(made.status == 0, "\(made.error)")
-        let emulator = try harness.startEmulator(
-            ["--tls-cert", tlsDirectory + "/server.pem", "--tls-key", tlsDirectory + "/server.key"], scheme: "https")
+        let emulator = try harness.startEmulator(tls: tlsDirectory)
         let url = emulator + "/admin/stats"
         let verified = try CurlEasy(options: .init(caFile: tlsDirectory + "/ca.pem")).perform(
             HTTPRequest(method: .get, url: url))
@@ -154,9 +153,7 @@ import Testing
         let made = try harness.run("replenish-emulator", ["make-ca", "--dir", tls])
         #expect(made.status == 0, "\(made.error)")
         let ca = tls + "/ca.pem"
-        let emulator = try harness.startEmulator(
-            ["--tls-cert", tls + "/server.pem", "--tls-key", tls + "/server.key", "--slots", "slot-1"],
-            scheme: "https", caFile: ca)
+        let emulator = try harness.startEmulator(["--slots", "slot-1"], tls: tls)
         let pairingPort = try Harness.freePort()
 
         // Without tls.caFile the agent does not trust the emulator: redeeming the code fails (502), unpaired.
@@ -166,7 +163,7 @@ import Testing
         let refused = try harness.run(
             "replenish-emulator",
             [
-                "companion", "--device", "http://127.0.0.1:\(pairingPort)", "--lwa", emulator, "--cacert", ca,
+                "companion", "--device", "http://127.0.0.1:\(pairingPort)", "--lwa", harness.plainURL(emulator),
             ])
         #expect(refused.status != 0)
         #expect(refused.error.contains("502") && refused.error.contains("LWA_ERROR"), "\(refused.error)")
@@ -175,7 +172,7 @@ import Testing
         // With it, the whole path runs over HTTPS: pairing, the duties, one press, one order.
         let config = try harness.writeConfig(emulator: emulator, pairingPort: pairingPort, caFile: ca)
         _ = try harness.startAgent(config: config)
-        try harness.pair(emulator: emulator, pairingPort: pairingPort, caFile: ca)
+        try harness.pair(emulator: emulator, pairingPort: pairingPort)
         let press = try harness.run("replenish-agent", ["press", "button", "--config", config])
         #expect(press.status == 0, "\(press.error)")
         try harness.waitUntil("the order over HTTPS") {

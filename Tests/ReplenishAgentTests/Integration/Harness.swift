@@ -145,10 +145,10 @@ final class Harness: @unchecked Sendable {
         }
     }
 
-    /// Starts the emulator (on `port`, or a free one) and returns its base URL.
-    func startEmulator(_ extra: [String] = [], scheme: String = "http", caFile: String? = nil, port: Int = 0) throws
-        -> String
-    {
+    /// Starts the emulator (on `port`, or a free one) and returns its base URL. `tls`: a folder made by
+    /// `replenish-emulator make-ca`; the emulator then serves HTTPS through a TLS terminator in front of it
+    /// (socat with OpenSSL, the server certificate of that folder), and the URL returned is the terminator's.
+    func startEmulator(_ extra: [String] = [], tls: String? = nil, port: Int = 0) throws -> String {
         let portFile = directory + "/emulator.port"
         unlink(portFile)
         try start(
@@ -160,10 +160,35 @@ final class Harness: @unchecked Sendable {
                 in: .whitespacesAndNewlines)
             return !port.isEmpty
         }
-        let base = "\(scheme)://127.0.0.1:\(port)"
-        emulators.append((base, caFile))
+        let plain = "http://127.0.0.1:\(port)"
+        guard let tls else {
+            emulators.append((plain, nil))
+            return plain
+        }
+        let tlsPort = try Self.freePort()
+        try start(
+            "/usr/bin/socat",
+            [
+                "OPENSSL-LISTEN:\(tlsPort),bind=127.0.0.1,reuseaddr,fork,cert=\(tls)/server.pem,key=\(tls)/server.key,verify=0",
+                "TCP:127.0.0.1:\(port)",
+            ], log: "tls-terminator.log")
+        let base = "https://127.0.0.1:\(tlsPort)"
+        let ca = tls + "/ca.pem"
+        try waitUntil("the TLS terminator") {
+            (try? CurlEasy(options: .init(caFile: ca)).perform(HTTPRequest(method: .get, url: base + "/admin/stats")))?
+                .status == 200
+        }
+        emulators.append((base, ca))
+        plainBases[base] = plain
         return base
     }
+
+    /// The emulator's own plain-HTTP URL behind each TLS terminator: the emulator's `companion` (the phone app's
+    /// stand-in) asks LWA for the code there; the agent under test is the one that talks HTTPS.
+    private var plainBases: [String: String] = [:]
+
+    /// `emulator`'s plain-HTTP URL (itself when it has no TLS terminator).
+    func plainURL(_ emulator: String) -> String { plainBases[emulator] ?? emulator }
 
     /// The ports `freePort` handed out in this test process: never twice. The kernel may give a port just
     /// released to the next bind of port 0, so two tests running side by side got the same port before either
@@ -293,12 +318,12 @@ final class Harness: @unchecked Sendable {
 
     /// Pairs the running agent as the companion app would.
     @discardableResult
-    func pair(emulator: String, pairingPort: Int, caFile: String? = nil) throws -> Finished {
+    func pair(emulator: String, pairingPort: Int) throws -> Finished {
         try waitUntil("the pairing endpoints") { Self.pairingPortAnswers(pairingPort) }
         let companion = try run(
             "replenish-emulator",
-            ["companion", "--device", "http://127.0.0.1:\(pairingPort)", "--lwa", emulator]
-                + (caFile.map { ["--cacert", $0] } ?? []) + (setupPayload.map { ["--setup", $0] } ?? []))
+            ["companion", "--device", "http://127.0.0.1:\(pairingPort)", "--lwa", plainURL(emulator)]
+                + (setupPayload.map { ["--setup", $0] } ?? []))
         guard companion.status == 0 else {
             throw AgentError(.server, "companion failed (\(companion.status)): \(companion.error)")
         }
