@@ -63,6 +63,9 @@ let package = Package(
         .executableTarget(
             name: "ReplenishCompanion",
             dependencies: [
+                // The system's libcrypto (a module map, no code of the agent's): the proofs' HMAC in process, so the
+                // label's key is never an argument of another program (which any local user can read).
+                "CCrypto",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -6,7 +6,7 @@ import Foundation
 /// candidate: the companion asks each in turn until one proves the label's key.
 enum Discovery {
     static func find(label: Label) throws -> [String] {
-        let id = try label.serviceID
+        let id = label.serviceID
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/avahi-browse")
         process.arguments = ["-rpt", "_replenish._tcp"]

@@ -1,7 +1,10 @@
+import CCrypto
 import Foundation
 
 /// The device's label as the companion reads it, `RPL1:<serial>:<key>`, and the two proofs under its key
-/// (HMAC-SHA256, lowercase hex) computed with the `openssl` tool.
+/// (HMAC-SHA256, lowercase hex) computed in process with OpenSSL's libcrypto: the key never leaves this process
+/// (an argument of another program, such as `openssl dgst -macopt hexkey:…`, is readable by any local user in
+/// /proc while it runs).
 struct Label {
     let serial: String
     let keyHex: String
@@ -31,7 +34,7 @@ struct Label {
             )
         }
         let check = String(
-            try Self.openssl(["dgst", "-sha256"], input: "RPL1 check\n\(serial)\n\(digits.prefix(32))").prefix(4))
+            Self.sha256Hex("RPL1 check\n\(serial)\n\(digits.prefix(32))").prefix(4))
         guard check == String(digits.suffix(4)) else {
             throw Failure("mistyped: the check group does not match; check the serial and the setup key on the label")
         }
@@ -41,7 +44,7 @@ struct Label {
 
     /// The DNS-SD TXT `id` of this label's device: the first 16 hex digits of SHA-256 of the serial.
     var serviceID: String {
-        get throws { String(try Self.openssl(["dgst", "-sha256"], input: serial).prefix(16)) }
+        String(Self.sha256Hex(serial).prefix(16))
     }
 
     /// The `deviceInfo` proof (version 2): over every field the companion acts on, so that a relay between the
@@ -60,29 +63,33 @@ struct Label {
     }
 
     private func hmac(_ message: String) throws -> String {
-        try Self.openssl(["dgst", "-sha256", "-mac", "HMAC", "-macopt", "hexkey:\(keyHex)"], input: message)
+        var key = [UInt8]()
+        var index = keyHex.startIndex
+        while index < keyHex.endIndex {
+            let next = keyHex.index(index, offsetBy: 2)
+            guard let byte = UInt8(keyHex[index..<next], radix: 16) else { throw Failure("the label's key is not hex") }
+            key.append(byte)
+            index = next
+        }
+        defer { for i in key.indices { key[i] = 0 } }
+        let messageBytes = Array(message.utf8)
+        var out = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
+        var length: UInt32 = 0
+        let done = HMAC(EVP_sha256(), key, Int32(key.count), messageBytes, messageBytes.count, &out, &length)
+        guard done != nil, length == 32 else { throw Failure("libcrypto could not compute HMAC-SHA256") }
+        return Self.hex(out.prefix(32))
     }
 
-    /// `openssl ARGS` of `input`: the hex digest it prints last.
-    private static func openssl(_ arguments: [String], input: String) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = arguments
-        let stdin = Pipe()
-        let stdout = Pipe()
-        process.standardInput = stdin
-        process.standardOutput = stdout
-        process.standardError = FileHandle.nullDevice
-        do { try process.run() } catch { throw Failure("cannot run /usr/bin/openssl: \(error)") }
-        stdin.fileHandleForWriting.write(Data(input.utf8))
-        try? stdin.fileHandleForWriting.close()
-        let text = String(decoding: stdout.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        let digest = text.split(separator: " ").last.map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
-        guard process.terminationStatus == 0, let digest, digest.count == 64 else {
-            throw Failure("openssl could not compute a digest")
-        }
-        return digest
+    /// SHA-256 of `input` as lowercase hex (libcrypto's one-shot `SHA256()`).
+    static func sha256Hex(_ input: String) -> String {
+        let bytes = Array(input.utf8)
+        var out = [UInt8](repeating: 0, count: 32)
+        _ = SHA256(bytes, bytes.count, &out)
+        return hex(out[...])
+    }
+
+    private static func hex(_ bytes: ArraySlice<UInt8>) -> String {
+        bytes.map { String($0 >> 4, radix: 16) + String($0 & 0x0f, radix: 16) }.joined()
     }
 
     /// `count` random bytes as lowercase hex.

@@ -81,7 +81,8 @@ final class CompanionHTTP: NSObject, URLSessionTaskDelegate, @unchecked Sendable
 
         func describe(method: String, url: String) -> String {
             switch (error as? URLError)?.code {
-            case .timedOut?: "no complete answer from \(url) within its time (\(Int(CompanionHTTP.readSeconds)) s idle, \(Int(CompanionHTTP.exchangeSeconds)) s in all)"
+            case .timedOut?:
+                "no complete answer from \(url) within its time (\(Int(CompanionHTTP.readSeconds)) s idle, \(Int(CompanionHTTP.exchangeSeconds)) s in all)"
             case .cannotConnectToHost?: "cannot connect for \(url): \(error.map { "\($0)" } ?? "refused")"
             default: "\(method) \(url) failed: \(error.map { "\($0)" } ?? "no answer")"
             }
