@@ -46,6 +46,10 @@ scratch=$root/.build-arm64
 # folder while it builds, and scripts/test.sh runs the release and the debug build side by side. (The two
 # configurations share no compiled module anyway.)
 scratch_tests=$root/.build-arm64-tests
+# Both are links into the cache (scripts/cache.sh, cached_scratch) for the builds: the chroot sees the repository at
+# /src whatever the clone's path, so SwiftPM's paths are the same in every clone and the pinned packages' modules
+# of an earlier run are found. `builds` is the cache's folder of them, bind-mounted into the chroot.
+builds=$cache_root/builds
 release=trixie
 triple=aarch64-unknown-linux-gnu
 mirror=http://deb.debian.org/debian
@@ -280,14 +284,17 @@ in_chroot() {
   mkdir -p "$chroot_dir$src" "$chroot_dir/opt/swift-packages" "$chroot_dir/proc"
   unshare --mount --propagation private -- bash -c '
     set -e
-    c=$1 root=$2 src=$3 pkgconfig=$4 sysroot=$5
-    shift 5
+    c=$1 root=$2 src=$3 pkgconfig=$4 sysroot=$5 builds=$6
+    shift 6
     mount --bind "$root" "$c$src"
+    # The builds'"'"' scratch folders in the cache (cached_scratch), at the same path as outside: .build-arm64 and
+    # .build-arm64-tests are links to them.
+    if [ -n "$builds" ] && [ -d "$builds" ]; then mkdir -p "$c$builds" && mount --bind "$builds" "$c$builds"; fi
     if [ -d /opt/swift-packages ]; then mount --bind /opt/swift-packages "$c/opt/swift-packages"; fi
     mount -t proc proc "$c/proc"
     exec chroot "$c" env -i HOME=/root PATH=/usr/bin:/bin LANG=C.UTF-8 PKG_CONFIG_PATH="$pkgconfig" \
       PKG_CONFIG_LIBDIR="$pkgconfig" PKG_CONFIG_SYSROOT_DIR="$sysroot" "$@"
-  ' in-chroot "$chroot_dir" "$root" "$src" "$pkgconfig" "$opt/sysroot-$release" "$@"
+  ' in-chroot "$chroot_dir" "$root" "$src" "$pkgconfig" "$opt/sysroot-$release" "$builds" "$@"
 }
 
 # swift_arm64 SCRATCH ARGS…: `swift ARGS…` in the chroot for the arm64 SDK, with the scratch folder SCRATCH
@@ -299,8 +306,14 @@ swift_arm64() {
     --scratch-path "$scratch_path"
 }
 
+# link_scratch DIR NAME: DIR made a link into the cache's builds (cached_scratch) for this compiler and SDK.
+link_scratch() {
+  cached_scratch "$1" "$2" "swiftlang $swift_version for $triple, sysroot $release" >/dev/null
+}
+
 build() {
   toolchain
+  link_scratch "$scratch" release-arm64
   step "swift build -c release --static-swift-stdlib for $triple (Swift $(chroot "$chroot_dir" dpkg-query -W -f='${Version}' swiftlang))"
   local flags
   mapfile -t flags < <(bash "$root/scripts/release-flags.sh" "$src")
@@ -322,6 +335,7 @@ build() {
 
 build_tests() {
   toolchain
+  link_scratch "$scratch_tests" debug-arm64
   # Debian ships swift-testing only as a shared library (no Testing module in swift_static), so this build
   # links the Swift runtime dynamically: the test bundle runs with the runtime on its library path, and the
   # arm64 VM image gets the runtime's libraries for the emulator (`runtime-libraries`). The emulator is built
@@ -344,7 +358,7 @@ build_tests() {
 # the image's), stripped, in .build-arm64/c-agent.
 c_floor() {
   toolchain
-  mkdir -p "$scratch"
+  link_scratch "$scratch" release-arm64
   step "bench/c-agent.c for $triple (clang -O2, lld)"
   in_chroot /usr/libexec/swift/bin/clang --target=aarch64-linux-gnu --sysroot="$opt/sysroot-$release" -fuse-ld=lld \
     -O2 -Wall -s -o "$src/.build-arm64/c-agent" "$src/bench/c-agent.c" -lcurl -lgpiod || die "building bench/c-agent.c failed"

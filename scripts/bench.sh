@@ -46,7 +46,7 @@ hold_ms=10
 debounce_ms=5
 ((orders >= 2 && presses <= orders - 1)) || { echo "ORDERS must be at least 2 and PRESSES below it" >&2; exit 2; }
 scripts/install-deps.sh
-scratch=${DEB_SCRATCH:-$root/.build-deb}
+scratch=$(readlink -m "${DEB_SCRATCH:-$root/.build-deb}") # deb.sh's folder, a link into the cache
 source scripts/lib.sh
 build_release
 # AGENT_BIN=FILE measures that agent binary instead of the one just built (the emulator stays the build's):

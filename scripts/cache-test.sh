@@ -65,8 +65,33 @@ check "an entry kept in the background comes back as kept" cache_restore later "
 check "  with its files, links and modes" diff -r --no-dereference "$scratch/part" "$scratch/later"
 check "  and no staging copy is left" test ! -e "$scratch/cache/later/.staging"
 
+# A build's scratch folder (cached_scratch): a clone's folder linked into the cache, kept while the compiler and the
+# pins stay, emptied when either changes.
+clone=$scratch/clone
+mkdir -p "$clone"
+echo "pins 1" >"$clone/Package.resolved"
+folder=$(cached_scratch "$clone/.build-x" x "compiler 1" 2>/dev/null)
+check "a build folder is the cache's" test "$folder" = "$scratch/cache/builds/x"
+check "  and the clone's folder a link to it" test -L "$clone/.build-x" -a "$(readlink -f "$clone/.build-x")" = "$folder"
+echo "a module" >"$folder/module"
+other=$scratch/clone2
+mkdir -p "$other" && cp "$clone/Package.resolved" "$other/"
+check "another clone, same compiler and pins: the earlier build's files are there" \
+  test "$(cached_scratch "$other/.build-x" x "compiler 1" 2>/dev/null)" = "$folder" -a -e "$folder/module"
+cached_scratch "$other/.build-x" x "compiler 2" >/dev/null 2>&1
+check "another compiler: the folder is emptied" test ! -e "$folder/module" -a -e "$folder/.replenish-key"
+echo "a module" >"$folder/module"
+echo "pins 2" >"$other/Package.resolved"
+cached_scratch "$other/.build-x" x "compiler 2" >/dev/null 2>&1
+check "new pins: the folder is emptied" test ! -e "$folder/module"
+mkdir -p "$clone/.build-y"
+check "a clone's own folder is used as it is" \
+  test "$(cached_scratch "$clone/.build-y" y "compiler 1" 2>/dev/null)" = "$clone/.build-y" -a ! -L "$clone/.build-y"
+
 REPLENISH_TEST_CACHE=off
 . scripts/cache.sh
 check "off: no key, so nothing is kept or used" not cache_key "recipe 1" "deb $mirror trixie main"
+check "off: a build folder stays in the clone" \
+  test "$(cached_scratch "$clone/.build-z" z "compiler 1" 2>/dev/null)" = "$clone/.build-z" -a ! -L "$clone/.build-z"
 
 [ "$failures" -eq 0 ] && echo "cache-test: all passed" || { echo "cache-test: $failures failed"; exit 1; }

@@ -1,6 +1,8 @@
 # A cache outside the clone for what the test command downloads and builds that does not depend on the commit:
 # the arm64 toolchain (sid chroot with Debian's Swift, the aarch64 runtime, the trixie sysroot), the chroot that
-# cross-builds the arm64 gpio-sim module, and the booted devices' root file systems. Sourced, not run.
+# cross-builds the arm64 gpio-sim module, and the booted devices' root file systems; and the release builds'
+# scratch folders, whose pinned packages a clean clone then does not compile again (cached_scratch, at the end).
+# Sourced, not run.
 #
 # An entry is one tar file and its SHA-256, named by a key: the SHA-256 of the part's recipe (the script text
 # and package lists that make it) and of the InRelease file of every Debian suite it is made from, read from the
@@ -90,4 +92,32 @@ cache_store_later() {
     rm -rf "$staging"
     cache_store "$name" "$key" "$dir"
   fi
+}
+
+# cached_scratch DIR NAME TOOLCHAIN: the scratch folder DIR of a Swift build (a folder of the clone, such as
+# .build-deb), made a link to the cache's folder builds/NAME; prints the folder to give SwiftPM (the link's
+# target). SwiftPM names every file of a build by the scratch folder's path as given, so one path whatever the
+# clone's lets a clean clone find the pinned packages' modules that an earlier run compiled; the repository's own
+# modules are always compiled again (their sources are the clone's, at another path). The folder is emptied when
+# its key changes: the SHA-256 of TOOLCHAIN (the compiler's version line: a module compiled by another compiler
+# cannot be imported) and of Package.resolved. DIR is used as it is, and nothing is linked, when the cache is off
+# or DIR is a folder already (an earlier build's).
+cached_scratch() {
+  local dir=$1 name=$2 toolchain=$3 folder key
+  if [ "$cache_root" = off ] || { [ -d "$dir" ] && [ ! -L "$dir" ]; }; then
+    mkdir -p "$dir" && readlink -f "$dir"
+    return
+  fi
+  folder=$cache_root/builds/$name
+  key=$({ printf '%s\n' "$toolchain"; cat "$(dirname "$dir")/Package.resolved"; } | sha256sum | cut -c1-32)
+  mkdir -p "$folder" || { mkdir -p "$dir" && readlink -f "$dir"; return; }
+  if [ "$(cat "$folder/.replenish-key" 2>/dev/null)" != "$key" ]; then
+    find "$folder" -mindepth 1 -delete
+    echo "$key" >"$folder/.replenish-key"
+    cache_say "builds/$name: a new compiler or new pins (key $key): the packages are compiled afresh" >&2
+  else
+    cache_say "builds/$name: the pinned packages as an earlier run compiled them (key $key)" >&2
+  fi
+  ln -sfn "$folder" "$dir"
+  readlink -f "$dir"
 }

@@ -12,10 +12,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-scratch=${DEB_SCRATCH:-$root/.build-deb}
 out=$root/.build/deb
 
 . scripts/apt.sh
+. scripts/cache.sh
 # Every tool this script uses, checked before anything is built: a missing one is named with its package and
 # installed (scripts/apt.sh: as root or through sudo), never a bare "command not found" halfway.
 command -v swift >/dev/null 2>&1 || { echo "deb.sh: no swift on PATH (README: Swift 6)" >&2; exit 1; }
@@ -26,6 +26,13 @@ apt_need_commands dpkg=dpkg dpkg-deb=dpkg dpkg-shlibdeps=dpkg-dev dpkg-architect
 apt_install libcurl4-openssl-dev libgpiod-dev libssl-dev libavahi-client-dev pkg-config ||
   { echo "deb.sh: the host build needs libcurl4-openssl-dev libgpiod-dev libssl-dev libavahi-client-dev pkg-config" >&2; exit 1; }
 bash scripts/build-info.sh
+# The release build's scratch folder: DEB_SCRATCH, or .build-deb as a link into the cache (scripts/cache.sh,
+# cached_scratch); SwiftPM is given the folder the link names.
+if [ -n "${DEB_SCRATCH:-}" ]; then
+  scratch=$(readlink -m "$DEB_SCRATCH")
+else
+  scratch=$(cached_scratch "$root/.build-deb" release-amd64 "$(swift --version 2>&1 | head -n 1)")
+fi
 
 # The package's Maintainer (packaging/maker.conf, scripts/maker.sh). None set: asked for on a terminal and kept in
 # packaging/maker.conf; otherwise the one line to set is named, and nothing is built.

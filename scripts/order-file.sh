@@ -19,7 +19,7 @@ root=$(pwd)
 orders=${1:-20}
 source scripts/apt.sh
 apt_install valgrind python3
-scratch=${DEB_SCRATCH:-$root/.build-deb}
+scratch=$(readlink -m "${DEB_SCRATCH:-$root/.build-deb}") # deb.sh's folder, a link into the cache
 source scripts/lib.sh
 build_release
 work=$(mktemp -d /tmp/replenish-order-file.XXXXXX)

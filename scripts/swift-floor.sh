@@ -23,7 +23,7 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 starts=${1:-20}
 scripts/install-deps.sh
-scratch=${DEB_SCRATCH:-$root/.build-deb}
+scratch=$(readlink -m "${DEB_SCRATCH:-$root/.build-deb}") # deb.sh's folder, a link into the cache
 source scripts/lib.sh
 work=$(mktemp -d /tmp/swift-floor.XXXXXX)
 pids=()

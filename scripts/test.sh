@@ -109,7 +109,7 @@ deb=$(ls -t .build/deb/replenish-agent_*_"$(dpkg --print-architecture)".deb | he
 # own are _FoundationICU's and its data icudt….
 packaged_symbols() {
   local packaged symbols own foreign
-  packaged="$(swift build -c release --static-swift-stdlib --scratch-path .build-deb --show-bin-path)/replenish-agent"
+  packaged="$(swift build -c release --static-swift-stdlib --scratch-path "$(readlink -f .build-deb)" --show-bin-path)/replenish-agent"
   symbols=$(nm "$packaged") || { echo "FAIL: nm could not read $packaged" >&2; return 1; }
   own=$(grep -c '\$s14ReplenishAgent' <<<"$symbols" || true)
   foreign=$(grep -cE '\$s10Foundation|\$s30FoundationInternationalization|_FoundationICU|icudt' <<<"$symbols" || true)

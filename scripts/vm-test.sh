@@ -83,14 +83,15 @@ manifest_args() {
 
 # build API: the agent for the API; sets `binary` and `library_path` (for ldd).
 build_agent() {
-  local log=$vm/build-$1.log flags=() scratch=.build-deb
+  local log=$vm/build-$1.log flags=() scratch
+  scratch=$(readlink -f .build-deb) # the package's build folder, a link into the cache (scripts/cache.sh)
   library_path=""
   mapfile -t flags < <(bash scripts/release-flags.sh)
   step "the package's build of replenish-agent (libgpiod v1: .build-deb, scripts/deb.sh)"
   swift build -c release --product replenish-agent --static-swift-stdlib --scratch-path "$scratch" "${flags[@]}" \
     >"$log" 2>&1 || { cat "$log"; die "swift build failed"; }
   tail -n 1 "$log"
-  binary=$root/$scratch/release/replenish-agent # (--show-bin-path would wait for .build's lock again)
+  binary=$scratch/release/replenish-agent # (--show-bin-path would wait for .build's lock again)
   [ -x "$binary" ] || die "$binary is missing after the build"
   if [ "$1" = v2 ]; then
     relink_for_gpiod2
@@ -112,7 +113,7 @@ relink_for_gpiod2() {
   local out=$vm/v2 triple_dir compile=() link=() object new_object list arg args=()
   step "linking replenish-agent again for libgpiod v2 (cgpiod.c compiled against the 2.x header)"
   rm -rf "$out" && mkdir -p "$out"
-  triple_dir=$(swift build -c release --static-swift-stdlib --scratch-path .build-deb --show-bin-path)
+  triple_dir=$(swift build -c release --static-swift-stdlib --scratch-path "$(readlink -f .build-deb)" --show-bin-path)
   object=$triple_dir/CGpiod.build/cgpiod.c.o
   mapfile -t compile < <(manifest_args "$object")
   [ ${#compile[@]} -gt 0 ] || die "no compile command for $object in .build-deb/release.yaml"

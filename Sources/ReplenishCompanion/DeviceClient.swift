@@ -1,24 +1,15 @@
 import Foundation
-import FoundationNetworking
+import NIOCore
+import NIOHTTP1
 
-/// The device's two pairing endpoints, over plain HTTP on the local network, through Foundation's `URLSession`
-/// (libcurl underneath, which the toolchain's FoundationNetworking links; no HTTP client package to build).
+/// The device's two pairing endpoints, over plain HTTP on the local network (`PlainHTTP`).
 struct DeviceClient {
     let base: String
-    private let session: URLSession
 
-    init(base: String) {
-        self.base = base.hasSuffix("/") ? String(base.dropLast()) : base
-        let configuration = URLSessionConfiguration.ephemeral
-        // The device redeems the code at LWA before it answers companionInfo (up to 30 s per LWA request).
-        configuration.timeoutIntervalForRequest = 75
-        configuration.timeoutIntervalForResource = 75
-        configuration.httpShouldSetCookies = false
-        configuration.urlCache = nil
-        session = URLSession(configuration: configuration)
-    }
+    init(base: String) { self.base = base.hasSuffix("/") ? String(base.dropLast()) : base }
 
-    func shutdown() { session.finishTasksAndInvalidate() }
+    /// Nothing to close: each request has a connection of its own.
+    func shutdown() {}
 
     /// The `deviceInfo` answer, once its proof and serial match the label.
     struct Info {
@@ -98,22 +89,16 @@ struct DeviceClient {
     }
 
     private func send(_ method: String, _ path: String, body: Data? = nil) async throws -> Answer {
-        guard let url = URL(string: base + path) else { throw Failure("not a URL: \(base)\(path)") }
-        var request = URLRequest(url: url)
-        request.httpMethod = method
-        request.setValue("replenish-companion", forHTTPHeaderField: "User-Agent")
-        if let body {
-            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-            request.httpBody = body
-        }
+        var headers = [("User-Agent", "replenish-companion")]
+        if body != nil { headers.append(("Content-Type", "application/json")) }
         do {
-            let (data, response) = try await session.data(for: request)
-            guard let response = response as? HTTPURLResponse else { throw Failure("not an HTTP answer") }
-            guard data.count <= 1 << 20 else { throw Failure("an answer over 1 MiB") }
-            let json = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any]
+            // The device redeems the code at LWA before it answers companionInfo (up to 30 s per LWA request).
+            let answer = try await PlainHTTP.send(
+                HTTPMethod(rawValue: method), base + path, headers: headers, body: body.map { Array($0) },
+                timeout: .seconds(75))
+            let json = (try? JSONSerialization.jsonObject(with: Data(answer.body))) as? [String: Any]
             return Answer(
-                status: response.statusCode, json: json ?? [:],
-                retryAfter: response.value(forHTTPHeaderField: "Retry-After"))
+                status: answer.status, json: json ?? [:], retryAfter: answer.headers.first(name: "retry-after"))
         } catch {
             throw Failure("\(method) \(base)\(path): \(error)")
         }

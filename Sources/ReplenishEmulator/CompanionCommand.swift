@@ -1,6 +1,5 @@
 import ArgumentParser
 import Foundation
-import FoundationNetworking
 
 /// `replenish-emulator companion`: plays the companion phone app. It reads the device's pairing info, asks the
 /// emulated LWA for a code (the customer's consent), and hands code, client id and redirect URI to the device.
@@ -55,11 +54,10 @@ struct CompanionCommand: ParsableCommand {
     }
 
     private func pair() throws {
-        let client = CompanionHTTP()
         func send(_ method: String, _ url: String, headers: [(String, String)] = [], body: [UInt8]? = nil)
             throws -> CompanionHTTP.Answer
         {
-            try client.send(method, url, headers: headers, body: body)
+            try CompanionHTTP.send(method, url, headers: headers, body: body)
         }
         let deviceBase = device.hasSuffix("/") ? String(device.dropLast()) : device
         let lwaBase = lwa.hasSuffix("/") ? String(lwa.dropLast()) : lwa

@@ -1,91 +1,109 @@
 import Foundation
-import FoundationNetworking
+import NIOCore
+import NIOHTTP1
+import NIOPosix
 
-/// The `companion` command's HTTP client: Foundation's `URLSession` (libcurl underneath, which the toolchain's
-/// FoundationNetworking links), so the emulator builds no HTTP client or TLS package of its own. Redirects are
-/// not followed (the code is read from `Location`); each request goes on a connection of its own
-/// (`Connection: close`). Timeouts: 10 s without a byte of the answer, 20 s for the whole exchange.
-final class CompanionHTTP: NSObject, URLSessionTaskDelegate, @unchecked Sendable {
+/// The `companion` command's HTTP client: one HTTP/1.1 request on a connection of its own (`Connection: close`),
+/// through SwiftNIO's HTTP/1 client codec, waited for. Plain HTTP only (the emulator serves plain HTTP; a TLS
+/// terminator in front of it is for the agent). Redirects are answers (the consent's `Location` carries the
+/// code). Timeouts: 10 s to connect, 20 s for the whole exchange.
+enum CompanionHTTP {
     struct Answer {
         var status: Int
-        var headers: [String: String]
+        var headers: HTTPHeaders
         var body: [UInt8]
         var bodyText: String { String(decoding: body, as: UTF8.self) }
-
-        /// A header's value, its name in any case.
-        func header(_ name: String) -> String? {
-            headers.first { $0.key.caseInsensitiveCompare(name) == .orderedSame }?.value
-        }
+        func header(_ name: String) -> String? { headers.first(name: name) }
     }
 
-    static let readSeconds = 10.0
+    static let connectSeconds: Int64 = 10
     /// For one whole exchange, connecting included.
-    static let exchangeSeconds = 20.0
+    static let exchangeSeconds: Int64 = 20
 
-    private lazy var session: URLSession = {
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.timeoutIntervalForRequest = Self.readSeconds
-        configuration.timeoutIntervalForResource = Self.exchangeSeconds
-        configuration.httpShouldSetCookies = false
-        configuration.urlCache = nil
-        return URLSession(configuration: configuration, delegate: self, delegateQueue: nil)
-    }()
-
-    /// One request, waited for: its answer whatever the status, or `NoAnswer` (no connection, a timeout, the
-    /// connection closed before a whole answer).
-    func send(_ method: String, _ url: String, headers: [(String, String)], body: [UInt8]?) throws -> Answer {
-        guard let target = URL(string: url), ["http", "https"].contains(target.scheme ?? "") else {
-            throw CompanionCommand.CompanionFailure(description: "not an http(s) URL: \(url)")
+    /// One request: its answer whatever the status, or `NoAnswer` (no connection, a timeout, the connection
+    /// closed before a whole answer).
+    static func send(_ method: String, _ url: String, headers extra: [(String, String)], body: [UInt8]?) throws
+        -> Answer
+    {
+        guard let parsed = URLComponents(string: url), parsed.scheme == "http", let rawHost = parsed.host,
+            !rawHost.isEmpty
+        else {
+            throw CompanionCommand.CompanionFailure(description: "not an http:// URL: \(url)")
         }
-        var request = URLRequest(url: target)
-        request.httpMethod = method
-        request.setValue("replenish-emulator-companion", forHTTPHeaderField: "User-Agent")
-        request.setValue("close", forHTTPHeaderField: "Connection")
-        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
-        if let body { request.httpBody = Data(body) }
+        // URLComponents keeps an IPv6 host's brackets and its zone percent-encoded (RFC 6874).
+        let bracketed = rawHost.hasPrefix("[")
+        let host = (bracketed ? String(rawHost.dropFirst().dropLast()) : rawHost)
+            .replacingOccurrences(of: "%25", with: "%")
+        let port = parsed.port ?? 80
+        let zoneless = host.split(separator: "%", maxSplits: 1).first.map(String.init) ?? host
+        var head = HTTPRequestHead(
+            version: .http1_1, method: HTTPMethod(rawValue: method),
+            uri: (parsed.percentEncodedPath.isEmpty ? "/" : parsed.percentEncodedPath)
+                + (parsed.percentEncodedQuery.map { "?" + $0 } ?? ""))
+        head.headers.add(name: "Host", value: (bracketed || host.contains(":") ? "[\(zoneless)]" : host) + ":\(port)")
+        head.headers.add(name: "User-Agent", value: "replenish-emulator-companion")
+        head.headers.add(name: "Connection", value: "close")
+        head.headers.add(contentsOf: extra)
+        if let body { head.headers.add(name: "Content-Length", value: "\(body.count)") }
 
-        let done = DispatchSemaphore(value: 0)
-        nonisolated(unsafe) var outcome: Result<Answer, NoAnswerError>?
-        let task = session.dataTask(with: request) { data, response, error in
-            if let response = response as? HTTPURLResponse, error == nil {
-                var fields: [String: String] = [:]
-                for (name, value) in response.allHeaderFields {
-                    if let name = name as? String, let value = value as? String { fields[name] = value }
+        let group = MultiThreadedEventLoopGroup.singleton
+        let promise = group.next().makePromise(of: Answer.self)
+        let channel: any Channel
+        do {
+            channel = try ClientBootstrap(group: group)
+                .connectTimeout(.seconds(connectSeconds))
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                        try channel.pipeline.syncOperations.addHandler(Collector(promise: promise))
+                    }
                 }
-                outcome = .success(Answer(status: response.statusCode, headers: fields, body: Array(data ?? Data())))
-            } else {
-                outcome = .failure(NoAnswerError(error: error))
-            }
-            done.signal()
+                .connect(host: host, port: port).wait()
+        } catch {
+            promise.fail(error)
+            throw CompanionCommand.NoAnswer(description: "cannot connect for \(url): \(error)")
         }
-        task.resume()
-        done.wait()
-        switch outcome {
-        case .success(let answer): return answer
-        case .failure(let failure):
-            throw CompanionCommand.NoAnswer(description: failure.describe(method: method, url: url))
-        case nil: throw CompanionCommand.NoAnswer(description: "\(method) \(url) failed")
+        let deadline = channel.eventLoop.scheduleTask(in: .seconds(exchangeSeconds)) { channel.close(promise: nil) }
+        defer { deadline.cancel() }
+        channel.write(HTTPClientRequestPart.head(head), promise: nil)
+        if let body { channel.write(HTTPClientRequestPart.body(.byteBuffer(ByteBuffer(bytes: body))), promise: nil) }
+        channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
+        do {
+            return try promise.futureResult.wait()
+        } catch {
+            throw CompanionCommand.NoAnswer(
+                description: "\(method) \(url): no whole answer within \(exchangeSeconds) s (\(error))")
         }
     }
 
-    /// A redirect is an answer here: the consent's `Location` carries the code.
-    func urlSession(
-        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
-        newRequest request: URLRequest, completionHandler: @escaping (URLRequest?) -> Void
-    ) {
-        completionHandler(nil)
-    }
+    /// Collects one response; fails the promise if the connection ends first.
+    private final class Collector: ChannelInboundHandler, @unchecked Sendable {
+        typealias InboundIn = HTTPClientResponsePart
+        private let promise: EventLoopPromise<Answer>
+        private var answer = Answer(status: 0, headers: [:], body: [])
 
-    private struct NoAnswerError: Error {
-        var error: (any Error)?
+        init(promise: EventLoopPromise<Answer>) { self.promise = promise }
 
-        func describe(method: String, url: String) -> String {
-            switch (error as? URLError)?.code {
-            case .timedOut?:
-                "no complete answer from \(url) within its time (\(Int(CompanionHTTP.readSeconds)) s idle, \(Int(CompanionHTTP.exchangeSeconds)) s in all)"
-            case .cannotConnectToHost?: "cannot connect for \(url): \(error.map { "\($0)" } ?? "refused")"
-            default: "\(method) \(url) failed: \(error.map { "\($0)" } ?? "no answer")"
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            switch Self.unwrapInboundIn(data) {
+            case .head(let head):
+                answer.status = Int(head.status.code)
+                answer.headers = head.headers
+            case .body(let buffer):
+                answer.body += Array(buffer.readableBytesView)
+            case .end:
+                promise.succeed(answer)
+                context.close(promise: nil)
             }
+        }
+
+        func channelInactive(context: ChannelHandlerContext) {
+            promise.fail(ChannelError.eof)
+        }
+
+        func errorCaught(context: ChannelHandlerContext, error: any Error) {
+            promise.fail(error)
+            context.close(promise: nil)
         }
     }
 }

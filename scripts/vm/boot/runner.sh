@@ -22,7 +22,8 @@ emulator=http://127.0.0.1:8080
 config=/etc/replenish-agent/agent.json
 unit=replenish-agent.service
 
-pass() { echo "VM-TEST PASS $1"; }
+# Each pass with the guest's uptime: where a boot's minutes go (the host's log shows it beside the check).
+pass() { echo "VM-TEST PASS $1"; note "$1 passed at $(cut -d' ' -f1 /proc/uptime) s of uptime"; }
 fail() {
   echo "VM-TEST FAIL $1: $2"
   journalctl -b -u "$unit" -n 15 --no-pager -o short-monotonic 2>/dev/null | sed 's/^/vm-boot-test:   | /'
