@@ -132,6 +132,9 @@ boot_ready() {
   state=$(systemctl is-system-running --wait 2>/dev/null)
   note "system $state after $(cut -d' ' -f1 /proc/uptime) s; $(systemctl list-units --failed --plain --no-legend | wc -l) failed units"
   systemctl list-units --failed --plain --no-legend | sed 's/^/vm-boot-test:   failed: /'
+  # Where the boot's time went (an emulated CPU: the test run's minutes), slowest units first.
+  note "boot: $(systemd-analyze 2>/dev/null | head -n 1)"
+  systemd-analyze blame --no-pager 2>/dev/null | head -n 8 | sed 's/^ */vm-boot-test:   blame: /'
   if [ "$(systemctl is-enabled "$unit" 2>/dev/null)" != enabled ]; then
     fail boot-ready "$unit is not enabled ($(systemctl is-enabled "$unit" 2>&1))"
     return 1
