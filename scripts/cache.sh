@@ -1,7 +1,7 @@
 # A cache outside the clone for what the test command downloads and builds that does not depend on the commit:
 # the arm64 toolchain (sid chroot with Debian's Swift, the aarch64 runtime, the trixie sysroot), the chroot that
-# cross-builds the arm64 gpio-sim module, and the booted devices' root file systems; and the release builds'
-# scratch folders, whose pinned packages a clean clone then does not compile again (cached_scratch, at the end).
+# cross-builds the arm64 gpio-sim module, and the booted devices' root file systems; and the builds'
+# scratch folders (the tests' debug build and the release builds), whose pinned packages a clean clone then does not compile again (cached_scratch, at the end).
 # Sourced, not run.
 #
 # An entry is one tar file and its SHA-256, named by a key: the SHA-256 of the part's recipe (the script text
@@ -120,4 +120,11 @@ cached_scratch() {
   fi
   ln -sfn "$folder" "$dir"
   readlink -f "$dir"
+}
+
+# tests_scratch: the scratch folder of the tests' debug build (`swift build --build-tests`, the suites, the
+# emulator and the companion the booted amd64 device runs): .build-tests, a link into the cache's builds as the
+# release builds' are. Run from the repository's root.
+tests_scratch() {
+  cached_scratch "$PWD/.build-tests" debug-amd64 "$(swift --version 2>&1 | head -n 1)" 2>/dev/null
 }

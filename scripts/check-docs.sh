@@ -15,7 +15,7 @@
 # Usage: scripts/check-docs.sh [AGENT]  (AGENT: a built replenish-agent; default: the debug build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-agent=${1:-$(swift build --show-bin-path)/replenish-agent}
+agent=${1:-$(. scripts/cache.sh && swift build --scratch-path "$(tests_scratch)" --show-bin-path)/replenish-agent}
 [ -x "$agent" ] || { echo "check-docs: no $agent: swift build first" >&2; exit 1; }
 failures=0
 fail() {

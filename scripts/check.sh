@@ -14,7 +14,7 @@ lint_sources() {
   swift format lint --strict --recursive Sources Tests Package.swift && bash scripts/unit-tests.sh --list >/dev/null
 }
 
-# build_without_warnings: `swift build --build-tests`, failing on any compiler warning in the project's own files
+# build_without_warnings: `swift build --build-tests` in the tests' build folder (tests_scratch), failing on any compiler warning in the project's own files
 # (repeated warnings once buried real failures). A clean clone compiles every file and so prints every warning;
 # an up-to-date build prints none, so this cannot miss one in CI. The committed Package.resolved pins every
 # package: with --only-use-versions-from-resolved-file a Package.swift whose dependencies no longer match it fails
@@ -22,7 +22,8 @@ lint_sources() {
 build_without_warnings() {
   local build_log status=0
   build_log=$(mktemp)
-  swift build --build-tests --only-use-versions-from-resolved-file >"$build_log" 2>&1 || status=$?
+  swift build --build-tests --scratch-path "$(tests_scratch)" --only-use-versions-from-resolved-file >"$build_log" 2>&1 ||
+    status=$?
   if [ "$status" -ne 0 ]; then
     cat "$build_log"
     rm -f "$build_log"
@@ -47,10 +48,13 @@ check_stages() {
     swift package resolve --only-use-versions-from-resolved-file
   stage "swift build --build-tests (debug; no compiler warning in Sources/ or Tests/)" build_without_warnings
   [ $# -eq 0 ] || "$@"
-  stage "swift test: every suite (unit, process, soak)" swift test --skip-build
+  stage "swift test: every suite (unit, process, soak)" swift test --skip-build --scratch-path "$(tests_scratch)"
   stage "docs: links, subcommands in code blocks, benchmark figures (scripts/check-docs.sh)" bash scripts/check-docs.sh
   stage "the test command's cache: kept, checked, rebuilt when corrupt or stale (scripts/cache-test.sh)" bash scripts/cache-test.sh
 }
+
+# The tests' build folder (tests_scratch: .build-tests, a link into the test command's cache).
+. "$(dirname "${BASH_SOURCE[0]}")/cache.sh"
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
   set -euo pipefail

@@ -132,12 +132,14 @@ done
 generated=$staging/generated
 mkdir -p "$generated"
 manual_date=$(date -u -d "@$build_epoch" +%Y-%m-%d)
-swift package plugin generate-manual --configuration debug --date "$manual_date" >"$generated/manual.log" 2>&1 ||
+tests=$(tests_scratch)
+swift package --scratch-path "$tests" plugin generate-manual --configuration debug --date "$manual_date" \
+  >"$generated/manual.log" 2>&1 ||
   { cat "$generated/manual.log" >&2; echo "deb.sh: generate-manual failed" >&2; exit 1; }
-manual=$root/.build/plugins/GenerateManual/outputs/ReplenishAgent/replenish-agent.1
+manual=$tests/plugins/GenerateManual/outputs/ReplenishAgent/replenish-agent.1
 [ -s "$manual" ] || { echo "deb.sh: generate-manual made no $manual" >&2; exit 1; }
 gzip -9n <"$manual" >"$tree/usr/share/man/man1/replenish-agent.1.gz"
-host_agent="$(swift build --show-bin-path)/replenish-agent"
+host_agent="$(swift build --scratch-path "$tests" --show-bin-path)/replenish-agent"
 # (bash-completion sources its scripts: the generated #! line goes, as lintian asks.)
 "$host_agent" --generate-completion-script bash | sed '1{/^#!/d}' >"$tree/usr/share/bash-completion/completions/replenish-agent"
 "$host_agent" --generate-completion-script zsh >"$tree/usr/share/zsh/vendor-completions/_replenish-agent"

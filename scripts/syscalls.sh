@@ -11,7 +11,7 @@ root=$(pwd)
 . scripts/apt.sh
 apt_need_commands strace=strace
 agent="$(swift build -c release --static-swift-stdlib --scratch-path "$(readlink -f .build-deb)" --show-bin-path)/replenish-agent"
-emulator_bin="$(swift build --show-bin-path)/replenish-emulator"
+emulator_bin="$(. scripts/cache.sh && swift build --scratch-path "$(tests_scratch)" --show-bin-path)/replenish-emulator"
 [[ -x $agent && -x $emulator_bin ]] || { echo "build first: scripts/deb.sh and swift build" >&2; exit 1; }
 
 work=$(mktemp -d /tmp/replenish-syscalls.XXXXXX)

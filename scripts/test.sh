@@ -81,7 +81,7 @@ check_stages start_host_package
 # build has the same dependencies); the package's binary has them linked in, so its symbols are looked at below.
 no_foundation_linked() {
   local binary
-  binary="$(swift build --show-bin-path)/replenish-agent"
+  binary="$(swift build --scratch-path "$(tests_scratch)" --show-bin-path)/replenish-agent"
   if ldd "$binary" | grep -iE 'libFoundation\.so|FoundationNetworking|FoundationInternationalization|FoundationXML|icu'; then
     echo "FAIL: $binary links Foundation or ICU" >&2
     return 1

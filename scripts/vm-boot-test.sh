@@ -154,9 +154,10 @@ if [ "$arch" = amd64 ]; then
   # -enable-testing, which made SwiftPM compile SwiftNIO and the emulator again (3 minutes of both cores in a
   # clean-clone run) for binaries the tests' build already has. Up to date, it compiles nothing.
   step "building replenish-emulator and replenish-companion (debug, the tests' build: swift build --build-tests)"
-  swift build --build-tests >>"$build_log" 2>&1 || { tail -n 40 "$build_log"; die "swift build failed"; }
-  emulator=$(swift build --show-bin-path)/replenish-emulator
-  companion=$(swift build --show-bin-path)/replenish-companion
+  tests=$(. scripts/cache.sh && tests_scratch)
+  swift build --build-tests --scratch-path "$tests" >>"$build_log" 2>&1 || { tail -n 40 "$build_log"; die "swift build failed"; }
+  emulator=$(swift build --scratch-path "$tests" --show-bin-path)/replenish-emulator
+  companion=$(swift build --scratch-path "$tests" --show-bin-path)/replenish-companion
   emulator_libraries=$(swift -print-target-info | sed -n '/"runtimeLibraryPaths"/,/]/p' | grep -o '"/[^"]*"' | tr -d '"' | head -n 1)
   [ -f "$emulator_libraries/libswiftCore.so" ] || die "no Swift runtime libraries at '$emulator_libraries' (swift -print-target-info)"
 else

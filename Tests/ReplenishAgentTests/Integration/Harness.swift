@@ -24,6 +24,7 @@ final class Harness: @unchecked Sendable {
         // The test bundle sits beside the products it was built with.
         let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? ""
         var candidates = [URL(fileURLWithPath: exe).deletingLastPathComponent().path]
+        candidates.append(packageRoot() + "/.build-tests/debug")
         candidates.append(packageRoot() + "/.build/debug")
         return candidates.first { FileManager.default.isExecutableFile(atPath: $0 + "/replenish-agent") }
             ?? candidates[0]
