@@ -61,7 +61,6 @@ struct CompanionCommand: AsyncParsableCommand {
     private func pair() async throws {
         let label = try setup.map { try Label(payload: $0) } ?? Label(serial: serial ?? "", typedKey: key ?? "")
         let (client, info) = try await provenDevice(label: label)
-        defer { client.shutdown() }
         say("device \(info.serial) (model \(info.model)) at \(client.base) proved the label's key")
 
         let listener = try await RedirectListener.start(port: redirectPort)
@@ -105,7 +104,6 @@ extension CompanionCommand {
             do {
                 return (client, try await client.deviceInfo(label: label))
             } catch let failure as Failure {
-                client.shutdown()
                 guard candidates.count > 1 else { throw failure }
                 say("\(base): \(failure.description)")
                 refusals.append(base)

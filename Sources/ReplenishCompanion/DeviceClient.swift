@@ -6,10 +6,8 @@ import NIOHTTP1
 struct DeviceClient {
     let base: String
 
+    /// Nothing to close afterwards: each request has a connection of its own.
     init(base: String) { self.base = base.hasSuffix("/") ? String(base.dropLast()) : base }
-
-    /// Nothing to close: each request has a connection of its own.
-    func shutdown() {}
 
     /// The `deviceInfo` answer, once its proof and serial match the label.
     struct Info {

@@ -95,9 +95,6 @@ struct Label {
     /// `count` random bytes as lowercase hex.
     static func randomHex(_ count: Int) -> String {
         var rng = SystemRandomNumberGenerator()
-        return (0..<count).map { _ in
-            let byte = UInt8.random(in: .min ... .max, using: &rng)
-            return String(byte >> 4, radix: 16) + String(byte & 0x0f, radix: 16)
-        }.joined()
+        return hex((0..<count).map { _ in UInt8.random(in: .min ... .max, using: &rng) }[...])
     }
 }
