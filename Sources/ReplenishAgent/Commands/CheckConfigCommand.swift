@@ -58,6 +58,16 @@ struct CheckConfigCommand: AsyncParsableCommand {
                         ?? "avahi-daemon answers: the pairing port is advertised as \(PairingAdvertisement.serviceType) while the window is open")
             )
         }
+        if let setup = config?.wifiSetup {
+            Output.line(
+                "Wi-Fi setup: "
+                    + (DBusNetworkManager.probe(
+                        interface: setup.interface, accessPointInterface: setup.accessPointInterface
+                    )
+                    .map { "unavailable (\($0)); the agent runs without it" }
+                        ?? "NetworkManager answers with a Wi-Fi device; the access point opens when the unit has no network")
+            )
+        }
         Output.line(TimeSyncSignal.inspect().description)
         if let config, let (change, onlySerialFromAFile) = Self.identityChange(config) {
             Output.line(

@@ -66,6 +66,9 @@ struct StatusCommand: AsyncParsableCommand {
         var linking: Linking?
         /// While the pairing window is open: whether the pairing port is advertised by DNS-SD, or why not.
         var dnsSD: String?
+        /// With `wifiSetup` on: the setup mode (dormant, waiting, the access point open and the join, unavailable
+        /// and why); absent when it is off.
+        var wifiSetup: String?
         /// unpaired, fresh, refreshing, retry-wait or needs-pairing.
         var tokenState: TokenState.Kind
         var tokenStateReason: String?
@@ -177,6 +180,10 @@ struct StatusCommand: AsyncParsableCommand {
                     userCode: $0.userCode, verificationURI: $0.verificationURI, expiresAt: ISO8601.format($0.expiresAt))
             },
             dnsSD: windowClosesAt != nil ? shown.advertisement : nil,
+            wifiSetup: config.wifiSetup == nil
+                ? nil
+                : runningAgent == nil
+                    ? "the agent is not running" : shown.wifiSetup ?? "dormant (the unit has a network)",
             tokenState: tokenState,
             tokenStateReason: tokens != nil || tokenState == .needsPairing ? shown.tokenStateReason : nil,
             accessTokenExpiresAt: tokens.map { ISO8601.format($0.accessTokenExpiresAt) },
@@ -232,6 +239,7 @@ struct StatusCommand: AsyncParsableCommand {
         if let expiresAt = report.accessTokenExpiresAt, let seconds = report.accessTokenExpiresInSeconds {
             Output.line("access token expires \(expiresAt) (\(seconds >= 0 ? "in \(seconds) s" : "expired"))")
         }
+        if let wifiSetup = report.wifiSetup { Output.line("Wi-Fi setup: \(wifiSetup)") }
         Output.line("pending orders: \(report.pendingOrders), parked: \(report.parkedOrders)")
         for (slot, info) in report.slots.sorted(by: { $0.key < $1.key }) {
             var subscribed = info.subscribed.map { $0 ? "subscribed" : "not subscribed" } ?? "subscription unknown"

@@ -231,6 +231,13 @@ extension AgentConfig {
             problems.add("lwa.codePairURL", "is required when pairing.mode is \"code\"")
         }
 
+        let wifiSetup = parseWiFiSetup(
+            top.value("wifiSetup", required: false, problems: &problems), problems: &problems)
+        if wifiSetup != nil, !setupKeyGiven {
+            problems.add(
+                "wifiSetup", "needs pairing.setupKeyFile (the access point's passphrase comes from the setup key)")
+        }
+
         top.reportUnknownKeys(problems: &problems)
         placeholderProblems(placeholders, problems: &problems)
         guard problems.lines.count == before, let device, let lwa, let drsBaseURL, let stateDirectory, let board,
@@ -239,8 +246,33 @@ extension AgentConfig {
         return AgentConfig(
             device: device, lwa: lwa, drsBaseURL: drsBaseURL, caFile: caFile, stateDirectory: stateDirectory,
             boardPath: boardPath, board: board, buttons: buttons, pairingMode: mode, pairingListen: listen,
-            pairingWindowMinutes: windowMinutes, pairingSetupKey: setupKey, runtimeDirectory: runtimeDirectory,
-            path: path)
+            pairingWindowMinutes: windowMinutes, pairingSetupKey: setupKey, wifiSetup: wifiSetup,
+            runtimeDirectory: runtimeDirectory, path: path)
     }
 
+    /// `wifiSetup`: nil when absent or `"enabled": false`.
+    private static func parseWiFiSetup(_ value: JSONValue?, problems: inout Problems) -> WiFiSetupConfig? {
+        guard let value, var reader = ObjectReader(value, path: "wifiSetup", problems: &problems) else { return nil }
+        var setup = WiFiSetupConfig()
+        let enabled = reader.bool("enabled", problems: &problems) ?? true
+        setup.interface = reader.string("interface", required: false, problems: &problems) ?? ""
+        setup.accessPointInterface = reader.string("accessPointInterface", required: false, problems: &problems) ?? ""
+        for (key, name) in [("interface", setup.interface), ("accessPointInterface", setup.accessPointInterface)]
+        where !isInterfaceName(name) {
+            problems.add(reader.child(key), "must be an interface name of 1 to 15 characters of A-Z a-z 0-9 - _ .")
+        }
+        setup.openMinutes = reader.integer("openMinutes", in: 1...1440, problems: &problems) ?? 15
+        setup.port = reader.integer("port", in: 1...65535, problems: &problems) ?? 8643
+        reader.reportUnknownKeys(problems: &problems)
+        return enabled ? setup : nil
+    }
+
+    /// Empty (NetworkManager's choice) or a Linux interface name.
+    private static func isInterfaceName(_ name: String) -> Bool {
+        name.isEmpty
+            || (name.utf8.count <= 15
+                && name.utf8.allSatisfy {
+                    isAlphanumeric($0) || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: ".")
+                })
+    }
 }

@@ -45,6 +45,18 @@ struct AgentConfig: Sendable {
         var remainingWhenLow: Double = 0
     }
 
+    /// `wifiSetup`: the interfaces NetworkManager uses, how long the access point stays open, and the setup
+    /// endpoints' port while it is open.
+    struct WiFiSetupConfig: Sendable, Equatable {
+        /// The Wi-Fi interface that joins networks (empty: NetworkManager's first Wi-Fi device).
+        var interface = ""
+        /// The interface that runs the access point (empty: the same; `ap0` made by the package's
+        /// `replenish-agent-ap0.service` keeps the access point up while the unit joins).
+        var accessPointInterface = ""
+        var openMinutes = 15
+        var port = 8643
+    }
+
     struct Listen: Sendable, Equatable {
         var host: String
         var port: Int
@@ -66,6 +78,8 @@ struct AgentConfig: Sendable {
     /// The device's setup key (`pairing.setupKeyFile`): with it the pairing endpoints give and ask for proofs.
     /// Required in the production phase in companion mode.
     var pairingSetupKey: SetupKey? = nil
+    /// Wi-Fi setup mode (`wifiSetup`, docs/wifi-setup.md): nil when it is off (the default).
+    var wifiSetup: WiFiSetupConfig? = nil
     /// A folder emptied at every boot (`runtimeDirectory`, default `/run/replenish-agent`: the unit's
     /// `RuntimeDirectory=`), where the agent marks which boot it runs in (`BootIdentity`).
     var runtimeDirectory: String = AgentConfig.defaultRuntimeDirectory

@@ -106,11 +106,14 @@ struct Agent {
         let backend = board.backend
         let lights = Lights(backend: backend, output: config.board.outputs.first?.name, clock: clock, logger: logger)
         let signals = Broadcast<PressMeaning.Signal>()
+        let wifiSetup = Self.wifiSetup(
+            config: config, clock: clock, group: group, lights: lights, shown: shown, logger: logger)
         let presses = PressHandler(
             config: config,
             effects: DaemonPressEffects(
                 orders: orders, tokens: tokens, tracker: tracker, subscriptions: subscriptions, duties: duties,
-                signals: signals, openWindow: pairingEntry.open, reset: owner.resetConfirmedWithTheButton),
+                signals: signals, openWindow: pairingEntry.open, reset: owner.resetConfirmedWithTheButton,
+                wifiSetup: Self.longPress(wifiSetup)),
             clock: clock, logger: logger)
         let inputs = InputPipeline(board: config.board, clock: clock, logger: logger, handler: presses.handle)
         let control = ControlServer(
@@ -144,6 +147,7 @@ struct Agent {
                 logger: logger),
         ]
         services += startUpParts
+        if let wifiSetup { services.append(WiFiSetup<Clock>.Part(setup: wifiSetup)) }
         // Last, so that graceful shutdown stops it first (STOPPING=1 as the shutdown begins).
         if let part = await SystemdNotifications.make(
             notifier: systemd, tokens: tokens, orders: orders, gpioBeats: board.beats, group: group,
@@ -223,6 +227,25 @@ struct Agent {
             listen: listen, pairing: pairing, window: window, tokens: tokens.events.subscribe { $0.isPairingChange },
             group: group,
             logger: logger, advertiser: advertiser)
+    }
+
+    /// The Wi-Fi setup mode when `wifiSetup` is on (it needs the setup key, which the config's check demands).
+    private static func wifiSetup(
+        config: AgentConfig, clock: Clock, group: MultiThreadedEventLoopGroup, lights: Lights<Clock>,
+        shown: ShownStatusBook, logger: Logger
+    ) -> WiFiSetup<Clock>? {
+        guard let settings = config.wifiSetup, let key = config.pairingSetupKey else { return nil }
+        return WiFiSetup(
+            settings: settings, serial: config.device.serial, key: key, clock: clock, group: group, logger: logger,
+            show: { state in
+                await shown.recordWiFiSetup(state?.description)
+                await lights.update { $0.wifiSetupOpen = state?.isOpen ?? false }
+            })
+    }
+
+    private static func longPress(_ setup: WiFiSetup<Clock>?) -> (@Sendable () async -> String?)? {
+        guard let setup else { return nil }
+        return { await setup.longPress() }
     }
 
     /// A subscription to `broadcast`, or a stream that has ended when there is none (the other pairing mode).

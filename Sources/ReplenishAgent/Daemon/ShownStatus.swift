@@ -20,6 +20,8 @@ struct ShownStatus: Codable, Sendable, Equatable, StateFormat {
     /// While the pairing window is open: whether the pairing port is advertised by DNS-SD, or why not
     /// (`AdvertisementStatus`); nil otherwise.
     var advertisement: String?
+    /// With `wifiSetup`: the setup mode as `WiFiSetupShown` says it (never a credential); nil while it is dormant.
+    var wifiSetup: String?
 
     static func path(runtimeDirectory: String) -> String { POSIX.join(runtimeDirectory, "shown-status.json") }
 }
@@ -55,6 +57,8 @@ actor ShownStatusBook {
     func recordLinkingCode(_ code: LinkingCode?) async { await change { $0.linking = code } }
 
     func recordAdvertisement(_ text: String?) async { await change { $0.advertisement = text } }
+
+    func recordWiFiSetup(_ text: String?) async { await change { $0.wifiSetup = text } }
 
     private func change(_ change: (inout ShownStatus) -> Void) async {
         var next = shown

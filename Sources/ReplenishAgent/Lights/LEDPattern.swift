@@ -23,6 +23,8 @@ enum LEDPattern: String, Sendable, CaseIterable {
     case acknowledge
     /// A press for a slot whose order is still on its way: recorded, no new order. Two long flashes.
     case alreadyOrdered
+    /// Wi-Fi setup mode: the setup access point is open for the phone. Short-long.
+    case wifiSetup
 
     /// The steps of one cycle, in milliseconds; nil for a steady level (`off`, `orderPlaced`).
     var steps: [(on: Bool, milliseconds: Int)]? {
@@ -36,6 +38,7 @@ enum LEDPattern: String, Sendable, CaseIterable {
         case .confirmRepairing: [(true, 80), (false, 80)]
         case .acknowledge: [(true, 300), (false, 300)]
         case .alreadyOrdered: [(true, 700), (false, 300), (true, 700), (false, 300)]
+        case .wifiSetup: [(true, 100), (false, 300), (true, 900), (false, 700)]
         }
     }
 
@@ -57,12 +60,15 @@ enum LEDPattern: String, Sendable, CaseIterable {
         var orderJustPlaced = false
         var acknowledging = false
         var alreadyOrdered = false
+        /// The Wi-Fi setup access point is open (`WiFiSetup`).
+        var wifiSetupOpen = false
     }
 
     static func pattern(for facts: Facts) -> LEDPattern {
         if facts.repairingArmed { return .confirmRepairing }
         if facts.acknowledging { return .acknowledge }
         if facts.alreadyOrdered { return .alreadyOrdered }
+        if facts.wifiSetupOpen { return .wifiSetup }
         if !facts.paired {
             if facts.codeWaiting { return .codeWaiting }
             return facts.pairingWindowOpen ? .pairingMode : .needsAttention

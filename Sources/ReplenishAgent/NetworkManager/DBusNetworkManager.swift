@@ -83,6 +83,21 @@ final class DBusNetworkManager: NetworkManagerControl {
 
     func changes() -> AsyncStream<NetworkManagerChange> { stream }
 
+    /// For `check-config`: nil when NetworkManager answers on the system bus with the Wi-Fi devices named (empty:
+    /// any), else why setup mode is unavailable. Blocks on the bus (at most `CNM_TIMEOUT_MS` a call).
+    static func probe(interface: String, accessPointInterface: String) -> String? {
+        var error = [CChar](repeating: 0, count: 512)
+        guard let manager = cnm_open(nil, &error, error.count) else { return text(error) }
+        defer { cnm_close(manager) }
+        var path = [CChar](repeating: 0, count: 256)
+        for name in [interface, accessPointInterface] where name == interface || !name.isEmpty {
+            guard cnm_wifi_device(manager, name, &path, path.count, &error, error.count) == 0 else {
+                return text(error)
+            }
+        }
+        return nil
+    }
+
     func openAccessPoint(ssid: String, passphrase: String) async throws {
         try await activate(ssid: ssid, passphrase: passphrase, accessPoint: true, hidden: false)
     }

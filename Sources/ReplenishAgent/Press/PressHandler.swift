@@ -19,6 +19,11 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
     }
 
     func handle(_ press: ButtonPress) async -> Result<String, AgentError> {
+        // A long press on a unit without a network is the Wi-Fi setup's (docs/wifi-setup.md).
+        if press.kind == .long, let answer = await effects.wifiSetupLongPress() {
+            logger.notice("long press: \(answer)")
+            return .success(answer)
+        }
         let now = clock.now
         // Only a long press's meaning depends on the pairing (re-pair, or open the window); an order's pairing is
         // checked once, by the outbox's accept.
@@ -124,6 +129,8 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
 /// Everything a press does outside `PressHandler`: the facts it asks for and the actions it carries out, one
 /// method each. The daemon's are `DaemonPressEffects`; the handler's tests use a double that records the calls.
 protocol PressEffects: Sendable {
+    /// A long press offered to the Wi-Fi setup first: its answer when it took the press (no network), else nil.
+    func wifiSetupLongPress() async -> String?
     /// Whether the device is paired (asked for a long press only: an order's pairing is the outbox's to check).
     func isPaired() async -> Bool
     /// A level sensor of `slot` ordered and no refill has been seen since.
@@ -157,7 +164,10 @@ struct DaemonPressEffects<C: Clock>: PressEffects where C.Duration == Duration {
     let signals: Broadcast<PressMeaning.Signal>
     let openWindow: @Sendable () async -> String
     let reset: @Sendable () async -> Result<String, AgentError>
+    /// The Wi-Fi setup's long press (nil: `wifiSetup` is off).
+    var wifiSetup: (@Sendable () async -> String?)? = nil
 
+    func wifiSetupLongPress() async -> String? { await wifiSetup?() }
     func isPaired() async -> Bool { await tokens.isPaired }
     func sensorLatched(slot: String) async -> Bool { await orders.book.sensorOrderedWhileLow(slot) }
     func openOrder(slot: String) async -> PressMeaning.OpenOrder? { await tracker.recheck(slot: slot) }
@@ -175,4 +185,9 @@ struct DaemonPressEffects<C: Clock>: PressEffects where C.Duration == Duration {
     func factoryReset() async -> Result<String, AgentError> { await reset() }
     func openPairingWindow() async -> String { await openWindow() }
     func signal(_ signal: PressMeaning.Signal) { signals.publish(signal) }
+}
+
+extension PressEffects {
+    /// No Wi-Fi setup: a long press keeps its meaning.
+    func wifiSetupLongPress() async -> String? { nil }
 }

@@ -51,4 +51,27 @@ enum NetworkInterfaces {
         let name = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         return name.isEmpty ? nil : name
     }
+
+    /// Whether the kernel has a default route through an interface other than loopback (IPv4 or IPv6), read from
+    /// `/proc/net/route` and `/proc/net/ipv6_route` (memory, no library): how the Wi-Fi setup decides, without
+    /// asking NetworkManager, that a unit is on a network. False when neither can be read.
+    static func hasDefaultRoute() -> Bool {
+        func lines(_ path: String) -> [[Substring]] {
+            guard let bytes = try? POSIX.readFile(path, limit: 1 << 20, .memory) else { return [] }
+            return String(decoding: bytes, as: UTF8.self).split(separator: "\n").map {
+                $0.split(whereSeparator: { $0 == " " || $0 == "\t" })
+            }
+        }
+        // Iface Destination Gateway Flags RefCnt Use Metric Mask …: destination and mask 0, flags RTF_UP (1).
+        let ipv4 = lines("/proc/net/route").dropFirst().contains { fields in
+            fields.count >= 8 && fields[0] != "lo" && fields[1] == "00000000" && fields[7] == "00000000"
+                && (Int(fields[3], radix: 16) ?? 0) & 1 != 0
+        }
+        // destination, its prefix length, …, flags, interface: ::/0 through anything but lo, not RTF_REJECT.
+        let ipv6 = lines("/proc/net/ipv6_route").contains { fields in
+            fields.count >= 10 && fields[9] != "lo" && fields[1] == "00" && fields[0].allSatisfy { $0 == "0" }
+                && (Int(fields[8], radix: 16) ?? 0) & 0x0200 == 0
+        }
+        return ipv4 || ipv6
+    }
 }

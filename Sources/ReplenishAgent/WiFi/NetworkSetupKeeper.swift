@@ -15,11 +15,14 @@ actor NetworkSetupKeeper<C: Clock> where C.Duration == Duration {
     private var input: AsyncStream<Machine.Event>.Continuation?
     /// The machine's actions not yet run.
     private var pendingActions: [Machine.Action] = []
+    /// Told each new phase (the LED, `status`, the setup endpoints' server).
+    private let observe: @Sendable (Machine.Phase) -> Void
 
     init(
         control: any NetworkManagerControl, accessPoint: SetupAccessPoint, timing: Machine.Timing = .init(),
-        clock: C, logger: Logger
+        clock: C, logger: Logger, observe: @escaping @Sendable (Machine.Phase) -> Void = { _ in }
     ) {
+        self.observe = observe
         self.control = control
         self.accessPoint = accessPoint
         self.clock = clock
@@ -31,16 +34,19 @@ actor NetworkSetupKeeper<C: Clock> where C.Duration == Duration {
     var phase: Machine.Phase { machine.phase }
     var isOpen: Bool { machine.isOpen }
 
-    /// Until cancelled: NetworkManager's changes and the timer into the machine, its actions out.
-    func run() async {
+    /// Until cancelled: NetworkManager's changes and the timer into the machine, its actions out. `longPress`: a
+    /// long press woke the setup, handled once NetworkManager has answered.
+    func run(longPress: Bool = false) async {
         let (events, continuation) = AsyncStream.makeStream(of: Machine.Event.self)
         input = continuation
         do {
             let start = try await control.start()
             handle(.started(online: start.online, savedWiFi: start.savedWiFi))
+            if longPress { handle(.longPress) }
         } catch {
             handle(.networkManagerGone(reason: "\(error)"))
         }
+        await performPending()
         await withDiscardingTaskGroup { group in
             let changes = control.changes()
             group.addTask {
@@ -95,7 +101,10 @@ actor NetworkSetupKeeper<C: Clock> where C.Duration == Duration {
         let before = machine.phase
         let outcome = machine.handle(event, at: clock.now)
         if case .actions(let actions) = outcome { pendingActions += actions }
-        if machine.phase != before { log(from: before) }
+        if machine.phase != before {
+            log(from: before)
+            observe(machine.phase)
+        }
         schedule()
         return outcome
     }
