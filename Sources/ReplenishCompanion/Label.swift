@@ -1,10 +1,10 @@
 import CCrypto
 import Foundation
 
-/// The device's label as the companion reads it, `RPL1:<serial>:<key>`, and the two proofs under its key
-/// (HMAC-SHA256, lowercase hex) computed in process with OpenSSL's libcrypto: the key never leaves this process
-/// (an argument of another program, such as `openssl dgst -macopt hexkey:…`, is readable by any local user in
-/// /proc while it runs).
+/// The device's label as the companion reads it, `RPL1:<serial>:<key>`, and the pairing proofs under its key
+/// (HMAC-SHA256, lowercase hex; the Wi-Fi setup's are in SetupClient.swift) computed in process with OpenSSL's
+/// libcrypto: the key never leaves this process (an argument of another program, such as
+/// `openssl dgst -macopt hexkey:…`, is readable by any local user in /proc while it runs).
 struct Label {
     let serial: String
     let keyHex: String
@@ -62,7 +62,8 @@ struct Label {
         try hmac("replenish-pairing-v2 companionInfo\n\(sessionId)\n\(code)\n\(clientId)\n\(redirectURI)")
     }
 
-    private func hmac(_ message: String) throws -> String {
+    /// HMAC-SHA256 of `message` under the label's key, as lowercase hex.
+    func hmac(_ message: String) throws -> String {
         var key = [UInt8]()
         var index = keyHex.startIndex
         while index < keyHex.endIndex {
@@ -88,7 +89,8 @@ struct Label {
         return hex(out[...])
     }
 
-    private static func hex(_ bytes: ArraySlice<UInt8>) -> String {
+    /// `bytes` as lowercase hex.
+    static func hex(_ bytes: ArraySlice<UInt8>) -> String {
         bytes.map { String($0 >> 4, radix: 16) + String($0 & 0x0f, radix: 16) }.joined()
     }
 
