@@ -364,7 +364,7 @@ static int report_network(cnm *m, const char *object, void *context) {
         const uint8_t *ssid = NULL;
         int ssid_length = 0;
         uint8_t strength = 0;
-        uint32_t flags = 0, wpa = 0, rsn = 0;
+        uint32_t flags = 0, wpa = 0, rsn = 0, frequency = 0;
         if (find_key(&properties, "Ssid", &value) && d.dbus_message_iter_get_arg_type(&value) == T_ARRAY) {
             DBusMessageIter bytes;
             d.dbus_message_iter_recurse(&value, &bytes);
@@ -379,11 +379,13 @@ static int report_network(cnm *m, const char *object, void *context) {
             d.dbus_message_iter_get_basic(&value, &wpa);
         if (find_key(&properties, "RsnFlags", &value) && d.dbus_message_iter_get_arg_type(&value) == T_UINT32)
             d.dbus_message_iter_get_basic(&value, &rsn);
+        if (find_key(&properties, "Frequency", &value) && d.dbus_message_iter_get_arg_type(&value) == T_UINT32)
+            d.dbus_message_iter_get_basic(&value, &frequency);
         // NM_802_11_AP_SEC_KEY_MGMT_802_1X (0x200): enterprise; privacy without WPA or RSN: WEP. Neither is offered.
         int secured = (wpa | rsn) != 0;
         int unsupported = ((wpa | rsn) & 0x200) != 0 || (!secured && (flags & 0x1));
         if (ssid && ssid_length > 0)
-            list->callback(ssid, (size_t)ssid_length, strength, secured, unsupported, list->userdata);
+            list->callback(ssid, (size_t)ssid_length, strength, frequency, secured, unsupported, list->userdata);
     }
     d.dbus_message_unref(reply);
     return 0;
@@ -463,7 +465,8 @@ static void add_strings(DBusMessageIter *fields, const char *key, const char *va
 }
 
 int cnm_activate(cnm *m, const char *device, const uint8_t *ssid, size_t ssid_length, const char *passphrase,
-                 int access_point, int hidden, char *active, size_t active_size, char *error, size_t size) {
+                 int access_point, uint32_t channel, int hidden, char *active, size_t active_size, char *error,
+                 size_t size) {
     DBusMessage *message = d.dbus_message_new_method_call(NM, NM_PATH, NM, "AddAndActivateConnection2");
     if (message) {
         DBusMessageIter arguments, settings, entry, fields;
@@ -477,7 +480,8 @@ int cnm_activate(cnm *m, const char *device, const uint8_t *ssid, size_t ssid_le
         open_section(&settings, "802-11-wireless", &entry, &fields);
         add_bytes(&fields, "ssid", ssid, ssid_length);
         add_string(&fields, "mode", access_point ? "ap" : "infrastructure");
-        if (access_point) add_string(&fields, "band", "bg");
+        if (access_point) add_string(&fields, "band", channel > 14 ? "a" : "bg");
+        if (access_point && channel > 0) add_field(&fields, "channel", T_UINT32, &channel);
         if (hidden && !access_point) add_bool(&fields, "hidden", 1);
         close_section(&settings, &entry, &fields);
         if (passphrase) {

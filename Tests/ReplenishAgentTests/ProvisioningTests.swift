@@ -14,6 +14,8 @@ import Testing
         struct State {
             var start: Result<(online: Bool, savedWiFi: Bool), NetworkManagerUnavailable> = .success((false, false))
             var accessPoint: (ssid: String, passphrase: String)?
+            /// The channel of each opening of the access point.
+            var channels: [Int] = []
             var opened = 0
             var joins: [String] = []
             var scans = 0
@@ -24,9 +26,10 @@ import Testing
 
         func start() async throws -> (online: Bool, savedWiFi: Bool) { try state.withLock { $0.start }.get() }
         func changes() -> AsyncStream<NetworkManagerChange> { stream }
-        func openAccessPoint(ssid: String, passphrase: String) async throws {
+        func openAccessPoint(ssid: String, passphrase: String, channel: Int) async throws {
             state.withLock {
                 $0.accessPoint = (ssid, passphrase)
+                $0.channels.append(channel)
                 $0.opened += 1
             }
         }
@@ -34,7 +37,8 @@ import Testing
         func networks() async throws -> [VisibleNetwork] {
             state.withLock { $0.scans += 1 }
             return [
-                .init(ssid: "Home Net", signal: 80, security: .wpa), .init(ssid: "Cafe", signal: 30, security: .open),
+                .init(ssid: "Home Net", signal: 80, security: .wpa, channel: 6),
+                .init(ssid: "Cafe", signal: 30, security: .open, channel: 11),
             ]
         }
         func join(ssid: String, passphrase: String?, hidden: Bool) async throws {
@@ -98,15 +102,16 @@ import Testing
     }
 
     func postNetwork(
-        _ endpoints: ProvisioningEndpoints<ManualClock>, session: String, passphrase: String, proof: String? = nil
+        _ endpoints: ProvisioningEndpoints<ManualClock>, session: String, ssid: String = "Home Net",
+        passphrase: String, proof: String? = nil
     ) async throws -> ServerResponse {
         let proof =
             proof
             ?? key.proof(
                 of: SetupAccessPoint.networkRequestMessage(
-                    sessionId: session, ssid: "Home Net", passphrase: passphrase, hidden: false))
+                    sessionId: session, ssid: ssid, passphrase: passphrase, hidden: false))
         let body =
-            #"{"sessionId":"\#(session)","ssid":"Home Net","passphrase":"\#(passphrase)","hidden":false,"proof":"\#(proof)"}"#
+            #"{"sessionId":"\#(session)","ssid":"\#(ssid)","passphrase":"\#(passphrase)","hidden":false,"proof":"\#(proof)"}"#
         return try #require(await endpoints.handle(request(.POST, "/provision/network", body: body)))
     }
 
@@ -174,6 +179,24 @@ import Testing
         #expect(logged.contains("setup mode: could not join the network") && logged.contains("wrong-passphrase"))
     }
 
+    /// A radio holds one channel at a time (mac80211_hwsim as a Raspberry Pi's): the access point opens on the
+    /// strongest network's channel, and moves to the chosen network's before the join.
+    @Test func theAccessPointOpensOnTheStrongestNetworksChannelAndMovesToTheChosenOnes() async throws {
+        let keeper = keeper()
+        let endpoints = endpoints(keeper)
+        let running = Task { await keeper.run() }
+        defer { running.cancel() }
+        await until { clock.sleeperCount == 1 }
+        #expect(await keeper.longPress())
+        #expect(fake.state.withLock { $0.channels } == [6], "Home Net, the strongest, is on channel 6")
+        let listed = try await listNetworks(endpoints)
+        #expect(
+            try await postNetwork(endpoints, session: listed.sessionId, ssid: "Cafe", passphrase: "correct horse")
+                .status == 202)
+        #expect(fake.state.withLock { $0.channels } == [6, 11], "moved to Cafe's channel before the join")
+        #expect(fake.state.withLock { $0.joins } == ["Cafe"])
+    }
+
     @Test func aWrongOrMissingProofChangesNothing() async throws {
         let keeper = keeper()
         let endpoints = endpoints(keeper)
@@ -181,10 +204,12 @@ import Testing
         defer { running.cancel() }
         await until { clock.sleeperCount == 1 }
         _ = await keeper.longPress()
+        // (the opening scanned once, for the access point's channel)
+        let scansBefore = fake.state.withLock { $0.scans }
         let bad = String(repeating: "0", count: 64)
         let scan = try #require(
             await endpoints.handle(request(.GET, "/provision/networks", query: "nonce=\(Self.nonce)&proof=\(bad)")))
-        #expect(scan.status == 403 && fake.state.withLock { $0.scans } == 0)
+        #expect(scan.status == 403 && fake.state.withLock { $0.scans } == scansBefore)
         let session = try await listNetworks(endpoints).sessionId
         #expect(
             try await postNetwork(endpoints, session: session, passphrase: "correct horse", proof: bad).status == 403)

@@ -32,10 +32,11 @@ int cnm_wifi_device(cnm *manager, const char *interface, char *path, size_t path
 /// How many saved Wi-Fi connections there are, leaving out access points (mode `ap`).
 int cnm_saved_wifi(cnm *manager, int *count, char *error, size_t error_size);
 
-/// One network of a scan: its SSID's bytes, NetworkManager's strength (0-100), and whether it asks for WPA
+/// One network of a scan: its SSID's bytes, NetworkManager's strength (0-100), its frequency (MHz, 0 unknown), and
+/// whether it asks for WPA
 /// (`secured`: WPA or RSN flags set) or for something the setup mode does not offer (`enterprise`: 802.1X).
-typedef void (*cnm_network_callback)(const uint8_t *ssid, size_t ssid_length, uint8_t strength, int secured,
-                                     int enterprise, void *userdata);
+typedef void (*cnm_network_callback)(const uint8_t *ssid, size_t ssid_length, uint8_t strength, uint32_t frequency,
+                                     int secured, int enterprise, void *userdata);
 
 /// Asks the device to scan (a refused request, such as one too soon after the last, is not an error) and lists
 /// the networks it knows now.
@@ -43,10 +44,12 @@ int cnm_networks(cnm *manager, const char *device, cnm_network_callback callback
                  size_t error_size);
 
 /// Activates a new connection on `device`: an access point (`access_point` 1: WPA2-PSK, NetworkManager's shared
-/// IPv4 with its DHCP, kept in memory only) or a station (`passphrase` NULL for an open network; saved by
+/// IPv4 with its DHCP, kept in memory only, on `channel` when it is not 0: a radio that holds one channel at a time
+/// joins a network only on its access point's channel) or a station (`passphrase` NULL for an open network; saved by
 /// NetworkManager in its own root-only file). The active connection's path goes into `active`.
 int cnm_activate(cnm *manager, const char *device, const uint8_t *ssid, size_t ssid_length, const char *passphrase,
-                 int access_point, int hidden, char *active, size_t active_size, char *error, size_t error_size);
+                 int access_point, uint32_t channel, int hidden, char *active, size_t active_size, char *error,
+                 size_t error_size);
 
 /// Deactivates an active connection (one that is already gone is not an error).
 int cnm_deactivate(cnm *manager, const char *active, char *error, size_t error_size);

@@ -98,8 +98,8 @@ final class DBusNetworkManager: NetworkManagerControl {
         return nil
     }
 
-    func openAccessPoint(ssid: String, passphrase: String) async throws {
-        try await activate(ssid: ssid, passphrase: passphrase, accessPoint: true, hidden: false)
+    func openAccessPoint(ssid: String, passphrase: String, channel: Int) async throws {
+        try await activate(ssid: ssid, passphrase: passphrase, accessPoint: true, channel: channel, hidden: false)
     }
 
     func closeAccessPoint() async {
@@ -122,7 +122,7 @@ final class DBusNetworkManager: NetworkManagerControl {
             let status = withExtendedLifetime(found) {
                 cnm_networks(
                     manager, device,
-                    { ssid, length, strength, secured, unsupported, userdata in
+                    { ssid, length, strength, frequency, secured, unsupported, userdata in
                         guard let ssid, let userdata else { return }
                         // SAFETY: `userdata` is `found`, kept alive by withExtendedLifetime for the whole call,
                         // and the callback runs only during cnm_networks.
@@ -132,7 +132,8 @@ final class DBusNetworkManager: NetworkManagerControl {
                         found.networks.append(
                             VisibleNetwork(
                                 ssid: name, signal: Int(strength),
-                                security: unsupported != 0 ? .unsupported : secured != 0 ? .wpa : .open))
+                                security: unsupported != 0 ? .unsupported : secured != 0 ? .wpa : .open,
+                                channel: VisibleNetwork.channel(frequency: frequency)))
                     },
                     // SAFETY: unretained: `found` outlives the call (withExtendedLifetime above).
                     Unmanaged.passUnretained(found).toOpaque(), &error, error.count)
@@ -144,7 +145,7 @@ final class DBusNetworkManager: NetworkManagerControl {
     }
 
     func join(ssid: String, passphrase: String?, hidden: Bool) async throws {
-        try await activate(ssid: ssid, passphrase: passphrase, accessPoint: false, hidden: hidden)
+        try await activate(ssid: ssid, passphrase: passphrase, accessPoint: false, channel: 0, hidden: hidden)
     }
 
     func cancelJoin() async {
@@ -177,7 +178,7 @@ final class DBusNetworkManager: NetworkManagerControl {
         }
     }
 
-    private func activate(ssid: String, passphrase: String?, accessPoint: Bool, hidden: Bool) async throws {
+    private func activate(ssid: String, passphrase: String?, accessPoint: Bool, channel: Int, hidden: Bool) async throws {
         let done: Result<Void, NetworkManagerUnavailable> = await onThread { [self] in
             let (manager, device) = state.withLock { ($0.manager, accessPoint ? $0.accessPointDevice : $0.station) }
             guard let manager else { return .failure(.init(reason: "NetworkManager is not connected")) }
@@ -185,8 +186,8 @@ final class DBusNetworkManager: NetworkManagerControl {
             var error = [CChar](repeating: 0, count: 512)
             let bytes = Array(ssid.utf8)
             let status = cnm_activate(
-                manager, device, bytes, bytes.count, passphrase, accessPoint ? 1 : 0, hidden ? 1 : 0, &active,
-                active.count, &error, error.count)
+                manager, device, bytes, bytes.count, passphrase, accessPoint ? 1 : 0, UInt32(max(0, channel)),
+                hidden ? 1 : 0, &active, active.count, &error, error.count)
             guard status == 0 else { return .failure(.init(reason: Self.text(error))) }
             state.withLock {
                 if accessPoint { $0.accessPoint = Self.text(active) } else { $0.join = Self.text(active) }

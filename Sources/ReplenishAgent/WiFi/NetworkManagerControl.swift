@@ -7,8 +7,9 @@ protocol NetworkManagerControl: Sendable {
     func start() async throws -> (online: Bool, savedWiFi: Bool)
     /// NetworkManager's changes from `start` on (connectivity, saved connections, a join's end, going away).
     func changes() -> AsyncStream<NetworkManagerChange>
-    /// Opens the WPA2 access point (NetworkManager's own, with its DHCP for the phone).
-    func openAccessPoint(ssid: String, passphrase: String) async throws
+    /// Opens the WPA2 access point (NetworkManager's own, with its DHCP for the phone) on `channel` (0:
+    /// NetworkManager's choice); opened again on another channel, it moves there.
+    func openAccessPoint(ssid: String, passphrase: String, channel: Int) async throws
     func closeAccessPoint() async
     /// The networks NetworkManager sees now, strongest first.
     func networks() async throws -> [VisibleNetwork]

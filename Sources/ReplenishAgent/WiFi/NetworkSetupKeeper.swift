@@ -15,6 +15,9 @@ actor NetworkSetupKeeper<C: Clock> where C.Duration == Duration {
     private var input: AsyncStream<Machine.Event>.Continuation?
     /// The machine's actions not yet run.
     private var pendingActions: [Machine.Action] = []
+    /// The networks of the last scan (their channels), and the access point's channel.
+    private var seen: [VisibleNetwork] = []
+    private var accessPointChannel = 0
     /// Told each new phase (the LED, `status`, the setup endpoints' server).
     private let observe: @Sendable (Machine.Phase) -> Void
 
@@ -73,6 +76,7 @@ actor NetworkSetupKeeper<C: Clock> where C.Duration == Duration {
     func join(ssid: String, passphrase: String?, hidden: Bool) async -> String? {
         let outcome = handle(.credentials(ssid: ssid))
         if case .refused(let reason) = outcome { return reason }
+        await followToChannel(of: ssid)
         do {
             logger.info("setup mode: joining the network the phone sent", metadata: ["wifi.ssid": "\(ssid)"])
             try await control.join(ssid: ssid, passphrase: passphrase, hidden: hidden)
@@ -94,7 +98,29 @@ actor NetworkSetupKeeper<C: Clock> where C.Duration == Duration {
     }
 
     /// The networks NetworkManager sees.
-    func networks() async throws -> [VisibleNetwork] { try await control.networks() }
+    func networks() async throws -> [VisibleNetwork] {
+        seen = try await control.networks()
+        return seen
+    }
+
+    /// A radio holds one channel at a time: the access point opens on the channel of the strongest network seen
+    /// (most likely the home's), and moves to the chosen network's before the join (the phone, which saved the
+    /// access point, joins it again there).
+    private func followToChannel(of ssid: String) async {
+        guard machine.isOpen, let channel = seen.first(where: { $0.ssid == ssid })?.channel, channel != 0,
+            channel != accessPointChannel
+        else { return }
+        logger.info(
+            "setup mode: moving the access point to the network's channel",
+            metadata: ["wifi.channel": "\(channel)", "wifi.accessPointChannel": "\(accessPointChannel)"])
+        do {
+            try await control.openAccessPoint(
+                ssid: accessPoint.ssid, passphrase: accessPoint.passphrase.value, channel: channel)
+            accessPointChannel = channel
+        } catch {
+            logger.warning("setup mode: could not move the access point", metadata: ["error": "\(error)"])
+        }
+    }
 
     @discardableResult
     private func handle(_ event: Machine.Event) -> Machine.Outcome {
@@ -122,7 +148,11 @@ actor NetworkSetupKeeper<C: Clock> where C.Duration == Duration {
         do {
             switch action {
             case .openAccessPoint:
-                try await control.openAccessPoint(ssid: accessPoint.ssid, passphrase: accessPoint.passphrase.value)
+                if seen.isEmpty { seen = (try? await control.networks()) ?? [] }
+                let channel = seen.first { $0.channel != 0 }?.channel ?? 0
+                try await control.openAccessPoint(
+                    ssid: accessPoint.ssid, passphrase: accessPoint.passphrase.value, channel: channel)
+                accessPointChannel = channel
             case .closeAccessPoint: await control.closeAccessPoint()
             case .cancelJoin: await control.cancelJoin()
             // Started by `join`, which holds the credentials; the machine names it only to say it is due.

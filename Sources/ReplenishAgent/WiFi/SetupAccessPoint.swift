@@ -58,4 +58,16 @@ struct VisibleNetwork: Sendable, Equatable {
     /// NetworkManager's strength, 0-100.
     var signal: Int
     var security: Security
+    /// The channel (1-14 at 2.4 GHz, 32-177 at 5 GHz), 0 when unknown; not part of any proof.
+    var channel = 0
+
+    /// The channel of a frequency in MHz (0 when it is none of the 2.4 or 5 GHz band's).
+    static func channel(frequency: UInt32) -> Int {
+        switch frequency {
+        case 2484: 14
+        case 2412...2472: Int(frequency - 2407) / 5
+        case 5160...5885: Int(frequency - 5000) / 5
+        default: 0
+        }
+    }
 }

@@ -85,8 +85,8 @@ def ap_flags(security):
 
 
 access_points = []
-for index, (ssid, strength, security) in enumerate(
-    [(HOME, 80, "wpa"), ("Cafe", 30, "open"), ("Corp", 50, "enterprise"), (HOME, 40, "wpa")]
+for index, (ssid, strength, security, frequency) in enumerate(
+    [(HOME, 80, "wpa", 2437), ("Cafe", 30, "open", 2462), ("Corp", 50, "enterprise", 5180), (HOME, 40, "wpa", 2412)]
 ):
     flags, wpa, rsn = ap_flags(security)
     access_points.append(
@@ -99,6 +99,7 @@ for index, (ssid, strength, security) in enumerate(
                     "Flags": flags,
                     "WpaFlags": wpa,
                     "RsnFlags": rsn,
+                    "Frequency": dbus.UInt32(frequency),
                 }
             },
         )

@@ -75,17 +75,19 @@ import Testing
         let networks = try await manager.networks()
         #expect(
             networks == [
-                .init(ssid: "Home Net", signal: 80, security: .wpa),
-                .init(ssid: "Corp", signal: 50, security: .unsupported),
-                .init(ssid: "Cafe", signal: 30, security: .open),
+                .init(ssid: "Home Net", signal: 80, security: .wpa, channel: 6),
+                .init(ssid: "Corp", signal: 50, security: .unsupported, channel: 36),
+                .init(ssid: "Cafe", signal: 30, security: .open, channel: 11),
             ])
 
         let accessPoint = SetupAccessPoint(serial: "SN0001", key: SetupKey(hex: "000102030405060708090a0b0c0d0e0f")!)
-        try await manager.openAccessPoint(ssid: accessPoint.ssid, passphrase: accessPoint.passphrase.value)
+        try await manager.openAccessPoint(ssid: accessPoint.ssid, passphrase: accessPoint.passphrase.value, channel: 6)
         let opened = try #require(try calls(harness).first { $0["call"] as? String == "AddAndActivateConnection2" })
         let settings = try #require(opened["settings"] as? [String: [String: Any]])
         #expect(settings["802-11-wireless"]?["mode"] as? String == "ap")
         #expect(settings["802-11-wireless"]?["ssid"] as? String == "Replenish-91cb")
+        #expect(settings["802-11-wireless"]?["channel"] as? Int == 6, "on the home network's channel")
+        #expect(settings["802-11-wireless"]?["band"] as? String == "bg")
         #expect(settings["802-11-wireless-security"]?["key-mgmt"] as? String == "wpa-psk")
         #expect(settings["802-11-wireless-security"]?["psk"] as? String == accessPoint.passphrase.value)
         #expect(settings["802-11-wireless-security"]?["proto"] as? [String] == ["rsn"])
