@@ -465,8 +465,8 @@ static void add_strings(DBusMessageIter *fields, const char *key, const char *va
 }
 
 int cnm_activate(cnm *m, const char *device, const uint8_t *ssid, size_t ssid_length, const char *passphrase,
-                 int access_point, uint32_t channel, int hidden, char *active, size_t active_size, char *error,
-                 size_t size) {
+                 int access_point, uint32_t channel, int hidden, char *connection, char *active, size_t path_size,
+                 char *error, size_t size) {
     DBusMessage *message = d.dbus_message_new_method_call(NM, NM_PATH, NM, "AddAndActivateConnection2");
     if (message) {
         DBusMessageIter arguments, settings, entry, fields;
@@ -515,11 +515,16 @@ int cnm_activate(cnm *m, const char *device, const uint8_t *ssid, size_t ssid_le
     if (!reply) return CNM_FAILED;
     DBusMessageIter answer;
     int result = CNM_FAILED;
+    if (d.dbus_message_iter_init(reply, &answer) && d.dbus_message_iter_get_arg_type(&answer) == T_OBJECT_PATH) {
+        const char *path = NULL;
+        d.dbus_message_iter_get_basic(&answer, &path);
+        snprintf(connection, path_size, "%s", path);
+    }
     if (d.dbus_message_iter_init(reply, &answer) && d.dbus_message_iter_next(&answer) &&
         d.dbus_message_iter_get_arg_type(&answer) == T_OBJECT_PATH) {
         const char *path = NULL;
         d.dbus_message_iter_get_basic(&answer, &path);
-        snprintf(active, active_size, "%s", path);
+        snprintf(active, path_size, "%s", path);
         result = 0;
     } else {
         fail(error, size, "NetworkManager's answer to AddAndActivateConnection2 has no active connection", NULL);
@@ -544,6 +549,17 @@ int cnm_deactivate(cnm *m, const char *active, char *error, size_t size) {
     return strstr(error, "ConnectionNotActive") || strstr(error, "UnknownObject") || strstr(error, "UnknownMethod")
                ? 0
                : CNM_FAILED;
+}
+
+int cnm_delete_connection(cnm *m, const char *connection, char *error, size_t size) {
+    DBusMessage *message =
+        d.dbus_message_new_method_call(NM, connection, "org.freedesktop.NetworkManager.Settings.Connection", "Delete");
+    DBusMessage *reply = call(m, message, "Delete", error, size);
+    if (reply) {
+        d.dbus_message_unref(reply);
+        return 0;
+    }
+    return strstr(error, "UnknownObject") || strstr(error, "UnknownMethod") ? 0 : CNM_FAILED;
 }
 
 int cnm_active_state(cnm *m, const char *active, const char *device, uint32_t *state, uint32_t *reason, char *error,

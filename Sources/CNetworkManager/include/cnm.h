@@ -46,10 +46,14 @@ int cnm_networks(cnm *manager, const char *device, cnm_network_callback callback
 /// Activates a new connection on `device`: an access point (`access_point` 1: WPA2-PSK, NetworkManager's shared
 /// IPv4 with its DHCP, kept in memory only, on `channel` when it is not 0: a radio that holds one channel at a time
 /// joins a network only on its access point's channel) or a station (`passphrase` NULL for an open network; saved by
-/// NetworkManager in its own root-only file). The active connection's path goes into `active`.
+/// NetworkManager in its own root-only file). The saved connection's path goes into `connection`, the active
+/// connection's into `active` (each of `path_size` bytes).
 int cnm_activate(cnm *manager, const char *device, const uint8_t *ssid, size_t ssid_length, const char *passphrase,
-                 int access_point, uint32_t channel, int hidden, char *active, size_t active_size, char *error,
-                 size_t error_size);
+                 int access_point, uint32_t channel, int hidden, char *connection, char *active, size_t path_size,
+                 char *error, size_t error_size);
+
+/// Deletes a saved connection (the profile of a join that failed; one that is already gone is not an error).
+int cnm_delete_connection(cnm *manager, const char *connection, char *error, size_t error_size);
 
 /// Deactivates an active connection (one that is already gone is not an error).
 int cnm_deactivate(cnm *manager, const char *active, char *error, size_t error_size);

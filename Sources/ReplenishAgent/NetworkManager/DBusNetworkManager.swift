@@ -19,6 +19,9 @@ final class DBusNetworkManager: NetworkManagerControl {
         var accessPointDevice = ""
         var accessPoint: String?
         var join: String?
+        /// The saved profile of the join under way: deleted if the join fails, so that a wrong passphrase is not
+        /// tried again by NetworkManager's autoconnect.
+        var joinProfile: String?
         var last: (online: Bool, saved: Bool)?
     }
 
@@ -150,11 +153,13 @@ final class DBusNetworkManager: NetworkManagerControl {
 
     func cancelJoin() async {
         await onThread { [self] in
-            let (manager, active) = state.withLock { ($0.manager, $0.join) }
+            let (manager, active, profile) = state.withLock { ($0.manager, $0.join, $0.joinProfile) }
             guard let manager, let active else { return }
             var error = [CChar](repeating: 0, count: 512)
             _ = cnm_deactivate(manager, active, &error, error.count)
-            state.withLock { $0.join = nil }
+            // A join given up (timed out, or setup closed during it) is not kept for autoconnect.
+            if let profile, !profile.isEmpty { _ = cnm_delete_connection(manager, profile, &error, error.count) }
+            state.withLock { (value: inout State) in (value.join, value.joinProfile) = (nil, nil) }
         }
     }
 
@@ -182,15 +187,21 @@ final class DBusNetworkManager: NetworkManagerControl {
         let done: Result<Void, NetworkManagerUnavailable> = await onThread { [self] in
             let (manager, device) = state.withLock { ($0.manager, accessPoint ? $0.accessPointDevice : $0.station) }
             guard let manager else { return .failure(.init(reason: "NetworkManager is not connected")) }
+            var profile = [CChar](repeating: 0, count: 256)
             var active = [CChar](repeating: 0, count: 256)
             var error = [CChar](repeating: 0, count: 512)
             let bytes = Array(ssid.utf8)
             let status = cnm_activate(
                 manager, device, bytes, bytes.count, passphrase, accessPoint ? 1 : 0, UInt32(max(0, channel)),
-                hidden ? 1 : 0, &active, active.count, &error, error.count)
+                hidden ? 1 : 0, &profile, &active, active.count, &error, error.count)
             guard status == 0 else { return .failure(.init(reason: Self.text(error))) }
             state.withLock {
-                if accessPoint { $0.accessPoint = Self.text(active) } else { $0.join = Self.text(active) }
+                if accessPoint {
+                    $0.accessPoint = Self.text(active)
+                } else {
+                    $0.join = Self.text(active)
+                    $0.joinProfile = Self.text(profile)
+                }
             }
             return .success(())
         }
@@ -245,10 +256,14 @@ final class DBusNetworkManager: NetworkManagerControl {
         guard cnm_active_state(manager, join, device, &active, &reason, &error, error.count) == 0 else { return }
         switch active {
         case 2:
-            state.withLock { $0.join = nil }
+            state.withLock { (value: inout State) in (value.join, value.joinProfile) = (nil, nil) }
             continuation.yield(.joinSucceeded)
         case 3, 4:
-            state.withLock { $0.join = nil }
+            let profile = state.withLock { value in
+                defer { (value.join, value.joinProfile) = (nil, nil) }
+                return value.joinProfile
+            }
+            if let profile, !profile.isEmpty { _ = cnm_delete_connection(manager, profile, &error, error.count) }
             continuation.yield(.joinFailed(Self.failure(reason: reason)))
         default: break
         }

@@ -139,6 +139,11 @@ class Connection(Object):
     def GetSettings(self):
         return self.settings
 
+    @dbus.service.method(f"{NM}.Settings.Connection")
+    def Delete(self):
+        log(call="Delete", path=self.path)
+        self.remove_from_connection()
+
 
 class Settings(Object):
     def __init__(self):
@@ -183,17 +188,19 @@ class Manager(Object):
         psk = settings_plain.get("802-11-wireless-security", {}).get("psk")
         if wireless.get("mode") == "ap":
             active.set(f"{NM}.Connection.Active", "State", dbus.UInt32(2))
-        else:
-            GLib.timeout_add(200, self.finish_join, active, wireless.get("ssid"), psk, settings)
-        return path, path, dbus.Dictionary({}, signature="sv")
+            return path, path, dbus.Dictionary({}, signature="sv")
+        # The station's profile, saved at once (persist "disk"), listed once the join succeeded.
+        connection = Connection(100 + self.count, settings)
+        GLib.timeout_add(200, self.finish_join, active, wireless.get("ssid"), psk, connection)
+        return connection.path, path, dbus.Dictionary({}, signature="sv")
 
-    def finish_join(self, active, ssid, psk, settings):
+    def finish_join(self, active, ssid, psk, connection):
         if ssid != HOME:
             self.fail(active, 53)
         elif psk != HOME_PASSPHRASE:
             self.fail(active, 7)
         else:
-            self.settings.connections.append(Connection(len(self.settings.connections), settings))
+            self.settings.connections.append(connection)
             active.set(f"{NM}.Connection.Active", "State", dbus.UInt32(2))
             self.online(True)
         return False

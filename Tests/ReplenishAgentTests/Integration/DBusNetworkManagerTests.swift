@@ -100,6 +100,8 @@ import Testing
         #expect(await changes.first(1) == [.joinFailed(.wrongPassphrase)])
         try await manager.join(ssid: "Elsewhere", passphrase: "correct horse", hidden: false)
         #expect(await changes.first(2).last == .joinFailed(.notFound))
+        // Each failed join's profile is deleted: NetworkManager's autoconnect never retries a wrong passphrase.
+        #expect(try calls(harness).filter { $0["call"] as? String == "Delete" }.count == 2)
         try await manager.join(ssid: "Home Net", passphrase: "correct horse", hidden: false)
         let joined = await changes.first(5).dropFirst(2)
         #expect(Set(joined.map { "\($0)" }) == Set(["joinSucceeded", "connectivity(online: true)", "savedWiFi(true)"]))
