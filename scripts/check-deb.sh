@@ -14,6 +14,10 @@ contents=$(dpkg-deb -c "$deb")
 for entry in "-rwxr-xr-x root/root .* ./usr/bin/replenish-agent" \
   "-rw-r--r-- root/root .* ./usr/lib/systemd/system/replenish-agent.service" \
   "-rw-r--r-- root/root .* ./usr/lib/udev/rules.d/99-replenish-agent-gpio.rules" \
+  "-rw-r--r-- root/root .* ./usr/lib/systemd/system/replenish-agent-ap0.service" \
+  "-rwxr-xr-x root/root .* ./usr/lib/replenish-agent/ap-interface" \
+  "-rw-r--r-- root/root .* ./usr/lib/NetworkManager/conf.d/50-replenish-agent.conf" \
+  "-rw-r--r-- root/root .* ./usr/share/polkit-1/rules.d/50-replenish-agent.rules" \
   "-rw-r--r-- root/root .* ./usr/share/replenish-agent/board/raspberry-pi-4b.json" \
   "-rw-r--r-- root/root .* ./usr/share/replenish-agent/agent.example.json" \
   "drwxr-xr-x root/root .* ./etc/replenish-agent/" \

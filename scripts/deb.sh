@@ -97,6 +97,13 @@ install -m 0755 "$binary" "$tree/usr/bin/replenish-agent"
 "$strip" --strip-unneeded --remove-section=.comment --remove-section=.note "$tree/usr/bin/replenish-agent"
 install -m 0644 config/replenish-agent.service "$tree/usr/lib/systemd/system/replenish-agent.service"
 install -m 0644 board/99-replenish-agent-gpio.rules "$tree/usr/lib/udev/rules.d/99-replenish-agent-gpio.rules"
+# The Wi-Fi setup (docs/wifi-setup.md): the ap0 interface's unit and script (enabled by a maker who wants it),
+# NetworkManager's setting for wlan0, and the polkit rule that lets the agent's user ask NetworkManager.
+install -m 0644 config/replenish-agent-ap0.service "$tree/usr/lib/systemd/system/replenish-agent-ap0.service"
+install -D -m 0755 config/replenish-agent-ap-interface "$tree/usr/lib/$package/ap-interface"
+install -D -m 0644 config/replenish-agent-networkmanager.conf \
+  "$tree/usr/lib/NetworkManager/conf.d/50-replenish-agent.conf"
+install -D -m 0644 config/replenish-agent-polkit.rules "$tree/usr/share/polkit-1/rules.d/50-replenish-agent.rules"
 install -m 0644 board/*.json "$tree/usr/share/$package/board/"
 # The example, the package's only copy. /etc/replenish-agent/agent.json is no conffile: postinst copies the
 # example there (root:replenish 0640) when there is no config, and never touches it again, so a release whose

@@ -53,7 +53,8 @@ enum NetworkInterfaces {
     }
 
     /// Whether the kernel has a default route through an interface other than loopback (IPv4 or IPv6), read from
-    /// `/proc/net/route` and `/proc/net/ipv6_route` (memory, no library): how the Wi-Fi setup decides, without
+    /// `/proc/self/net/route` and `/proc/self/net/ipv6_route` (memory, no library; the unit's `ProcSubset=pid` hides
+    /// `/proc/net` but not the process's own view of its network namespace): how the Wi-Fi setup decides, without
     /// asking NetworkManager, that a unit is on a network. False when neither can be read.
     static func hasDefaultRoute() -> Bool {
         func lines(_ path: String) -> [[Substring]] {
@@ -63,12 +64,12 @@ enum NetworkInterfaces {
             }
         }
         // Iface Destination Gateway Flags RefCnt Use Metric Mask …: destination and mask 0, flags RTF_UP (1).
-        let ipv4 = lines("/proc/net/route").dropFirst().contains { fields in
+        let ipv4 = lines("/proc/self/net/route").dropFirst().contains { fields in
             fields.count >= 8 && fields[0] != "lo" && fields[1] == "00000000" && fields[7] == "00000000"
                 && (Int(fields[3], radix: 16) ?? 0) & 1 != 0
         }
         // destination, its prefix length, …, flags, interface: ::/0 through anything but lo, not RTF_REJECT.
-        let ipv6 = lines("/proc/net/ipv6_route").contains { fields in
+        let ipv6 = lines("/proc/self/net/ipv6_route").contains { fields in
             fields.count >= 10 && fields[9] != "lo" && fields[1] == "00" && fields[0].allSatisfy { $0 == "0" }
                 && (Int(fields[8], radix: 16) ?? 0) & 0x0200 == 0
         }
