@@ -43,8 +43,12 @@ mirror=http://deb.debian.org/debian
 # initramfs (virtio_blk and ext4 are modules), and the tools the runner uses.
 # avahi-daemon and avahi-utils: the pairing window's DNS-SD service, browsed with avahi-browse (over the loopback
 # interface, the VM having no network: vm-test-lo-multicast.service); iproute2 for that unit's `ip`.
+# network-manager (with wpasupplicant), polkitd (the package's rule lets the agent's user ask NetworkManager; trixie's
+# NetworkManager does not depend on it), hostapd, dnsmasq-base and iw: the Wi-Fi setup on simulated radios
+# (mac80211_hwsim, a module of both kernels): NetworkManager runs the device's access point and its join, hostapd
+# and dnsmasq the "home" network, wpa_supplicant the "phone" (runner.sh's wifi-setup).
 packages=(systemd-sysv udev dbus kmod initramfs-tools init-system-helpers openssl adduser curl jq procps
-  avahi-daemon avahi-utils libavahi-client3 iproute2)
+  avahi-daemon avahi-utils libavahi-client3 iproute2 network-manager wpasupplicant polkitd hostapd dnsmasq-base iw)
 case "$arch" in
 amd64)
   work=$vm/boot
@@ -93,7 +97,8 @@ customize() {
   printf '/dev/vda / ext4 rw,errors=remount-ro 0 1\n' >"$1/etc/fstab"
   chroot "$1" systemctl mask serial-getty@ttyS0.service serial-getty@ttyAMA0.service getty@tty1.service \
     apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer e2scrub_reap.service fstrim.timer \
-    systemd-timesyncd.service dpkg-db-backup.timer systemd-hwdb-update.service >/dev/null 2>&1
+    systemd-timesyncd.service dpkg-db-backup.timer systemd-hwdb-update.service \
+    NetworkManager-wait-online.service >/dev/null 2>&1
   # The hardware database is not needed by a VM with virtio devices (essential: not built).
   rm -f "$1/usr/bin/systemd-hwdb"
   chroot "$1" dpkg-divert --quiet --local --rename --remove /usr/bin/systemd-hwdb
@@ -223,7 +228,7 @@ unit_text=$(dpkg-deb --fsys-tarfile "$work/debs/new.deb" | tar -xO --wildcards '
 echo "$tag: package ${deb#"$root"/} (version $version), older builds 0~older (agent.json a conffile) and 0~earliest"
 
 # The checks every run must pass; status-line and watchdog only once the unit has Type=notify and WatchdogSec.
-checks=(boot-ready dns-sd pairing dns-sd-withdrawn press power-cut no-timesyncd upgrade rollback idle unknown-boot c-floor stop
+checks=(boot-ready wifi-setup dns-sd pairing wifi-outage dns-sd-withdrawn press power-cut no-timesyncd upgrade rollback idle wifi-dormant unknown-boot c-floor stop
   remove purge)
 grep -q '^Type=notify' <<<"$unit_text" && checks+=(status-line)
 grep -q '^WatchdogSec=' <<<"$unit_text" && checks+=(watchdog)
@@ -247,6 +252,8 @@ chroot "$tree" dpkg -i --force-confdef --force-confold /tmp/replenish-agent-olde
   { cat "$work/dpkg.log"; die "dpkg -i of the older build into the image failed"; }
 rm "$tree/tmp/replenish-agent-older.deb"
 cmp -s "$boot/agent.json" "$tree/etc/replenish-agent/agent.json" || die "dpkg -i replaced the test config"
+# As a maker whose units onboard over Wi-Fi does: the package's ap0 unit enabled (it runs when wlan0 appears).
+chroot "$tree" systemctl enable replenish-agent-ap0.service >/dev/null 2>&1 || die "systemctl enable replenish-agent-ap0.service failed"
 install -D -m 0755 "$emulator" "$tree/usr/local/bin/replenish-emulator"
 install -D -m 0755 "$companion" "$tree/usr/local/bin/replenish-companion"
 # The unit's setup key (16 random bytes as 32 hex digits, what `replenish-agent make-setup-key` writes; the
@@ -263,7 +270,8 @@ if [ -n "${emulator_libraries:-}" ]; then
 fi
 install -D -m 0644 "$gpio_sim/gpio-sim.ko" "$tree/usr/local/lib/vm-test/gpio-sim.ko"
 install -m 0755 "$c_agent" "$tree/usr/local/lib/vm-test/c-agent"
-install -m 0755 "$boot/gpio-sim-chip.sh" "$boot/runner.sh" "$tree/usr/local/lib/vm-test/"
+install -m 0755 "$boot/gpio-sim-chip.sh" "$boot/runner.sh" "$boot/wifi-radios.sh" "$tree/usr/local/lib/vm-test/"
+install -m 0644 "$boot/home-avahi.conf" "$tree/usr/local/lib/vm-test/"
 install -m 0644 scripts/vm/context-switches.sh "$tree/usr/local/lib/vm-test/"
 # The unit's APT repository (its only source: the VM has no network), as a maker's would serve the releases:
 # this one, 0~older and 0~earliest, with a Packages index; runner.sh updates from it with apt-get.
@@ -278,7 +286,7 @@ cp "$work/debs/earliest.deb" "$apt_repo/replenish-agent_0~earliest_$arch.deb"
 rm -f "$tree"/etc/apt/sources.list.d/*
 echo "deb [trusted=yes] file:/usr/local/lib/vm-test/apt ./" >"$tree/etc/apt/sources.list.d/vm-test.list"
 install -D -m 0644 "$boot/board.json" "$tree/usr/local/share/vm-test/board.json"
-for service in gpio-sim-chip replenish-emulator vm-test-runner vm-test-restored-clock vm-test-lo-multicast; do
+for service in gpio-sim-chip replenish-emulator vm-test-runner vm-test-restored-clock vm-test-lo-multicast vm-test-wifi; do
   # (the runner writes to the serial console: ttyS0 on a PC, ttyAMA0 on an arm64 virt machine)
   sed "s|/dev/ttyS0|/dev/$serial|" "$boot/$service.service" >"$work/$service.service"
   install -D -m 0644 "$work/$service.service" "$tree/etc/systemd/system/$service.service"

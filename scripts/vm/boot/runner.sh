@@ -3,12 +3,15 @@
 # builds the image and boots it twice). Each check prints `VM-TEST PASS <name>`, `VM-TEST FAIL <name>: <why>`
 # or `VM-TEST SKIP <name>: <why>` on the console; `VM-TEST END boot N` ends a boot.
 #
-# Boot 1 (no /var/lib/vm-test/phase): boot-ready, status-line, dns-sd (the pairing port found by DNS-SD),
-# pairing (by replenish-companion, found by DNS-SD, with the setup key's proofs), dns-sd-withdrawn, press, then the first half of
+# Boot 1 (no /var/lib/vm-test/phase): boot-ready, status-line, wifi-setup (on simulated radios: the device with no
+# network opens the label's access point, a phone joins it and hands over the home network), dns-sd (the pairing
+# port found by DNS-SD), pairing (by replenish-companion on the home network, found by DNS-SD there, with the setup
+# key's proofs), dns-sd-withdrawn, press, wifi-outage (the home network off for 60 s opens no access point), then the first half of
 # power-cut: an order placed whose answer is lost (faults), then delivered, the press still "sent, answer
 # unknown" in the agent's outbox, the wall clock saved, and the power cut with sysrq `o` (no sync, no
 # shutdown). Boot 2, its clock restored to boot 1's last time and nothing synchronising it: power-cut (no
-# resend: one order, the pairing kept), no-timesyncd (a new press orders once), upgrade, rollback, idle, unknown-boot
+# resend: one order, the pairing kept), no-timesyncd (a new press orders once), upgrade, rollback, idle, wifi-dormant
+# (the agent on a unit with a network maps nothing of NetworkManager), unknown-boot
 # (the runtime directory unusable: a press still orders once), c-floor, watchdog, stop, remove, purge; then a
 # clean power-off.
 #
@@ -207,13 +210,18 @@ pairing() {
     fail pairing "paired before the companion ran"
     return 1
   fi
-  local payload log=/tmp/companion.log url location pid status=0
+  local payload log=/tmp/companion.log url location pid status=0 via=() authorize=$emulator
   if ! payload=$(replenish-agent label --config "$config" 2>&1); then
     fail pairing "replenish-agent label failed: $payload"
     return 1
   fi
-  replenish-companion --setup "$payload" --client-id amzn1.application-oa2-client.emulator \
-    --authorize-url "$emulator/ap/oa" --timeout 120 >"$log" 2>&1 &
+  # After wifi-setup, the phone pairs from the home network: the device found there by DNS-SD.
+  if [ -n "$home_holder" ] && on_home; then
+    via=(nsenter -t "$home_holder" -m -n)
+    authorize=http://$(device_home_ip):8080
+  fi
+  "${via[@]}" replenish-companion --setup "$payload" --client-id amzn1.application-oa2-client.emulator \
+    --authorize-url "$authorize/ap/oa" --timeout 120 >"$log" 2>&1 &
   pid=$!
   if ! wait_until 90 grep -q "consent at: " "$log"; then
     kill "$pid" 2>/dev/null
@@ -231,8 +239,8 @@ pairing() {
     ;;
   esac
   # The browser: LWA's authorize URL redirects to the companion's redirect URI with the code.
-  location=$(curl -s -o /dev/null -w '%{redirect_url}' "$url")
-  curl -s -o /dev/null "$location"
+  location=$("${via[@]}" curl -s -o /dev/null -w '%{redirect_url}' "$url")
+  "${via[@]}" curl -s -o /dev/null "$location"
   wait "$pid" || status=$?
   if [ "$status" != 0 ]; then
     fail pairing "replenish-companion exited $status: $(tail -n 3 "$log" | tr '\n' ' ')"
@@ -242,7 +250,11 @@ pairing() {
     fail pairing "the companion said paired, status --json does not"
     return 1
   fi
-  note "$(grep -E 'found|paired' "$log" | tr '\n' ' ')"
+  note "$(grep -E 'found|proved|paired' "$log" | tr '\n' ' ')"
+  if [ ${#via[@]} -gt 0 ] && ! grep -q "at http://192\.168\.77\." "$log"; then
+    fail pairing "paired, but not over the home network: $(grep proved "$log")"
+    return 1
+  fi
   pass pairing
 }
 
@@ -536,6 +548,7 @@ idle() {
   # The footprint on this board (issue #21's figures for the device's own CPU), after the presses and orders of
   # the checks before: resident memory, its anonymous and file-backed parts, and the installed binary's size.
   footprint_figures agent "$pid" /usr/bin/replenish-agent
+  wifi_dormant "$pid"
   note "idle context switches by thread: $(awk 'NR == FNR { start[$1] = $2; next }
     ($1 in start) { printf "%s%s(%s)=%d", sep, $3, $1, $2 - start[$1]; sep = " " }' /tmp/ctx.start /tmp/ctx.end)"
   if [ "$switches" -le $((2 * firings)) ]; then
@@ -758,6 +771,163 @@ purge() {
   if [ -n "$why" ]; then fail purge "${why%;}"; else pass purge; fi
 }
 
+
+# --- Wi-Fi setup on simulated radios (vm-test-wifi.service: wifi-radios.sh) ------------------------------------
+vm_state=/run/vm-test
+setup_ssid="Replenish-$(printf '%s' VMBOOT1 | sha256sum | cut -c1-4)"
+ap_open() { iw dev ap0 info 2>/dev/null | grep -q "ssid $setup_ssid"; }
+ap_closed() { ! ap_open; }
+device_home_ip() { ip -4 -o addr show wlan0 2>/dev/null | awk '{ split($4, a, "/"); print a[1] }' | grep '^192\.168\.77\.' | head -n 1; }
+on_home() { [ -n "$(device_home_ip)" ]; }
+# phone_wpa SSID PASSPHRASE: the phone's wpa_supplicant (namespace "phone") for one network, started afresh.
+phone_wpa() {
+  [ -s "$vm_state/wpa-phone.pid" ] && kill "$(cat "$vm_state/wpa-phone.pid")" 2>/dev/null
+  rm -f "$vm_state/wpa-phone.pid"
+  wait_until 10 sh -c '! ip netns exec phone wpa_cli -p /run/vm-test/wpa-phone -i wlan1 ping'
+  printf 'ctrl_interface=%s\nnetwork={\n  ssid="%s"\n  psk="%s"\n  key_mgmt=WPA-PSK\n}\n' "$vm_state/wpa-phone" "$1" "$2" \
+    >"$vm_state/phone.conf"
+  ip netns exec phone wpa_supplicant -B -i wlan1 -c "$vm_state/phone.conf" -P "$vm_state/wpa-phone.pid" >/dev/null
+}
+phone_joined() { ip netns exec phone wpa_cli -p "$vm_state/wpa-phone" -i wlan1 status 2>/dev/null | grep -qx 'wpa_state=COMPLETED'; }
+# The phone on the home network, as the pairing sees it: namespace "home" with a system bus and an avahi-daemon of
+# its own (in a mount namespace of its own: the device's avahi-daemon holds /run/avahi-daemon); in_home runs a
+# command there.
+home_holder=""
+in_home() { nsenter -t "$home_holder" -m -n "$@"; }
+home_phone_start() {
+  ip netns exec home unshare -m --propagation private sh -c 'mount -t tmpfs tmpfs /run/dbus &&
+    mkdir -p /run/avahi-daemon && mount -t tmpfs tmpfs /run/avahi-daemon && dbus-daemon --system --fork &&
+    avahi-daemon -D --no-chroot --no-drop-root -f /usr/local/lib/vm-test/home-avahi.conf && exec sleep 100000' \
+    >/tmp/home-phone.log 2>&1 &
+  home_holder=$!
+  wait_until 30 in_home avahi-browse -at -p || { note "the home network's avahi-daemon did not start: $(tail -n 3 /tmp/home-phone.log)"; home_holder=""; return 1; }
+}
+
+# wifi-setup: the device, with no network at its start, opens the label's WPA2 access point on ap0; the phone
+# (wpa_supplicant) cannot join it with a wrong passphrase and joins with the label's; replenish-companion wifi
+# lists the networks the device sees, hands over a wrong home passphrase (reported back as wrong-passphrase,
+# the access point still up) and then the right one: the device joins "Home Net", the access point closes.
+wifi_setup() {
+  local id passphrase payload log=/tmp/companion-wifi.log status=0 opened
+  if [ ! -e "$vm_state/wifi" ]; then
+    fail wifi-setup "no simulated radios: $(cat "$vm_state/wifi-error" 2>/dev/null || systemctl is-active vm-test-wifi.service)"
+    return 1
+  fi
+  if ! wait_until 180 ap_open; then
+    fail wifi-setup "no access point $setup_ssid on ap0 within 180 s (status: $(agent_status | jq -r '.wifiSetup // empty'); ap0: $(ip -br link show ap0 2>&1))"
+    return 1
+  fi
+  opened=$(cut -d' ' -f1 /proc/uptime)
+  note "wifi-setup: access point open at $opened s of uptime: $(iw dev ap0 info | grep -E 'ssid|channel' | tr -s '\n\t' '  ')"
+  case "$(agent_status | jq -r '.wifiSetup // empty')" in
+  "access point $setup_ssid open"*) ;;
+  *)
+    fail wifi-setup "status --json does not say the access point is open: $(agent_status | jq -c '.wifiSetup')"
+    return 1
+    ;;
+  esac
+  phone_wpa "$setup_ssid" "not-the-label-passphrase"
+  if wait_until 20 phone_joined; then
+    fail wifi-setup "the phone joined $setup_ssid with a wrong passphrase"
+    return 1
+  fi
+  # The label's passphrase, as a phone app computes it from the label (docs/wifi-setup.md).
+  id=$(printf '%s' VMBOOT1 | sha256sum | cut -c1-16)
+  passphrase=$(printf 'replenish-wifi-v1 passphrase\n%s' "$id" |
+    openssl dgst -sha256 -mac HMAC -macopt "hexkey:$(cat /etc/replenish-agent/setup-key)" | sed 's/^.*= //' | cut -c1-32)
+  phone_wpa "$setup_ssid" "$passphrase"
+  if ! wait_until 60 phone_joined; then
+    fail wifi-setup "the phone did not join $setup_ssid with the label's passphrase in 60 s"
+    return 1
+  fi
+  ip netns exec phone ip addr add 10.42.0.77/24 dev wlan1 2>/dev/null
+  payload=$(replenish-agent label --config "$config") || { fail wifi-setup "replenish-agent label failed"; return 1; }
+  printf '%s\n' 'wrong horse battery' >/tmp/home-wrong
+  printf '%s\n' 'correct horse battery' >/tmp/home-right
+  ip netns exec phone replenish-companion wifi --setup "$payload" --ssid "Home Net" --passphrase-file /tmp/home-wrong \
+    --device http://10.42.0.1:8643 --no-pair --timeout 180 >"$log" 2>&1 || status=$?
+  note "wifi-setup: $(grep -E 'Home Net|could not|joining' "$log" | tr '\n' ' ')"
+  if [ "$status" != 1 ] || ! grep -q "could not join Home Net: wrong-passphrase" "$log"; then
+    fail wifi-setup "a wrong home passphrase: exit $status, not reported as wrong-passphrase: $(tail -n 3 "$log" | tr '\n' ' ')"
+    return 1
+  fi
+  if ! grep -q "  Home Net (signal" "$log"; then
+    fail wifi-setup "the device's list of networks lacks Home Net: $(tr '\n' ' ' <"$log")"
+    return 1
+  fi
+  if ! ap_open; then
+    fail wifi-setup "the access point closed after a wrong home passphrase"
+    return 1
+  fi
+  wait_until 60 phone_joined || note "wifi-setup: the phone lost the access point"
+  status=0
+  ip netns exec phone replenish-companion wifi --setup "$payload" --ssid "Home Net" --passphrase-file /tmp/home-right \
+    --device http://10.42.0.1:8643 --no-pair --timeout 180 >"$log" 2>&1 || status=$?
+  if [ "$status" != 0 ] || ! grep -q "the device joined Home Net" "$log"; then
+    fail wifi-setup "the right home passphrase: exit $status: $(tail -n 3 "$log" | tr '\n' ' ')"
+    return 1
+  fi
+  if ! wait_until 60 ap_closed; then
+    fail wifi-setup "the access point is still open 60 s after the phone read joined"
+    return 1
+  fi
+  if ! wait_until 60 on_home; then
+    fail wifi-setup "joined, but wlan0 has no address on the home network: $(ip -br addr show wlan0)"
+    return 1
+  fi
+  if journalctl -q -o cat -u "$unit" | grep -qE 'horse|'"$passphrase"; then
+    fail wifi-setup "a passphrase is in the agent's journal"
+    return 1
+  fi
+  figure wifi-setup-joined-after-open-s "$(awk -v a="$opened" -v b="$(cut -d' ' -f1 /proc/uptime)" 'BEGIN { printf "%d", b - a }')"
+  note "wifi-setup: the device is $(device_home_ip) on Home Net; status: $(agent_status | jq -r '.wifiSetup // empty')"
+  home_phone_start
+  pass wifi-setup
+}
+
+# wifi-outage: the home access point off for 60 s (a router restarting) does not open the setup access point
+# (a unit with a saved network waits 5 minutes of no connectivity: docs/wifi-setup.md).
+wifi_outage() {
+  if ! on_home; then
+    skip wifi-outage "the device is not on the home network (wifi-setup failed)"
+    return 0
+  fi
+  /usr/local/lib/vm-test/wifi-radios.sh home-stop
+  local until=$((SECONDS + 75)) opened=""
+  (sleep 60 && /usr/local/lib/vm-test/wifi-radios.sh home-start) &
+  while [ "$SECONDS" -lt "$until" ]; do
+    if ap_open; then
+      opened=$SECONDS
+      break
+    fi
+    sleep 1
+  done
+  wait
+  if [ -n "$opened" ]; then
+    fail wifi-outage "the setup access point opened during a 60 s outage of the home network"
+    return 1
+  fi
+  note "wifi-outage: no access point in 75 s; back on the home network: $(wait_until 120 on_home && device_home_ip || echo no)"
+  pass wifi-outage
+}
+
+# wifi-dormant (boot 2): the agent the upgrade restarted, on a unit with a network, maps nothing of NetworkManager,
+# libdbus-1 or GLib (the Wi-Fi setup stays dormant while the kernel has a default route).
+wifi_dormant() {
+  local pid=$1 libraries
+  if ! ip route show default | grep -q .; then
+    fail wifi-dormant "no default route in boot 2 (wlan0: $(ip -br addr show wlan0 2>&1); NetworkManager $(systemctl is-active NetworkManager))"
+    return 1
+  fi
+  libraries=$(grep -oE '[^/ ]*(libdbus|libnm|libglib|libgio)[^/ ]*$' "/proc/$pid/maps" | sort -u | tr '\n' ' ')
+  if [ -n "$libraries" ]; then
+    fail wifi-dormant "the agent on a unit with a network maps $libraries"
+    return 1
+  fi
+  note "wifi-dormant: status: $(agent_status | jq -r '.wifiSetup // empty')"
+  pass wifi-dormant
+}
+
 # --- main -------------------------------------------------------------------------------------------------
 sim=$(cat /run/vm-test/sim 2>/dev/null)
 [ -n "$sim" ] || note "no gpio-sim chip (gpio-sim-chip.service: $(systemctl is-active gpio-sim-chip.service))"
@@ -768,8 +938,10 @@ case "$phase" in
 first)
   boot_ready
   status_line
+  wifi_setup
   dns_sd
   pairing && dns_sd_withdrawn && check_press press "$(last_seq)" later # no second order: settled by power_cut_first_half
+  wifi_outage
   if ! power_cut_first_half; then
     settled
     # No power cut: boot 2 still runs the other checks (power-cut has failed already).
