@@ -69,6 +69,25 @@ import Testing
         #expect(loaded.caFile == nil && loaded.lwa.clientSecret == nil)
     }
 
+    /// `wifiSetup`: off unless present; its access point's passphrase needs the setup key; names and ranges checked.
+    @Test func wifiSetupIsOffByDefaultNeedsTheSetupKeyAndChecksItsKeys() throws {
+        #expect(try load(Self.validConfig()).0?.wifiSetup == nil)
+        #expect(try problems { $0["wifiSetup"] = ["enabled": false] } == [])
+        #expect(
+            try problems { $0["wifiSetup"] = ["interface": "wlan0"] } == [
+                "wifiSetup: needs pairing.setupKeyFile (the access point's passphrase comes from the setup key)"
+            ])
+        let bad = try problems {
+            $0["wifiSetup"] = ["accessPointInterface": "ap0; rm -rf", "openMinutes": 0, "port": 70000, "other": 1]
+        }
+        #expect(
+            bad.contains(
+                "wifiSetup.accessPointInterface: must be an interface name of 1 to 15 characters of A-Z a-z 0-9 - _ ."))
+        #expect(bad.contains("wifiSetup.openMinutes: must be a whole number from 1 to 1440"))
+        #expect(bad.contains("wifiSetup.port: must be a whole number from 1 to 65535"))
+        #expect(bad.contains { $0.hasPrefix("wifiSetup.other:") })
+    }
+
     @Test func pairingWindowMinutesDefaultsTo10AndIsChecked() throws {
         #expect(try load(Self.validConfig()).0?.pairingWindowMinutes == 10)
         var config = Self.validConfig()

@@ -53,10 +53,11 @@ import Testing
     let fake = FakeNetworkManager()
     let lines = CapturedLogs()
 
-    func keeper() -> NetworkSetupKeeper<ManualClock> {
+    func keeper(reopenAfterFailedJoin: Bool = false) -> NetworkSetupKeeper<ManualClock> {
         NetworkSetupKeeper(
-            control: fake, accessPoint: SetupAccessPoint(serial: "SN0001", key: key), clock: clock, logger: lines.logger
-        )
+            control: fake, accessPoint: SetupAccessPoint(serial: "SN0001", key: key), clock: clock,
+            logger: lines.logger,
+            reopenAfterFailedJoin: reopenAfterFailedJoin)
     }
 
     func endpoints(_ keeper: NetworkSetupKeeper<ManualClock>) -> ProvisioningEndpoints<ManualClock> {
@@ -195,6 +196,24 @@ import Testing
                 .status == 202)
         #expect(fake.state.withLock { $0.channels } == [6, 11], "moved to Cafe's channel before the join")
         #expect(fake.state.withLock { $0.joins } == ["Cafe"])
+    }
+
+    /// With the access point and the join on one interface, NetworkManager takes the access point down for the
+    /// join: a failed join opens it again, so the phone can come back and read why.
+    @Test func onOneInterfaceAFailedJoinOpensTheAccessPointAgain() async throws {
+        let keeper = keeper(reopenAfterFailedJoin: true)
+        let endpoints = endpoints(keeper)
+        let running = Task { await keeper.run() }
+        defer { running.cancel() }
+        await until { clock.sleeperCount == 1 }
+        #expect(await keeper.longPress())
+        let listed = try await listNetworks(endpoints)
+        #expect(try await postNetwork(endpoints, session: listed.sessionId, passphrase: "wrong horse").status == 202)
+        #expect(fake.state.withLock { $0.opened } == 1)
+        fake.continuation.yield(.joinFailed(.wrongPassphrase))
+        await until { fake.state.withLock { $0.opened } == 2 }
+        #expect(fake.state.withLock { $0.opened } == 2, "opened again after the failed join")
+        #expect(try await readState(endpoints, session: listed.sessionId) == "failed:wrong-passphrase")
     }
 
     @Test func aWrongOrMissingProofChangesNothing() async throws {

@@ -21,6 +21,7 @@ import Testing
         let made = Mutex(0)
         let network = Mutex(true)
         let shown = Mutex<[WiFiSetupShown?]>([])
+        let joined = Mutex(0)
     }
     let facts = Facts()
 
@@ -29,6 +30,7 @@ import Testing
             settings: .init(port: port), serial: "SN0001", key: key, clock: clock,
             group: MultiThreadedEventLoopGroup.singleton, logger: lines.logger,
             show: { [facts] state in facts.shown.withLock { $0.append(state) } },
+            joined: { [facts] in facts.joined.withLock { $0 += 1 } },
             makeControl: { [fake, facts] in
                 facts.made.withLock { $0 += 1 }
                 return fake
@@ -116,6 +118,50 @@ import Testing
             if !refused { try await Task.sleep(for: .milliseconds(10)) }
         }
         #expect(refused)
+    }
+
+    /// Joined: the pairing goes on on the home network (the daemon opens an unpaired unit's pairing window).
+    @Test func theJoinOfThePhonesNetworkIsToldToThePairingOnce() async throws {
+        facts.network.withLock { $0 = false }
+        let setup = setup()
+        let running = Task { await setup.run() }
+        defer { running.cancel() }
+        await until { clock.sleeperCount == 1 }
+        #expect(await setup.longPress() != nil)
+        let port = try await servedPort()
+        let nonce = "00112233445566778899aabbccddeeff"
+        let proof = key.proof(of: SetupAccessPoint.networksRequestMessage(nonce: nonce))
+        let listing = try RawConnection(port: port)
+        listing.send("GET /provision/networks?nonce=\(nonce)&proof=\(proof) HTTP/1.1\r\nHost: x\r\n\r\n")
+        let listed = try #require(listing.receiveAnswers(1, within: 10).answers.first)
+        let session = try #require(
+            (try JSONSerialization.jsonObject(with: Data(listed.body.utf8)) as? [String: Any])?["sessionId"] as? String)
+        let joinProof = key.proof(
+            of: SetupAccessPoint.networkRequestMessage(
+                sessionId: session, ssid: "Home Net", passphrase: "correct horse", hidden: false))
+        let body =
+            #"{"sessionId":"\#(session)","ssid":"Home Net","passphrase":"correct horse","hidden":false,"proof":"\#(joinProof)"}"#
+        let posting = try RawConnection(port: port)
+        posting.send(
+            "POST /provision/network HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
+        )
+        #expect(posting.receiveAnswers(1, within: 10).answers.first?.status == 202)
+        #expect(facts.joined.withLock { $0 } == 0, "joining: not yet")
+        fake.continuation.yield(.joinSucceeded)
+        await until { facts.joined.withLock { $0 } == 1 }
+        for _ in 0..<1000 { await Task.yield() }
+        #expect(facts.joined.withLock { $0 } == 1)
+    }
+
+    /// The setup endpoints' port, from the log line that says it.
+    func servedPort() async throws -> Int {
+        var port: Int?
+        for _ in 0..<500 where port == nil {
+            port = lines.text.split(separator: "\n").first { $0.hasPrefix("setup mode: serving the phone") }
+                .flatMap { line in Int(line.filter(\.isNumber)) }
+            if port == nil { try await Task.sleep(for: .milliseconds(10)) }
+        }
+        return try #require(port)
     }
 
     @Test func withoutNetworkManagerStatusSaysWhyAndTheLongPressKeepsItsMeaning() async {

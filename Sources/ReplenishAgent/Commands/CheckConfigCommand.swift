@@ -58,7 +58,9 @@ struct CheckConfigCommand: AsyncParsableCommand {
                         ?? "avahi-daemon answers: the pairing port is advertised as \(PairingAdvertisement.serviceType) while the window is open")
             )
         }
-        if let setup = config?.wifiSetup {
+        // Not before `run` (the unit's ExecCondition=): a call to NetworkManager may wait seconds, and the agent
+        // says the setup mode's availability itself (status).
+        if let setup = config?.wifiSetup, !beforeRun {
             Output.line(
                 "Wi-Fi setup: "
                     + (DBusNetworkManager.probe(

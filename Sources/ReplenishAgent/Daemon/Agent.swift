@@ -107,7 +107,8 @@ struct Agent {
         let lights = Lights(backend: backend, output: config.board.outputs.first?.name, clock: clock, logger: logger)
         let signals = Broadcast<PressMeaning.Signal>()
         let wifiSetup = Self.wifiSetup(
-            config: config, clock: clock, group: group, lights: lights, shown: shown, logger: logger)
+            config: config, clock: clock, group: group, lights: lights, shown: shown, logger: logger,
+            joined: { if await !tokens.isPaired { _ = await pairingEntry.open() } })
         let presses = PressHandler(
             config: config,
             effects: DaemonPressEffects(
@@ -232,7 +233,7 @@ struct Agent {
     /// The Wi-Fi setup mode when `wifiSetup` is on (it needs the setup key, which the config's check demands).
     private static func wifiSetup(
         config: AgentConfig, clock: Clock, group: MultiThreadedEventLoopGroup, lights: Lights<Clock>,
-        shown: ShownStatusBook, logger: Logger
+        shown: ShownStatusBook, logger: Logger, joined: @escaping @Sendable () async -> Void
     ) -> WiFiSetup<Clock>? {
         guard let settings = config.wifiSetup, let key = config.pairingSetupKey else { return nil }
         return WiFiSetup(
@@ -240,7 +241,7 @@ struct Agent {
             show: { state in
                 await shown.recordWiFiSetup(state?.description)
                 await lights.update { $0.wifiSetupOpen = state?.isOpen ?? false }
-            })
+            }, joined: joined)
     }
 
     private static func longPress(_ setup: WiFiSetup<Clock>?) -> (@Sendable () async -> String?)? {

@@ -183,7 +183,8 @@ final class DBusNetworkManager: NetworkManagerControl {
         }
     }
 
-    private func activate(ssid: String, passphrase: String?, accessPoint: Bool, channel: Int, hidden: Bool) async throws {
+    private func activate(ssid: String, passphrase: String?, accessPoint: Bool, channel: Int, hidden: Bool) async throws
+    {
         let done: Result<Void, NetworkManagerUnavailable> = await onThread { [self] in
             let (manager, device) = state.withLock { ($0.manager, accessPoint ? $0.accessPointDevice : $0.station) }
             guard let manager else { return .failure(.init(reason: "NetworkManager is not connected")) }

@@ -18,13 +18,18 @@ actor NetworkSetupKeeper<C: Clock> where C.Duration == Duration {
     /// The networks of the last scan (their channels), and the access point's channel.
     private var seen: [VisibleNetwork] = []
     private var accessPointChannel = 0
+    /// The access point and the join share one interface: NetworkManager took the access point down for the join,
+    /// so a failed join opens it again for the phone's next try.
+    private let reopenAfterFailedJoin: Bool
     /// Told each new phase (the LED, `status`, the setup endpoints' server).
     private let observe: @Sendable (Machine.Phase) -> Void
 
     init(
         control: any NetworkManagerControl, accessPoint: SetupAccessPoint, timing: Machine.Timing = .init(),
-        clock: C, logger: Logger, observe: @escaping @Sendable (Machine.Phase) -> Void = { _ in }
+        clock: C, logger: Logger, reopenAfterFailedJoin: Bool = false,
+        observe: @escaping @Sendable (Machine.Phase) -> Void = { _ in }
     ) {
+        self.reopenAfterFailedJoin = reopenAfterFailedJoin
         self.observe = observe
         self.control = control
         self.accessPoint = accessPoint
@@ -127,6 +132,9 @@ actor NetworkSetupKeeper<C: Clock> where C.Duration == Duration {
         let before = machine.phase
         let outcome = machine.handle(event, at: clock.now)
         if case .actions(let actions) = outcome { pendingActions += actions }
+        if reopenAfterFailedJoin, case .joinFailed = event, case .setup(_, .failed?) = machine.phase {
+            pendingActions.append(.openAccessPoint)
+        }
         if machine.phase != before {
             log(from: before)
             observe(machine.phase)

@@ -16,6 +16,9 @@ actor WiFiSetup<C: Clock> where C.Duration == Duration {
     private let logger: Logger
     /// Told each change of what the LED and `status` show (nil: dormant).
     private let show: @Sendable (WiFiSetupShown?) async -> Void
+    /// Told when the unit joined the network the phone sent: the pairing goes on there (an unpaired unit opens
+    /// its pairing window again, so that a setup slower than the window still pairs).
+    private let joined: @Sendable () async -> Void
     private let makeControl: @Sendable () -> any NetworkManagerControl
     private let hasNetwork: @Sendable () -> Bool
     private var keeper: NetworkSetupKeeper<C>?
@@ -24,6 +27,7 @@ actor WiFiSetup<C: Clock> where C.Duration == Duration {
     init(
         settings: AgentConfig.WiFiSetupConfig, serial: String, key: SetupKey, clock: C, group: any EventLoopGroup,
         logger: Logger, show: @escaping @Sendable (WiFiSetupShown?) async -> Void,
+        joined: @escaping @Sendable () async -> Void = {},
         makeControl: (@Sendable () -> any NetworkManagerControl)? = nil,
         hasNetwork: @escaping @Sendable () -> Bool = { NetworkInterfaces.hasDefaultRoute() }
     ) {
@@ -34,6 +38,7 @@ actor WiFiSetup<C: Clock> where C.Duration == Duration {
         self.group = group
         self.logger = logger
         self.show = show
+        self.joined = joined
         self.makeControl =
             makeControl ?? {
                 DBusNetworkManager(interface: settings.interface, accessPointInterface: settings.accessPointInterface)
@@ -67,10 +72,11 @@ actor WiFiSetup<C: Clock> where C.Duration == Duration {
             longPress = woken
         }
         let (phases, phase) = AsyncStream.makeStream(of: NetworkSetup<C.Instant>.Phase.self)
+        let sharesRadio = settings.accessPointInterface.isEmpty || settings.accessPointInterface == settings.interface
         let keeper = NetworkSetupKeeper(
             control: makeControl(), accessPoint: accessPoint,
             timing: .init(openFor: .seconds(60 * settings.openMinutes)), clock: clock, logger: logger,
-            observe: { phase.yield($0) })
+            reopenAfterFailedJoin: sharesRadio, observe: { phase.yield($0) })
         self.keeper = keeper
         let endpoints = ProvisioningEndpoints(key: key, setup: keeper, clock: clock, logger: logger)
         await withDiscardingTaskGroup { tasks in
@@ -90,7 +96,9 @@ actor WiFiSetup<C: Clock> where C.Duration == Duration {
         switch phase {
         case .online: shown = .onNetwork
         case .offline: shown = .waiting
-        case .setup(_, let join): shown = .open(accessPoint: accessPoint.ssid, join: join?.name)
+        case .setup(_, let join):
+            shown = .open(accessPoint: accessPoint.ssid, join: join?.name)
+            if case .joined = join { await joined() }
         case .unavailable(let reason): shown = .unavailable(reason)
         }
         if case .setup = phase { opened.yield(true) } else { opened.yield(false) }
