@@ -46,6 +46,8 @@ enum {
     X(dbus_connection_send_with_reply_and_block, DBusMessage *, (DBusConnection *, DBusMessage *, int, DBusError *)) \
     X(dbus_message_new_method_call, DBusMessage *, (const char *, const char *, const char *, const char *))          \
     X(dbus_message_get_type, int, (DBusMessage *))                                                                    \
+    X(dbus_message_is_signal, dbus_bool_t, (DBusMessage *, const char *, const char *))                               \
+    X(dbus_message_get_path, const char *, (DBusMessage *))                                                           \
     X(dbus_message_unref, void, (DBusMessage *))                                                                      \
     X(dbus_message_iter_init, dbus_bool_t, (DBusMessage *, DBusMessageIter *))                                        \
     X(dbus_message_iter_init_append, void, (DBusMessage *, DBusMessageIter *))                                        \
@@ -80,6 +82,11 @@ static void load(void) {
 
 struct cnm {
     DBusConnection *bus;
+    // The reason of the last device that went to NM_DEVICE_STATE_FAILED (120), from its StateChanged signal: the
+    // device's StateReason property has moved on (to "disconnected", reason none) by the time a join's end is
+    // read, so the reason a wrong passphrase gave is kept here.
+    uint32_t failed_reason;
+    char failed_device[256];
 };
 
 static const char *const NM = "org.freedesktop.NetworkManager";
@@ -467,6 +474,7 @@ static void add_strings(DBusMessageIter *fields, const char *key, const char *va
 int cnm_activate(cnm *m, const char *device, const uint8_t *ssid, size_t ssid_length, const char *passphrase,
                  int access_point, uint32_t channel, int hidden, char *connection, char *active, size_t path_size,
                  char *error, size_t size) {
+    if (!access_point) m->failed_reason = 0;  // a new join: an earlier one's failure is not its own
     DBusMessage *message = d.dbus_message_new_method_call(NM, NM_PATH, NM, "AddAndActivateConnection2");
     if (message) {
         DBusMessageIter arguments, settings, entry, fields;
@@ -569,6 +577,10 @@ int cnm_active_state(cnm *m, const char *active, const char *device, uint32_t *s
         if (!strstr(error, "UnknownObject") && !strstr(error, "UnknownMethod")) return CNM_FAILED;
         *state = 4;
     }
+    if (*state >= 3 && m->failed_reason && strcmp(m->failed_device, device) == 0) {
+        *reason = m->failed_reason;
+        return 0;
+    }
     DBusMessageIter value;
     char ignored[256];
     DBusMessage *reply = get_property(m, device, "org.freedesktop.NetworkManager.Device", "StateReason", &value,
@@ -591,6 +603,20 @@ int cnm_wait(cnm *m, int timeout_ms) {
     DBusMessage *message;
     while ((message = d.dbus_connection_pop_message(m->bus))) {
         if (d.dbus_message_get_type(message) == DBUS_MESSAGE_TYPE_SIGNAL) signalled = 1;
+        DBusMessageIter arguments;
+        uint32_t states[3] = {0, 0, 0};  // new, old, reason
+        if (d.dbus_message_is_signal(message, "org.freedesktop.NetworkManager.Device", "StateChanged") &&
+            d.dbus_message_iter_init(message, &arguments)) {
+            for (int i = 0; i < 3 && d.dbus_message_iter_get_arg_type(&arguments) == T_UINT32; i++) {
+                d.dbus_message_iter_get_basic(&arguments, &states[i]);
+                d.dbus_message_iter_next(&arguments);
+            }
+            const char *path = d.dbus_message_get_path(message);
+            if (states[0] == 120 && path) {
+                m->failed_reason = states[2];
+                snprintf(m->failed_device, sizeof m->failed_device, "%s", path);
+            }
+        }
         d.dbus_message_unref(message);
     }
     return signalled;

@@ -121,6 +121,10 @@ class Device(Object):
             },
         )
 
+    @dbus.service.signal(f"{NM}.Device", signature="uuu")
+    def StateChanged(self, new, old, reason):
+        pass
+
     @dbus.service.method(f"{NM}.Device.Wireless", in_signature="a{sv}")
     def RequestScan(self, options):
         log(call="RequestScan")
@@ -206,7 +210,10 @@ class Manager(Object):
         return False
 
     def fail(self, active, reason):
-        self.device.set(f"{NM}.Device", "StateReason", dbus.Struct((dbus.UInt32(30), dbus.UInt32(reason)), signature="uu"))
+        # As NetworkManager does: the device fails with the reason (StateChanged 120), then moves on to
+        # "disconnected" with no reason, before the active connection is read as deactivated.
+        self.device.StateChanged(dbus.UInt32(120), dbus.UInt32(50), dbus.UInt32(reason))
+        self.device.set(f"{NM}.Device", "StateReason", dbus.Struct((dbus.UInt32(30), dbus.UInt32(0)), signature="uu"))
         active.set(f"{NM}.Connection.Active", "State", dbus.UInt32(4))
 
     @dbus.service.method(NM, in_signature="o")
