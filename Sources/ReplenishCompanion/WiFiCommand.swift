@@ -16,8 +16,8 @@ struct WiFiCommand: AsyncParsableCommand {
             """)
 
     /// Where the device serves the provisioning endpoints to a phone on its access point: NetworkManager's
-    /// shared-mode gateway address, port 8643.
-    static let setupURL = "http://10.42.0.1:8643"
+    /// shared-mode gateway address, port 8644.
+    static let setupURL = "http://10.42.0.1:8644"
 
     @OptionGroup var label: LabelOptions
 

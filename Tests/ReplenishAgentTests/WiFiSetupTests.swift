@@ -109,7 +109,7 @@ import Testing
         // Served: a request without a proof is refused as the proofs demand.
         let connection = try RawConnection(port: bound)
         connection.send("GET /provision/networks?nonce=00112233445566778899aabbccddeeff HTTP/1.1\r\nHost: x\r\n\r\n")
-        #expect(connection.receiveAnswers(1, within: 10).answers.first?.status == 403)
+        #expect(await Self.answer(connection)?.status == 403)
         // A long press closes the access point, and the port with it.
         #expect(await setup.longPress() == "setup mode: access point closed")
         var refused = false
@@ -133,7 +133,7 @@ import Testing
         let proof = key.proof(of: SetupAccessPoint.networksRequestMessage(nonce: nonce))
         let listing = try RawConnection(port: port)
         listing.send("GET /provision/networks?nonce=\(nonce)&proof=\(proof) HTTP/1.1\r\nHost: x\r\n\r\n")
-        let listed = try #require(listing.receiveAnswers(1, within: 10).answers.first)
+        let listed = try #require(await Self.answer(listing))
         let session = try #require(
             (try JSONSerialization.jsonObject(with: Data(listed.body.utf8)) as? [String: Any])?["sessionId"] as? String)
         let joinProof = key.proof(
@@ -145,12 +145,24 @@ import Testing
         posting.send(
             "POST /provision/network HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
         )
-        #expect(posting.receiveAnswers(1, within: 10).answers.first?.status == 202)
+        #expect(await Self.answer(posting)?.status == 202)
         #expect(facts.joined.withLock { $0 } == 0, "joining: not yet")
         fake.continuation.yield(.joinSucceeded)
         await until { facts.joined.withLock { $0 } == 1 }
         for _ in 0..<1000 { await Task.yield() }
         #expect(facts.joined.withLock { $0 } == 1)
+    }
+
+    /// One answer on `connection`, read on a thread of its own: a blocking read on the task pool's few threads
+    /// could starve the setup's own tasks, which must run to answer.
+    static func answer(_ connection: RawConnection) async -> RawConnection.Answer? {
+        // SAFETY: the connection is used by that thread alone until it resumes the continuation.
+        struct Handed: @unchecked Sendable { let connection: RawConnection }
+        let handed = Handed(connection: connection)
+        return await withCheckedContinuation { continuation in
+            Thread { continuation.resume(returning: handed.connection.receiveAnswers(1, within: 10).answers.first) }
+                .start()
+        }
     }
 
     /// The setup endpoints' port, from the log line that says it.

@@ -262,7 +262,7 @@ extension AgentConfig {
             problems.add(reader.child(key), "must be an interface name of 1 to 15 characters of A-Z a-z 0-9 - _ .")
         }
         setup.openMinutes = reader.integer("openMinutes", in: 1...1440, problems: &problems) ?? 15
-        setup.port = reader.integer("port", in: 1...65535, problems: &problems) ?? 8643
+        setup.port = reader.integer("port", in: 1...65535, problems: &problems) ?? 8644
         reader.reportUnknownKeys(problems: &problems)
         return enabled ? setup : nil
     }

@@ -54,7 +54,7 @@ struct AgentConfig: Sendable {
         /// `replenish-agent-ap0.service` keeps the access point up while the unit joins).
         var accessPointInterface = ""
         var openMinutes = 15
-        var port = 8643
+        var port = 8644
     }
 
     struct Listen: Sendable, Equatable {

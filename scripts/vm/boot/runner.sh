@@ -845,7 +845,7 @@ wifi_setup() {
   printf '%s\n' 'wrong horse battery' >/tmp/home-wrong
   printf '%s\n' 'correct horse battery' >/tmp/home-right
   ip netns exec phone replenish-companion wifi --setup "$payload" --ssid "Home Net" --passphrase-file /tmp/home-wrong \
-    --device http://10.42.0.1:8643 --no-pair --timeout 180 >"$log" 2>&1 || status=$?
+    --device http://10.42.0.1:8644 --no-pair --timeout 180 >"$log" 2>&1 || status=$?
   note "wifi-setup: $(grep -E 'Home Net|could not|joining' "$log" | tr '\n' ' ')"
   if [ "$status" != 1 ] || ! grep -q "could not join Home Net: wrong-passphrase" "$log"; then
     fail wifi-setup "a wrong home passphrase: exit $status, not reported as wrong-passphrase: $(tail -n 3 "$log" | tr '\n' ' ')"
@@ -862,7 +862,7 @@ wifi_setup() {
   wait_until 60 phone_joined || note "wifi-setup: the phone lost the access point"
   status=0
   ip netns exec phone replenish-companion wifi --setup "$payload" --ssid "Home Net" --passphrase-file /tmp/home-right \
-    --device http://10.42.0.1:8643 --no-pair --timeout 180 >"$log" 2>&1 || status=$?
+    --device http://10.42.0.1:8644 --no-pair --timeout 180 >"$log" 2>&1 || status=$?
   if [ "$status" != 0 ] || ! grep -q "the device joined Home Net" "$log"; then
     fail wifi-setup "the right home passphrase: exit $status: $(tail -n 3 "$log" | tr '\n' ' ')"
     return 1
