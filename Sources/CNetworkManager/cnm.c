@@ -89,6 +89,8 @@ struct cnm {
     char failed_device[256];
 };
 
+static int drain(cnm *m);
+
 static const char *const NM = "org.freedesktop.NetworkManager";
 static const char *const NM_PATH = "/org/freedesktop/NetworkManager";
 static const char *const PROPERTIES = "org.freedesktop.DBus.Properties";
@@ -577,6 +579,12 @@ int cnm_active_state(cnm *m, const char *active, const char *device, uint32_t *s
         if (!strstr(error, "UnknownObject") && !strstr(error, "UnknownMethod")) return CNM_FAILED;
         *state = 4;
     }
+    // The device's StateChanged signal came before the answer just read (the bus keeps their order): taken from
+    // the queue now, so a join that ended is read with its reason.
+    if (*state >= 3) {
+        d.dbus_connection_read_write(m->bus, 0);
+        drain(m);
+    }
     if (*state >= 3 && m->failed_reason && strcmp(m->failed_device, device) == 0) {
         *reason = m->failed_reason;
         return 0;
@@ -597,8 +605,9 @@ int cnm_active_state(cnm *m, const char *active, const char *device, uint32_t *s
     return 0;
 }
 
-int cnm_wait(cnm *m, int timeout_ms) {
-    if (!d.dbus_connection_read_write(m->bus, timeout_ms)) return CNM_FAILED;
+// Pops every message the connection has queued; records a device's failure reason (StateChanged to 120); 1 when
+// any of them was a signal.
+static int drain(cnm *m) {
     int signalled = 0;
     DBusMessage *message;
     while ((message = d.dbus_connection_pop_message(m->bus))) {
@@ -620,4 +629,9 @@ int cnm_wait(cnm *m, int timeout_ms) {
         d.dbus_message_unref(message);
     }
     return signalled;
+}
+
+int cnm_wait(cnm *m, int timeout_ms) {
+    if (!d.dbus_connection_read_write(m->bus, timeout_ms)) return CNM_FAILED;
+    return drain(m);
 }
