@@ -30,7 +30,12 @@ final class DBusNetworkManager: NetworkManagerControl {
     private let accessPointInterface: String
     private let turn: Int32
     private let pool = NIOThreadPool(numberOfThreads: 1)
-    private let state = Mutex(State())
+    /// The state, in a box the pool's last task can hold after this object is gone (deinit closes the connection
+    /// there).
+    private final class Shared: Sendable {
+        let lock = Mutex(State())
+    }
+    private let shared = Shared()
     private let (stream, continuation) = AsyncStream.makeStream(of: NetworkManagerChange.self)
 
     /// `interface`: the Wi-Fi interface that joins networks (empty: NetworkManager's first Wi-Fi device);
@@ -38,7 +43,7 @@ final class DBusNetworkManager: NetworkManagerControl {
     /// the system bus (tests).
     init(
         interface: String = "", accessPointInterface: String = "", address: String? = nil,
-        turn: Duration = .milliseconds(500)
+        turn: Duration = .seconds(30)
     ) {
         self.address = address
         stationInterface = interface
@@ -49,7 +54,16 @@ final class DBusNetworkManager: NetworkManagerControl {
 
     deinit {
         continuation.finish()
-        if let manager = state.withLock({ $0.manager }) { cnm_close(manager) }
+        // Closed on the pool's thread, after the wait it may be in: never under a call that uses the connection.
+        let shared = shared
+        pool.submit { _ in
+            if let manager = shared.lock.withLock({ value in
+                defer { value.manager = nil }
+                return value.manager
+            }) {
+                cnm_close(manager)
+            }
+        }
         pool.shutdownGracefully { _ in }
     }
 
@@ -69,7 +83,7 @@ final class DBusNetworkManager: NetworkManagerControl {
                 cnm_close(manager)
                 return .failure(.init(reason: Self.text(error)))
             }
-            state.withLock {
+            shared.lock.withLock {
                 $0.manager = manager
                 $0.station = Self.text(station)
                 $0.accessPointDevice = Self.text(accessPoint)
@@ -107,17 +121,17 @@ final class DBusNetworkManager: NetworkManagerControl {
 
     func closeAccessPoint() async {
         await onThread { [self] in
-            let (manager, active) = state.withLock { ($0.manager, $0.accessPoint) }
+            let (manager, active) = shared.lock.withLock { ($0.manager, $0.accessPoint) }
             guard let manager, let active else { return }
             var error = [CChar](repeating: 0, count: 512)
             _ = cnm_deactivate(manager, active, &error, error.count)
-            state.withLock { $0.accessPoint = nil }
+            shared.lock.withLock { $0.accessPoint = nil }
         }
     }
 
     func networks() async throws -> [VisibleNetwork] {
         let listed: Result<[VisibleNetwork], NetworkManagerUnavailable> = await onThread { [self] in
-            let (manager, device) = state.withLock { ($0.manager, $0.station) }
+            let (manager, device) = shared.lock.withLock { ($0.manager, $0.station) }
             guard let manager else { return .failure(.init(reason: "NetworkManager is not connected")) }
             final class Found { var networks: [VisibleNetwork] = [] }
             let found = Found()
@@ -153,13 +167,13 @@ final class DBusNetworkManager: NetworkManagerControl {
 
     func cancelJoin() async {
         await onThread { [self] in
-            let (manager, active, profile) = state.withLock { ($0.manager, $0.join, $0.joinProfile) }
+            let (manager, active, profile) = shared.lock.withLock { ($0.manager, $0.join, $0.joinProfile) }
             guard let manager, let active else { return }
             var error = [CChar](repeating: 0, count: 512)
             _ = cnm_deactivate(manager, active, &error, error.count)
             // A join given up (timed out, or setup closed during it) is not kept for autoconnect.
             if let profile, !profile.isEmpty { _ = cnm_delete_connection(manager, profile, &error, error.count) }
-            state.withLock { (value: inout State) in (value.join, value.joinProfile) = (nil, nil) }
+            shared.lock.withLock { (value: inout State) in (value.join, value.joinProfile) = (nil, nil) }
         }
     }
 
@@ -186,7 +200,9 @@ final class DBusNetworkManager: NetworkManagerControl {
     private func activate(ssid: String, passphrase: String?, accessPoint: Bool, channel: Int, hidden: Bool) async throws
     {
         let done: Result<Void, NetworkManagerUnavailable> = await onThread { [self] in
-            let (manager, device) = state.withLock { ($0.manager, accessPoint ? $0.accessPointDevice : $0.station) }
+            let (manager, device) = shared.lock.withLock {
+                ($0.manager, accessPoint ? $0.accessPointDevice : $0.station)
+            }
             guard let manager else { return .failure(.init(reason: "NetworkManager is not connected")) }
             var profile = [CChar](repeating: 0, count: 256)
             var active = [CChar](repeating: 0, count: 256)
@@ -196,7 +212,7 @@ final class DBusNetworkManager: NetworkManagerControl {
                 manager, device, bytes, bytes.count, passphrase, accessPoint ? 1 : 0, UInt32(max(0, channel)),
                 hidden ? 1 : 0, &profile, &active, active.count, &error, error.count)
             guard status == 0 else { return .failure(.init(reason: Self.text(error))) }
-            state.withLock {
+            shared.lock.withLock {
                 if accessPoint {
                     $0.accessPoint = Self.text(active)
                 } else {
@@ -212,7 +228,9 @@ final class DBusNetworkManager: NetworkManagerControl {
     /// Waits a turn for NetworkManager's signals, reports what changed, and goes again until NetworkManager goes.
     private func watch() {
         pool.submit { [weak self] poolState in
-            guard case .active = poolState, let self, let manager = self.state.withLock({ $0.manager }) else { return }
+            guard case .active = poolState, let self, let manager = self.shared.lock.withLock({ $0.manager }) else {
+                return
+            }
             if cnm_wait(manager, self.turn) < 0 {
                 self.continuation.yield(.gone(reason: "the system bus closed the connection to NetworkManager"))
                 return
@@ -236,7 +254,7 @@ final class DBusNetworkManager: NetworkManagerControl {
             cnm_saved_wifi(manager, &saved, &error, error.count) == 0
         else { return nil }
         let now = (online: state == 70 || connectivity == 4, saved: saved > 0)
-        let last = self.state.withLock { value in
+        let last = self.shared.lock.withLock { value in
             defer { value.last = now }
             return value.last
         }
@@ -249,7 +267,7 @@ final class DBusNetworkManager: NetworkManagerControl {
 
     /// A join under way that NetworkManager finished: activated, or deactivated with the device's reason.
     private func followJoin(_ manager: OpaquePointer) {
-        let (join, device) = state.withLock { ($0.join, $0.station) }
+        let (join, device) = shared.lock.withLock { ($0.join, $0.station) }
         guard let join else { return }
         var active: UInt32 = 0
         var reason: UInt32 = 0
@@ -257,10 +275,10 @@ final class DBusNetworkManager: NetworkManagerControl {
         guard cnm_active_state(manager, join, device, &active, &reason, &error, error.count) == 0 else { return }
         switch active {
         case 2:
-            state.withLock { (value: inout State) in (value.join, value.joinProfile) = (nil, nil) }
+            shared.lock.withLock { (value: inout State) in (value.join, value.joinProfile) = (nil, nil) }
             continuation.yield(.joinSucceeded)
         case 3, 4:
-            let profile = state.withLock { value in
+            let profile = shared.lock.withLock { value in
                 defer { (value.join, value.joinProfile) = (nil, nil) }
                 return value.joinProfile
             }
