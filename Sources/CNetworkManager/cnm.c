@@ -1,7 +1,10 @@
 #include "cnm.h"
 
 #include <dlfcn.h>
+#include <poll.h>
 #include <pthread.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +45,7 @@ enum {
     X(dbus_connection_close, void, (DBusConnection *))                                                                \
     X(dbus_connection_unref, void, (DBusConnection *))                                                                \
     X(dbus_connection_read_write, dbus_bool_t, (DBusConnection *, int))                                               \
+    X(dbus_connection_get_unix_fd, dbus_bool_t, (DBusConnection *, int *))                                            \
     X(dbus_connection_pop_message, DBusMessage *, (DBusConnection *))                                                 \
     X(dbus_connection_send_with_reply_and_block, DBusMessage *, (DBusConnection *, DBusMessage *, int, DBusError *)) \
     X(dbus_message_new_method_call, DBusMessage *, (const char *, const char *, const char *, const char *))          \
@@ -82,6 +86,8 @@ static void load(void) {
 
 struct cnm {
     DBusConnection *bus;
+    // An eventfd that ends a wait at once (cnm_wake): a call for the thread that waits need not sit out the wait.
+    int wake;
     // The reason of the last device that went to NM_DEVICE_STATE_FAILED (120), from its StateChanged signal: the
     // device's StateReason property has moved on (to "disconnected", reason none) by the time a join's end is
     // read, so the reason a wrong passphrase gave is kept here.
@@ -183,6 +189,12 @@ cnm *cnm_open(const char *address, char *error, size_t size) {
         return NULL;
     }
     m->bus = bus;
+    m->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (m->wake < 0) {
+        fail(error, size, "no eventfd", NULL);
+        cnm_close(m);
+        return NULL;
+    }
     uint32_t state = 0;
     if (get_u32(m, NM_PATH, NM, "State", &state, error, size) != 0) {
         cnm_close(m);
@@ -206,6 +218,7 @@ cnm *cnm_open(const char *address, char *error, size_t size) {
 
 void cnm_close(cnm *m) {
     if (!m) return;
+    if (m->wake > 0) close(m->wake);
     d.dbus_connection_close(m->bus);
     d.dbus_connection_unref(m->bus);
     free(m);
@@ -632,6 +645,21 @@ static int drain(cnm *m) {
 }
 
 int cnm_wait(cnm *m, int timeout_ms) {
-    if (!d.dbus_connection_read_write(m->bus, timeout_ms)) return CNM_FAILED;
+    // What has arrived already (a signal read during a call sits in the queue) is taken first.
+    if (!d.dbus_connection_read_write(m->bus, 0)) return CNM_FAILED;
+    if (drain(m)) return 1;
+    int fd = -1;
+    if (!d.dbus_connection_get_unix_fd(m->bus, &fd)) return CNM_FAILED;
+    struct pollfd fds[2] = {{.fd = fd, .events = POLLIN}, {.fd = m->wake, .events = POLLIN}};
+    if (poll(fds, 2, timeout_ms) > 0 && (fds[1].revents & POLLIN)) {
+        uint64_t count;
+        (void)!read(m->wake, &count, sizeof count);
+    }
+    if (!d.dbus_connection_read_write(m->bus, 0)) return CNM_FAILED;
     return drain(m);
+}
+
+void cnm_wake(cnm *m) {
+    uint64_t one = 1;
+    (void)!write(m->wake, &one, sizeof one);
 }

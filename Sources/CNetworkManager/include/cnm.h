@@ -67,4 +67,8 @@ int cnm_active_state(cnm *manager, const char *active, const char *device, uint3
 /// bus went away.
 int cnm_wait(cnm *manager, int timeout_ms);
 
+/// Ends a cnm_wait under way at once (callable from any thread while `manager` is open): a call queued for the
+/// waiting thread runs without sitting out the wait.
+void cnm_wake(cnm *manager);
+
 #endif

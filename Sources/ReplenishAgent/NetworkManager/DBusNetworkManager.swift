@@ -291,6 +291,9 @@ final class DBusNetworkManager: NetworkManagerControl {
     private func onThread<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
         await withCheckedContinuation { continuation in
             pool.submit { _ in continuation.resume(returning: work()) }
+            // The thread may be waiting for signals (up to `turn`): end the wait, so the call runs now. Under the
+            // lock, so that the connection is not closed meanwhile.
+            shared.lock.withLock { value in if let manager = value.manager { cnm_wake(manager) } }
         }
     }
 
