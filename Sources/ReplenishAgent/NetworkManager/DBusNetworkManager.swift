@@ -22,6 +22,12 @@ final class DBusNetworkManager: NetworkManagerControl {
         /// The saved profile of the join under way: deleted if the join fails, so that a wrong passphrase is not
         /// tried again by NetworkManager's autoconnect.
         var joinProfile: String?
+        /// A visible network's join, kept for one more try as a hidden network (a directed probe) when
+        /// NetworkManager answers "SSID not found": its list of access points can lose a network it just
+        /// listed (a scan on the radio that also holds the access point came back empty on a loaded booted
+        /// device). `retried` once that try is made.
+        var retry: (ssid: [UInt8], passphrase: String?)?
+        var retried = false
         var last: (online: Bool, saved: Bool)?
     }
 
@@ -218,6 +224,8 @@ final class DBusNetworkManager: NetworkManagerControl {
                 } else {
                     $0.join = Self.text(active)
                     $0.joinProfile = Self.text(profile)
+                    $0.retry = hidden ? nil : (bytes, passphrase)
+                    $0.retried = false
                 }
             }
             return .success(())
@@ -278,14 +286,37 @@ final class DBusNetworkManager: NetworkManagerControl {
             shared.lock.withLock { (value: inout State) in (value.join, value.joinProfile) = (nil, nil) }
             continuation.yield(.joinSucceeded)
         case 3, 4:
-            let profile = shared.lock.withLock { value in
-                defer { (value.join, value.joinProfile) = (nil, nil) }
-                return value.joinProfile
+            let (profile, retry, retried) = shared.lock.withLock { value in
+                defer { (value.join, value.joinProfile, value.retry) = (nil, nil, nil) }
+                return (value.joinProfile, value.retry, value.retried)
             }
             if let profile, !profile.isEmpty { _ = cnm_delete_connection(manager, profile, &error, error.count) }
-            continuation.yield(.joinFailed(Self.failure(reason: reason)))
+            if reason == 53, let retry, retryAsHidden(manager, device: device, retry) { return }
+            // The try as a hidden network timing out means the same: no such network in range.
+            let failure: NetworkSetupJoinFailure = retried && reason == 11 ? .notFound : Self.failure(reason: reason)
+            continuation.yield(.joinFailed(failure))
         default: break
         }
+    }
+
+    /// The join again as a hidden network (NetworkManager then probes for it by name); true when it started.
+    private func retryAsHidden(_ manager: OpaquePointer, device: String, _ retry: (ssid: [UInt8], passphrase: String?))
+        -> Bool
+    {
+        var profile = [CChar](repeating: 0, count: 256)
+        var active = [CChar](repeating: 0, count: 256)
+        var error = [CChar](repeating: 0, count: 512)
+        guard
+            cnm_activate(
+                manager, device, retry.ssid, retry.ssid.count, retry.passphrase, 0, 0, 1, &profile, &active,
+                active.count, &error, error.count) == 0
+        else { return false }
+        shared.lock.withLock {
+            $0.join = Self.text(active)
+            $0.joinProfile = Self.text(profile)
+            $0.retried = true
+        }
+        return true
     }
 
     private func onThread<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {

@@ -100,8 +100,17 @@ import Testing
         #expect(await changes.first(1) == [.joinFailed(.wrongPassphrase)])
         try await manager.join(ssid: "Elsewhere", passphrase: "correct horse", hidden: false)
         #expect(await changes.first(2).last == .joinFailed(.notFound))
+        // "SSID not found" is tried once more as a hidden network (a directed probe), then reported.
+        let elsewhere = try calls(harness).filter {
+            ($0["settings"] as? [String: [String: Any]])?["802-11-wireless"]?["ssid"] as? String == "Elsewhere"
+        }
+        #expect(elsewhere.count == 2)
+        #expect(
+            elsewhere.last.flatMap {
+                ($0["settings"] as? [String: [String: Any]])?["802-11-wireless"]?["hidden"] as? Bool
+            } == true)
         // Each failed join's profile is deleted: NetworkManager's autoconnect never retries a wrong passphrase.
-        #expect(try calls(harness).filter { $0["call"] as? String == "Delete" }.count == 2)
+        #expect(try calls(harness).filter { $0["call"] as? String == "Delete" }.count == 3)
         try await manager.join(ssid: "Home Net", passphrase: "correct horse", hidden: false)
         let joined = await changes.first(5).dropFirst(2)
         #expect(Set(joined.map { "\($0)" }) == Set(["joinSucceeded", "connectivity(online: true)", "savedWiFi(true)"]))
