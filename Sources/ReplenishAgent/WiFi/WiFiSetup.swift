@@ -63,6 +63,8 @@ actor WiFiSetup<C: Clock> where C.Duration == Duration {
         var longPress = false
         if hasNetwork() {
             logger.debug("setup mode: dormant (the unit has a default route)")
+            // What an earlier run of the agent showed (the runtime directory outlives a restart) is not this one's.
+            await show(nil)
             var woken: Bool?
             for await pressed in wakes {
                 woken = pressed
