@@ -99,13 +99,7 @@ import Testing
         await until { clock.sleeperCount == 1 }
         #expect(!lines.text.contains("serving the phone"))
         clock.advance(by: .seconds(30))
-        var port: Int?
-        for _ in 0..<500 where port == nil {
-            port = lines.text.split(separator: "\n").first { $0.hasPrefix("setup mode: serving the phone") }
-                .flatMap { line in Int(line.filter(\.isNumber)) }
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        let bound = try #require(port)
+        let bound = try await servedPort()
         // Served: a request without a proof is refused as the proofs demand.
         let connection = try RawConnection(port: bound)
         connection.send("GET /provision/networks?nonce=00112233445566778899aabbccddeeff HTTP/1.1\r\nHost: x\r\n\r\n")
