@@ -1,8 +1,9 @@
 #!/bin/bash
-# Simulated Wi-Fi for the booted devices (runner.sh's Wi-Fi checks): mac80211_hwsim's three radios, which really
+# Simulated Wi-Fi for the booted devices (runner.sh's Wi-Fi checks): mac80211_hwsim's four radios, which really
 # associate (WPA2, DHCP over them). wlan0 stays the device's (NetworkManager's, and ap0 beside it from the package's
 # replenish-agent-ap0.service); wlan1 goes to the network namespace "phone" (wpa_supplicant as a station, started by
-# runner.sh); wlan2 to "home": the customer's network, hostapd (WPA2, "Home Net", channel 6) with dnsmasq's DHCP.
+# runner.sh); wlan2 to "home": the customer's network, hostapd (WPA2, "Home Net", channel 6) with dnsmasq's DHCP;
+# wlan3 to "stranger": a second phone without the label, which tries the access point with a wrong passphrase.
 #   wifi-radios.sh            at boot (vm-test-wifi.service): the radios, the namespaces, the home network up
 #   wifi-radios.sh home-stop  the home access point off (its router restarting)
 #   wifi-radios.sh home-start the home access point on again
@@ -27,12 +28,12 @@ home-start) home_start; exit ;;
 esac
 mkdir -p "$state"
 error() { echo "$*" >"$state/wifi-error"; echo "vm-test-wifi: $*" >&2; exit 1; }
-modprobe mac80211_hwsim radios=3 || error "modprobe mac80211_hwsim failed"
-for _ in $(seq 40); do [ -e /sys/class/net/wlan2 ] && break; sleep 0.5; done
-[ -e /sys/class/net/wlan2 ] || error "mac80211_hwsim made no wlan2 ($(ls /sys/class/net | tr '\n' ' '))"
-ip netns add phone && ip netns add home || error "ip netns add failed"
-iw phy "$(phy_of wlan1)" set netns name phone && iw phy "$(phy_of wlan2)" set netns name home ||
-  error "iw phy … set netns failed"
+modprobe mac80211_hwsim radios=4 || error "modprobe mac80211_hwsim failed"
+for _ in $(seq 40); do [ -e /sys/class/net/wlan3 ] && break; sleep 0.5; done
+[ -e /sys/class/net/wlan3 ] || error "mac80211_hwsim made no wlan3 ($(ls /sys/class/net | tr '\n' ' '))"
+ip netns add phone && ip netns add home && ip netns add stranger || error "ip netns add failed"
+iw phy "$(phy_of wlan1)" set netns name phone && iw phy "$(phy_of wlan2)" set netns name home &&
+  iw phy "$(phy_of wlan3)" set netns name stranger || error "iw phy … set netns failed"
 cat >/usr/local/lib/vm-test/hostapd-home.conf <<HOSTAPD
 interface=wlan2
 driver=nl80211
@@ -48,6 +49,7 @@ ip netns exec home ip link set lo up
 ip netns exec home ip addr add 192.168.77.1/24 dev wlan2
 ip netns exec home ip link set wlan2 up
 ip netns exec phone ip link set lo up
+ip netns exec stranger ip link set lo up
 home_start || error "hostapd did not start: $(tail -n 3 "$state/hostapd-home.log")"
 ip netns exec home dnsmasq --interface=wlan2 --bind-interfaces --port=0 --dhcp-range=192.168.77.10,192.168.77.50,12h \
   --dhcp-option=3,192.168.77.1 --pid-file="$state/dnsmasq-home.pid" --dhcp-leasefile="$state/dnsmasq-home.leases" ||
