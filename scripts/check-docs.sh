@@ -34,7 +34,8 @@ allowed_sites=(developer.amazon.com www.amazon.com www.swift.org download.swift.
 # serial of configuration.md's check-config example.
 # Example values: a serial, and the test vector's key and nonce (docs/companion-app.md).
 allowed_hex=(10000000a1b2c3d4 000102030405060708090a0b0c0d0e0f 00112233445566778899aabbccddeeff
-  91cb49fdbb972afc 4b55ae5717fde3139bef65d7af9a6371 486f6d65204e6574) # the test vectors' ids, passphrase and SSID
+  91cb49fdbb972afc 4b55ae5717fde3139bef65d7af9a6371 486f6d65204e6574 # the test vectors' ids, passphrase and SSID
+  9f2c4e1d0a7b3c58 0f1e2d3c4b5a69788796a5b4c3d2e1f0) # docs/protocol.md's report stream and claim nonce
 
 # Links: [text](target) and <img src="target">, outside code; http(s), mailto and in-page anchors are not files.
 for file in "${files[@]}"; do

@@ -8,13 +8,15 @@
 #                                     own; installing them starts nothing where systemd is not PID 1);
 #                                     python3-dbus and python3-gi (DBusNetworkManagerTests' fake NetworkManager
 #                                     on a private bus); socat (with OpenSSL: the TLS terminator in front of
-#                                     the emulator where a test wants HTTPS)
+#                                     the emulator where a test wants HTTPS); nginx-light (mutual TLS in front
+#                                     of the emulator's maker's cloud, passing the unit certificate's subject as
+#                                     a load balancer's mTLS verify mode does: AlexaProgramTests)
 set -euo pipefail
 . "$(dirname "$0")/apt.sh"
 packages=(libcurl4-openssl-dev libgpiod-dev libssl-dev libavahi-client-dev pkg-config openssl curl)
 case "${1:-}" in
 "") ;;
---tests) packages+=(libfaketime avahi-daemon avahi-utils dbus python3-dbus python3-gi socat) ;;
+--tests) packages+=(libfaketime avahi-daemon avahi-utils dbus python3-dbus python3-gi socat nginx-light) ;;
 *) echo "usage: scripts/install-deps.sh [--tests]" >&2; exit 2 ;;
 esac
 apt_install "${packages[@]}"

@@ -10,7 +10,7 @@ struct CompanionCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "replenish-companion",
         abstract: "Pair a device with an Amazon account from a laptop's browser, or give it the home Wi-Fi first.",
-        subcommands: [PairCommand.self, WiFiCommand.self],
+        subcommands: [PairCommand.self, WiFiCommand.self, ClaimCommand.self],
         defaultSubcommand: PairCommand.self)
 }
 

@@ -29,6 +29,8 @@ struct EmulatorState: Sendable {
     var faults = FaultInjector()
     /// Every replenish request's outcome (`/admin/events`).
     var events = ReplenishEventLog()
+    /// The maker's cloud of program alexa: units by id (`EmulatorState+Cloud.swift`).
+    var cloudUnits: [String: CloudUnit] = [:]
 
     init(config: EmulatorConfig) {
         self.config = config
@@ -89,7 +91,19 @@ struct EmulatorState: Sendable {
             }
             return captured
         }
-        if match("ap/oa") != nil {
+        if let unit = match("v1/units/*/reports")?.first {
+            return only("POST") { () throws(Refusal) in try cloudReport(request, unit: unit, now: now) }
+        } else if let unit = match("v1/units/*")?.first {
+            return only("GET") { () throws(Refusal) in try cloudUnitState(request, unit: unit) }
+        } else if match("v1/claims") != nil {
+            return only("POST") { () throws(Refusal) in try cloudClaim(request) }
+        } else if match("admin/units") != nil {
+            return only("POST") { adminRegisterUnit(request) }
+        } else if let unit = match("admin/units/*/revoke")?.first {
+            return only("POST") { adminRevokeUnit(unit: unit) }
+        } else if let unit = match("admin/units/*")?.first {
+            return only("GET") { adminUnit(unit: unit) }
+        } else if match("ap/oa") != nil {
             return only("GET") { authorize(request, now: now) }
         } else if match("ap/oa/consent") != nil {
             return only("POST") { answerConsent(request, now: now) }

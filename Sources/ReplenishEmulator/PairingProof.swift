@@ -30,6 +30,17 @@ struct PairingProof {
         keyHex = parts[2]
     }
 
+    /// The key itself, for the emulator's cloud, which knows each unit's key as the factory registered it.
+    init(serial: String, keyHex: String) {
+        self.serial = serial
+        self.keyHex = keyHex
+    }
+
+    /// The claim of a unit by a customer (program alexa), over the unit, the customer and the phone's nonce.
+    func claimProof(unit: String, customer: String, nonce: String) throws -> String {
+        try hmac("replenish-claim-v1\n\(unit)\n\(customer)\n\(nonce)")
+    }
+
     /// 16 random bytes as 32 lowercase hex digits.
     static func makeNonce() -> String {
         var rng = SystemRandomNumberGenerator()

@@ -66,7 +66,7 @@ import Testing
         #expect(loaded.board.input(named: "button")?.debounceMilliseconds == 30)
         #expect(loaded.slot(forInput: "button") == "0b4f6c1e-aaaa")
         #expect(loaded.pairingListen == .init(host: "0.0.0.0", port: 8642))
-        #expect(loaded.caFile == nil && loaded.lwa.clientSecret == nil)
+        #expect(loaded.caFile == nil && loaded.drs?.lwa.clientSecret == nil)
     }
 
     /// `wifiSetup`: off unless present; its access point's passphrase needs the setup key; names and ranges checked.
@@ -197,7 +197,7 @@ import Testing
 
     @Test func pairingModeDefaultsToCompanionAndCodeModeNeedsACodePairURL() throws {
         let companion = try #require(try load(Self.validConfig()).0)
-        #expect(companion.pairingMode == .companion && companion.lwa.codePairURL == nil)
+        #expect(companion.pairingMode == .companion && companion.drs?.lwa.codePairURL == nil)
         func codeMode(_ lwa: [String: Any], pairing: [String: Any] = ["mode": "code"]) -> [String: Any] {
             var config = Self.validConfig()
             config["lwa"] = (config["lwa"] as! [String: Any]).merging(lwa) { $1 }
@@ -208,7 +208,7 @@ import Testing
         let (loaded, none) = try load(codeMode(["codePairURL": "https://api.amazon.com/auth/O2/create/codepair"]))
         #expect(none == [])
         #expect(loaded?.pairingMode == .code && loaded?.pairingListen == nil)
-        #expect(loaded?.lwa.codePairURL?.text == "https://api.amazon.com/auth/O2/create/codepair")
+        #expect(loaded?.drs?.lwa.codePairURL?.text == "https://api.amazon.com/auth/O2/create/codepair")
         #expect(try load(codeMode(["codePairURL": "http://127.0.0.1:8641/auth/O2/create/codepair"])).1 == [])
         #expect(try load(codeMode([:])).1 == [#"lwa.codePairURL: is required when pairing.mode is "code""#])
         #expect(

@@ -21,28 +21,38 @@ import Testing
         return keys
     }
 
-    /// The keys the decoder asks for, array indices written `[]`.
+    /// The keys the decoder asks for, array indices written `[]`, in the two shipped examples (program drs and
+    /// program alexa).
     static func keysTheDecoderReads() throws -> Set<String> {
         let directory = temporaryDirectory()
-        var example = try String(contentsOfFile: packageRoot() + "/config/agent.example.json", encoding: .utf8)
-        example = example.replacingOccurrences(
-            of: "/usr/share/replenish-agent/board/raspberry-pi-4b.json",
-            with: packageRoot() + "/board/raspberry-pi-4b.json")
-        let path = directory + "/agent.json"
-        try example.write(toFile: path, atomically: true, encoding: .utf8)
-        var problems = Problems()
-        _ = AgentConfig.parse(path: path, problems: &problems)
-        return Set(
-            problems.keysRead.map {
-                $0.replacingOccurrences(of: #"\[[0-9]+\]"#, with: "[]", options: .regularExpression)
-            })
+        var keys: Set<String> = []
+        for name in ["agent.example.json", "agent.alexa.example.json"] {
+            var example = try String(contentsOfFile: packageRoot() + "/config/" + name, encoding: .utf8)
+            for board in ["raspberry-pi-4b.json", "generic-gpiod.json"] {
+                example = example.replacingOccurrences(
+                    of: "/usr/share/replenish-agent/board/" + board, with: packageRoot() + "/board/" + board)
+            }
+            let path = directory + "/" + name
+            try example.write(toFile: path, atomically: true, encoding: .utf8)
+            var problems = Problems()
+            _ = AgentConfig.parse(path: path, problems: &problems)
+            keys.formUnion(
+                problems.keysRead.map {
+                    $0.replacingOccurrences(of: #"\[[0-9]+\]"#, with: "[]", options: .regularExpression)
+                })
+        }
+        return keys
     }
 
     @Test func everyDocumentedKeyIsReadAndEveryReadKeyIsDocumented() throws {
         let documented = try Self.documentedKeys()
         let read = try Self.keysTheDecoderReads()
         // The scans see something: both sides hold the keys every config has.
-        #expect(read.isSuperset(of: ["device.serial", "lwa.clientId", "buttons[].slot", "board:inputs[].name"]))
+        #expect(
+            read.isSuperset(of: [
+                "device.serial", "lwa.clientId", "buttons[].slot", "board:inputs[].name", "alexa.cloudURL",
+                "buttons[].level.measurement",
+            ]))
         #expect(!documented.isEmpty)
         // An object that only holds keys (`device`, `buttons`, `board:inputs`) needs no row of its own.
         let objects = read.filter { key in read.contains { $0.hasPrefix(key + ".") || $0.hasPrefix(key + "[]") } }

@@ -48,7 +48,7 @@ struct CancelTestOrdersCommand: AsyncParsableCommand {
     static func performOffline(config: AgentConfig, slot: String?) async -> Result<String, AgentError> {
         let logger = DaemonClient.commandLogger("cancel-test-orders")
         do throws(AgentError) {
-            let (lwa, drs) = try Agent.lanes(config: config)
+            let (lwa, drs) = try Agent.lanes(config: config, for: "cancel-test-orders")
             let wallTime: @Sendable () -> Double = { POSIX.wallTime() }
             let tokens = try TokenManager.open(
                 stateDirectory: config.stateDirectory, lwa: lwa, clock: ContinuousClock(), wallTime: wallTime,

@@ -113,7 +113,7 @@ struct CheckConfigCommand: AsyncParsableCommand {
     /// agent's user (whoever owns it can change the secret and the URLs the agent trusts). The group may read it
     /// (root:replenish 0640 is the usual way).
     static func secretFileProblems(_ path: String, config: AgentConfig, agentUID: UserID) -> [String] {
-        guard config.lwa.clientSecret != nil else { return [] }
+        guard config.drs?.lwa.clientSecret != nil else { return [] }
         let info: FileInfo
         do {
             guard let found = try POSIX.status(path) else { return [] }

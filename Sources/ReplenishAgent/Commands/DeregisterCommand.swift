@@ -50,7 +50,7 @@ struct DeregisterCommand: AsyncParsableCommand {
         // The wipe queued the pairing's call here; a daemon that ended during its own deregistration queued it too.
         if case .read(var pending) = try store.read(owner: StateDirectory.agentUID(directory)) {
             do throws(AgentError) {
-                let (lwa, drs) = try Agent.lanes(config: config)
+                let (lwa, drs) = try Agent.lanes(config: config, for: "deregister")
                 let stillGood = old.map { $0.accessTokenExpiresAt > POSIX.wallTime() + 60 } ?? false
                 try await DeregistrationQueue<ContinuousClock>.attempt(
                     &pending, accessToken: stillGood ? old?.accessToken : nil, lwa: lwa, drs: drs, logger: logger

@@ -39,7 +39,11 @@ struct RunCommand: AsyncParsableCommand {
         let logger = Logger(label: "replenish-agent")
         if !notDumpable { logger.warning("the process stays dumpable: prctl(PR_SET_DUMPABLE, 0) failed") }
         do {
-            try await Agent(config: config, logger: logger).run()
+            if let alexa = config.alexa {
+                try await AlexaAgent(config: config, settings: alexa, logger: logger).run()
+            } else {
+                try await Agent(config: config, logger: logger).run()
+            }
         } catch let error as AgentError {
             Output.error("replenish-agent: \(error.message)")
             throw ExitCode(error.code == .configuration ? Self.configurationExitCode : 1)

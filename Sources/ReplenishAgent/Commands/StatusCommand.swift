@@ -49,6 +49,25 @@ struct StatusCommand: AsyncParsableCommand {
             var expiresAt: String
         }
 
+        /// Program alexa: what `reports.json` holds and what the running agent says of the cloud.
+        struct Alexa: Encodable, Equatable {
+            var unit: String
+            /// Whether a customer has claimed the unit, as the cloud last said; `null` until it said.
+            @NullWhenAbsent var claimed: Bool?
+            /// The report sent and not yet acknowledged, by its sequence number.
+            @NullWhenAbsent var reportInFlight: Int?
+            /// Units used per slot since the report in flight was made.
+            var usageNotYetReported: [String: Double]
+            /// Each level slot's latest reading.
+            var levels: [String: Double]
+            @NullWhenAbsent var lastDailyReportAt: String?
+            /// The running agent's line: the claim, the reports, the last error with the cloud.
+            @NullWhenAbsent var cloud: String?
+        }
+
+        /// `drs` or `alexa` (`program`).
+        var program: String = "drs"
+        var alexa: Alexa? = nil
         var serial: String
         /// Where the serial came from: `config`, `file` (`device.serialFile`) or `device-tree`; and the file.
         var serialSource: String = "config"
@@ -169,7 +188,19 @@ struct StatusCommand: AsyncParsableCommand {
             case .unpaired: "not paired; \(windowState)"
             case .fresh, .refreshing, .retryWait: "paired"
             }
+        var alexa: Report.Alexa?
+        if let settings = config.alexa {
+            let reports =
+                (try? readState(StateStore<ReportRecord>.reports(stateDirectory: config.stateDirectory), &problems))
+                ?? nil
+            alexa = Report.Alexa(
+                unit: settings.unitId, claimed: reports?.claimed, reportInFlight: reports?.inFlight?.sequence,
+                usageNotYetReported: reports?.usage ?? [:], levels: (reports?.levels ?? [:]).mapValues(\.value),
+                lastDailyReportAt: reports?.lastDailyAt.map(ISO8601.format),
+                cloud: runningAgent == nil ? "the agent is not running" : shown.reports)
+        }
         return Report(
+            program: config.program.rawValue, alexa: alexa,
             serial: config.device.serial, serialSource: config.device.serialSource.name,
             serialFile: config.device.serialSource.file, phase: config.device.phase.rawValue,
             running: runningAgent != nil, pid: runningAgent.flatMap { $0 > 0 ? Int($0) : nil }, paired: tokens != nil,
@@ -217,6 +248,10 @@ struct StatusCommand: AsyncParsableCommand {
             config: config, now: POSIX.wallTime(), runningAgent: StateDirectory.runningAgent(config.stateDirectory),
             agentRun: StateDirectory.runningAgentRun(config.stateDirectory))
         if try format.printedAsJSON(report) { return }
+        if let alexa = report.alexa {
+            Self.printAlexa(alexa, report: report)
+            return
+        }
         Output.line("device \(report.serial) (phase \(report.phase)): \(report.pairingState)")
         if config.device.serialSource != .config { Output.line("serial from \(config.device.serialSource.describe)") }
         Output.line(
@@ -252,6 +287,33 @@ struct StatusCommand: AsyncParsableCommand {
                     + (info.order.map { "; order \($0.status ?? "placed")\($0.open ? " (followed)" : "")" } ?? "")
             )
         }
+        for problem in report.problems { Output.error(problem) }
+    }
+}
+
+extension StatusCommand {
+    /// The text form of program alexa: the claim, the reports, the cloud's last word.
+    static func printAlexa(_ alexa: Report.Alexa, report: Report) {
+        let claim =
+            switch alexa.claimed {
+            case true?: "claimed by a customer"
+            case false?: "not claimed yet (the customer's app claims it with the label)"
+            case nil: "claim not known yet"
+            }
+        Output.line("device \(report.serial) (phase \(report.phase)), program alexa, unit \(alexa.unit): \(claim)")
+        Output.line(
+            report.running
+                ? "agent: running\(report.pid.map { " (pid \($0))" } ?? "")" : "agent: not running")
+        if let wifiSetup = report.wifiSetup { Output.line("Wi-Fi setup: \(wifiSetup)") }
+        Output.line("report in flight: \(alexa.reportInFlight.map { "number \($0), not yet acknowledged" } ?? "none")")
+        for (slot, units) in alexa.usageNotYetReported.sorted(by: { $0.key < $1.key }) {
+            Output.line("slot \(slot): \(SupplyReporter<ContinuousClock>.number(units)) used, not yet reported")
+        }
+        for (slot, level) in alexa.levels.sorted(by: { $0.key < $1.key }) {
+            Output.line("slot \(slot): level \(SupplyReporter<ContinuousClock>.number(level))")
+        }
+        Output.line("last daily report: \(alexa.lastDailyReportAt ?? "none yet")")
+        if let cloud = alexa.cloud { Output.line("cloud: \(cloud)") }
         for problem in report.problems { Output.error(problem) }
     }
 }

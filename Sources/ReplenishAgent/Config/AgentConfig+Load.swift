@@ -43,6 +43,23 @@ extension AgentConfig {
         // Values still at the example's placeholders, checked once the rest is read: one line per key.
         var placeholders: [(path: String, key: PlaceholderKey, value: String?)] = []
 
+        // program: which of Amazon's programs the device speaks (docs/programs.md)
+        var program = Program.drs
+        if let name = top.string("program", required: false, problems: &problems) {
+            if let known = Program(rawValue: name) {
+                program = known
+            } else {
+                problems.add("program", "must be \"drs\" or \"alexa\", found \"\(name)\"")
+            }
+        }
+        let isDRS = program == .drs
+        /// A section of the other program, given anyway: it would do nothing, so it is refused.
+        func refuseOutsideProgram(_ key: String, why: String) {
+            if top.value(key, required: false, problems: &problems) != nil {
+                problems.add(key, "is not used by program \"\(program.rawValue)\" (\(why)): remove it")
+            }
+        }
+
         // device
         var device: Device?
         if var reader = ObjectReader(
@@ -70,10 +87,12 @@ extension AgentConfig {
             }
         }
 
-        // lwa
+        // lwa (drs)
         var lwa: LWA?
         var codePairURLGiven = false
-        if var reader = ObjectReader(
+        if !isDRS {
+            refuseOutsideProgram("lwa", why: "in program \"alexa\" the maker's cloud holds Amazon's tokens")
+        } else if var reader = ObjectReader(
             top.value("lwa", required: true, problems: &problems) ?? .object([:]),
             path: "lwa", problems: &problems)
         {
@@ -99,9 +118,11 @@ extension AgentConfig {
             }
         }
 
-        // drs
+        // drs (drs)
         var drsBaseURL: EndpointURL?
-        if var reader = ObjectReader(
+        if !isDRS {
+            refuseOutsideProgram("drs", why: "in program \"alexa\" the unit reports to the maker's cloud")
+        } else if var reader = ObjectReader(
             top.value("drs", required: true, problems: &problems) ?? .object([:]),
             path: "drs", problems: &problems)
         {
@@ -148,6 +169,7 @@ extension AgentConfig {
 
         // buttons
         var buttons: [Button] = []
+        var sensorProblems = false
         if let value = top.value("buttons", required: true, problems: &problems) {
             if case .array(let items) = value {
                 if items.isEmpty { problems.add("buttons", "must map at least one input to a slot") }
@@ -170,6 +192,23 @@ extension AgentConfig {
                         problems.add(reader.child("slot"), "must be 1 to 255 characters of A-Z a-z 0-9 - . _ ~")
                     }
                     placeholders.append((reader.child("slot"), .slot, slot))
+                    // The alexa program reports every press and level; DRS's order rules are not its own.
+                    var sensor: SupplySensor?
+                    if isDRS {
+                        for key in ["usage", "level", "dashReplenishmentId"]
+                        where reader.value(key, required: false, problems: &problems) != nil {
+                            problems.add(reader.child(key), "is for program \"alexa\"")
+                        }
+                    } else {
+                        for key in ["cooldownSeconds", "quantity", "remainingWhenLow"]
+                        where reader.value(key, required: false, problems: &problems) != nil {
+                            problems.add(
+                                reader.child(key), "is not used by program \"alexa\" (every press is reported)")
+                        }
+                        let kind = input.flatMap { board?.input(named: $0)?.kind }
+                        sensor = parseSensor(&reader, kind: kind, problems: &problems)
+                        if board != nil, kind != nil, sensor == nil { sensorProblems = true }
+                    }
                     let cooldown = reader.integer("cooldownSeconds", in: 0...86400, problems: &problems) ?? 60
                     let quantity = reader.number("quantity", in: 0.001...1_000_000, problems: &problems)
                     let remaining = reader.number("remainingWhenLow", in: 0...1_000_000, problems: &problems)
@@ -185,7 +224,7 @@ extension AgentConfig {
                         buttons.append(
                             Button(
                                 input: input, slot: slot, cooldownSeconds: cooldown, quantity: quantity,
-                                remainingWhenLow: remaining ?? 0))
+                                remainingWhenLow: remaining ?? 0, sensor: sensor))
                     }
                 }
             } else {
@@ -200,10 +239,20 @@ extension AgentConfig {
         var setupKey: SetupKey?
         var setupKeyGiven = false
         if var reader = ObjectReader(
-            top.value("pairing", required: true, problems: &problems) ?? .object([:]),
+            top.value("pairing", required: isDRS, problems: &problems) ?? .object([:]),
             path: "pairing", problems: &problems)
         {
-            if let name = reader.string("mode", required: false, problems: &problems) {
+            // The alexa program pairs nothing on the device (the phone claims the unit in the maker's cloud): only
+            // the label's key, for the Wi-Fi setup, is read.
+            if !isDRS {
+                for key in ["mode", "listen", "windowMinutes"]
+                where reader.value(key, required: false, problems: &problems) != nil {
+                    problems.add(
+                        reader.child(key),
+                        "is not used by program \"alexa\" (the phone claims the unit in the maker's cloud): remove it")
+                }
+            }
+            if isDRS, let name = reader.string("mode", required: false, problems: &problems) {
                 if let known = PairingMode(rawValue: name) {
                     mode = known
                 } else {
@@ -211,11 +260,11 @@ extension AgentConfig {
                 }
             }
             // The code flow opens no port: `listen` is needed only for the companion app.
-            if let text = reader.string("listen", required: mode == .companion, problems: &problems) {
+            if isDRS, let text = reader.string("listen", required: mode == .companion, problems: &problems) {
                 listen = parseListen(text)
                 if listen == nil { problems.add("pairing.listen", "must be HOST:PORT with a port from 1 to 65535") }
             }
-            windowMinutes = reader.integer("windowMinutes", in: 1...1440, problems: &problems) ?? 10
+            if isDRS { windowMinutes = reader.integer("windowMinutes", in: 1...1440, problems: &problems) ?? 10 }
             if let file = reader.string("setupKeyFile", required: false, problems: &problems) {
                 setupKeyGiven = true
                 setupKey = readSetupKeyFile(
@@ -224,7 +273,7 @@ extension AgentConfig {
             }
             reader.reportUnknownKeys(problems: &problems)
         }
-        if mode == .companion, !setupKeyGiven, device?.phase == .production {
+        if isDRS, mode == .companion, !setupKeyGiven, device?.phase == .production {
             problems.add("pairing.setupKeyFile", setupKeyRequiredInProduction)
         }
         if mode == .code, !codePairURLGiven {
@@ -238,13 +287,24 @@ extension AgentConfig {
                 "wifiSetup", "needs pairing.setupKeyFile (the access point's passphrase comes from the setup key)")
         }
 
+        // alexa (alexa)
+        var alexa: AlexaSettings?
+        if isDRS {
+            refuseOutsideProgram("alexa", why: "it is the settings of program \"alexa\"")
+        } else {
+            alexa = parseAlexa(
+                top.value("alexa", required: true, problems: &problems), device: device,
+                configDirectory: configDirectory, stateDirectory: stateDirectory, problems: &problems)
+        }
+
         top.reportUnknownKeys(problems: &problems)
         placeholderProblems(placeholders, problems: &problems)
-        guard problems.lines.count == before, let device, let lwa, let drsBaseURL, let stateDirectory, let board,
-            let boardPath, mode == .code || listen != nil
+        let drs = lwa.flatMap { lwa in drsBaseURL.map { DRSSettings(lwa: lwa, baseURL: $0) } }
+        guard problems.lines.count == before, !sensorProblems, let device, let stateDirectory, let board,
+            let boardPath, isDRS ? (drs != nil && (mode == .code || listen != nil)) : alexa != nil
         else { return nil }
         return AgentConfig(
-            device: device, lwa: lwa, drsBaseURL: drsBaseURL, caFile: caFile, stateDirectory: stateDirectory,
+            device: device, program: program, drs: drs, alexa: alexa, caFile: caFile, stateDirectory: stateDirectory,
             boardPath: boardPath, board: board, buttons: buttons, pairingMode: mode, pairingListen: listen,
             pairingWindowMinutes: windowMinutes, pairingSetupKey: setupKey, wifiSetup: wifiSetup,
             runtimeDirectory: runtimeDirectory, path: path)

@@ -33,6 +33,21 @@ struct AgentConfig: Sendable {
         case code
     }
 
+    /// Which of Amazon's programs the device speaks (`program`, docs/programs.md).
+    enum Program: String, Sendable, Equatable {
+        /// Dash Replenishment's device API: the device holds the customer's LWA token and orders (the default).
+        case drs
+        /// Alexa's inventory sensors: the device reports its supplies to the maker's cloud, which reports them to
+        /// Alexa; the device holds no Amazon token.
+        case alexa
+    }
+
+    /// What the drs program needs of Amazon: LWA and the DRS base URL (`lwa`, `drs`).
+    struct DRSSettings: Sendable {
+        var lwa: LWA
+        var baseURL: EndpointURL
+    }
+
     struct Button: Sendable, Equatable {
         var input: String
         var slot: String
@@ -43,6 +58,8 @@ struct AgentConfig: Sendable {
         var quantity: Double? = nil
         /// What is left when this button is pressed or this sensor reads low (`remainingWhenLow`, default 0).
         var remainingWhenLow: Double = 0
+        /// The alexa program: what this input tells of its slot's supply (`usage` or `level`).
+        var sensor: SupplySensor? = nil
     }
 
     /// `wifiSetup`: the interfaces NetworkManager uses, how long the access point stays open, and the setup
@@ -63,8 +80,11 @@ struct AgentConfig: Sendable {
     }
 
     var device: Device
-    var lwa: LWA
-    var drsBaseURL: EndpointURL
+    var program: Program = .drs
+    /// LWA and DRS (`lwa`, `drs`): the drs program's, nil in the alexa program.
+    var drs: DRSSettings?
+    /// The maker's cloud and the unit's certificate (`alexa`): the alexa program's, nil in the drs program.
+    var alexa: AlexaSettings? = nil
     var caFile: String?
     var stateDirectory: String
     var boardPath: String
@@ -93,6 +113,17 @@ struct AgentConfig: Sendable {
 
     /// The button (or sensor) mapping of a named input.
     func button(forInput input: String) -> Button? { buttons.first { $0.input == input } }
+
+    /// The drs program's LWA and DRS settings; in the alexa program, the error of a command that only the drs
+    /// program has (`what` names it).
+    func drsSettings(for what: String) throws(AgentError) -> DRSSettings {
+        guard let drs else {
+            throw AgentError(
+                .configuration,
+                "\(what) belongs to program \"drs\"; \(path) sets program \"alexa\" (docs/programs.md)")
+        }
+        return drs
+    }
 
     func cooldown(forInput input: String) -> Duration {
         .seconds(buttons.first { $0.input == input }?.cooldownSeconds ?? 0)

@@ -88,8 +88,10 @@ struct ObjectReader {
     }
 
     /// A finite number in `range`, or nil with a problem.
-    mutating func number(_ key: String, in range: ClosedRange<Double>, problems: inout Problems) -> Double? {
-        guard let value = value(key, required: false, problems: &problems) else { return nil }
+    mutating func number(
+        _ key: String, in range: ClosedRange<Double>, required: Bool = false, problems: inout Problems
+    ) -> Double? {
+        guard let value = value(key, required: required, problems: &problems) else { return nil }
         guard case .number(let number) = value, number.isFinite, range.contains(number) else {
             problems.add(child(key), "must be a number from \(range.lowerBound) to \(range.upperBound)")
             return nil

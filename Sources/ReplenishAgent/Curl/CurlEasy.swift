@@ -20,7 +20,11 @@ final class CurlEasy {
         /// A PEM bundle used instead of the system's CA store.
         var caFile: String?
         /// Send the request over this Unix socket instead of TCP (the agent's control socket).
-        var unixSocketPath: String?
+        var unixSocketPath: String? = nil
+        /// The client's certificate and private key, PEM files, for mutual TLS (the alexa program's unit
+        /// certificate); libcurl reads them at each new connection.
+        var clientCertificateFile: String? = nil
+        var clientKeyFile: String? = nil
     }
 
     /// libcurl's global state, initialised once before the first handle (libcurl asks for that).
@@ -206,6 +210,10 @@ final class CurlEasy {
         }
         if let caFile = options.caFile {
             settings.append(("CAINFO", ccurl_setopt_string(handle, CURLOPT_CAINFO, caFile)))
+        }
+        if let certificate = options.clientCertificateFile, let key = options.clientKeyFile {
+            settings.append(("SSLCERT", ccurl_setopt_string(handle, CURLOPT_SSLCERT, certificate)))
+            settings.append(("SSLKEY", ccurl_setopt_string(handle, CURLOPT_SSLKEY, key)))
         }
         if let path = options.unixSocketPath {
             settings.append(("UNIX_SOCKET_PATH", ccurl_setopt_string(handle, CURLOPT_UNIX_SOCKET_PATH, path)))

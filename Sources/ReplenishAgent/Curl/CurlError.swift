@@ -58,6 +58,12 @@ struct CurlError: Error, Sendable, Equatable, CustomStringConvertible {
     static let gotNothing = Int(CURLE_GOT_NOTHING.rawValue)
     /// The server's certificate or name could not be verified.
     static let peerFailedVerification = Int(CURLE_PEER_FAILED_VERIFICATION.rawValue)
+    /// The client certificate or its key could not be used (unreadable, not PEM, not a pair).
+    static let clientCertificateProblem = Int(CURLE_SSL_CERTPROBLEM.rawValue)
+    /// The TLS handshake failed (a server that refuses the client's certificate can end it this way).
+    static let tlsConnectFailed = Int(CURLE_SSL_CONNECT_ERROR.rawValue)
+    /// Receiving failed (with TLS 1.3 a refused client certificate shows first as the server's alert here).
+    static let receiveFailed = Int(CURLE_RECV_ERROR.rawValue)
 }
 
 extension AgentError {

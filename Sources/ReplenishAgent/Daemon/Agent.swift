@@ -23,14 +23,15 @@ struct Agent {
 
     /// The LWA and DRS clients, each on a lane of its own (own handle, own thread): no DRS call, however slow,
     /// delays a due token refresh. The daemon and the owner commands that work without it use the same.
-    static func lanes(config: AgentConfig) throws(AgentError) -> (lwa: LWAClient, drs: DRSClient) {
+    static func lanes(config: AgentConfig, for what: String) throws(AgentError) -> (lwa: LWAClient, drs: DRSClient) {
+        let settings = try config.drsSettings(for: what)
         let lwa = LWAClient(
             http: try CurlHTTPClient(options: .init(caFile: config.caFile), name: "lwa-lane"),
-            tokenURL: config.lwa.tokenURL,
-            clientSecret: config.lwa.clientSecret)
+            tokenURL: settings.lwa.tokenURL,
+            clientSecret: settings.lwa.clientSecret)
         let drs = DRSClient(
             http: try CurlHTTPClient(options: .init(caFile: config.caFile), name: "drs-lane"),
-            baseURL: config.drsBaseURL)
+            baseURL: settings.baseURL)
         return (lwa, drs)
     }
 
@@ -41,7 +42,8 @@ struct Agent {
         let (config, logger, clock) = (config, logger, ContinuousClock())
         let wallTime: @Sendable () -> Double = { POSIX.wallTime() }
         // Two lanes (own handle, own thread each): no DRS call, however slow, delays a due token refresh.
-        let (lwa, drs) = try Self.lanes(config: config)
+        let (lwa, drs) = try Self.lanes(config: config, for: "the daemon of program drs")
+        let lwaSettings = try config.drsSettings(for: "the daemon of program drs").lwa
 
         // State and the services that own it.
         let tokens = try TokenManager.open(
@@ -71,7 +73,8 @@ struct Agent {
         // Pairing: the companion app's endpoints in their window, or code-based linking (no port).
         let window = PairingWindowKeeper(
             length: .seconds(60 * config.pairingWindowMinutes), clock: clock, wallTime: wallTime, logger: logger)
-        let linking = try Self.codeLinking(config: config, lwa: lwa, tokens: tokens, clock: clock, logger: logger)
+        let linking = try Self.codeLinking(
+            config: config, settings: lwaSettings, lwa: lwa, tokens: tokens, clock: clock, logger: logger)
         let pairingEntry: PairingByMode<Clock> =
             linking.map { .code($0) } ?? .window(window, minutes: config.pairingWindowMinutes)
         let deregistration = DeregistrationQueue(
@@ -97,7 +100,8 @@ struct Agent {
         // The pairing part of the configured mode (a config without what it needs stops here, before the board).
         let group = MultiThreadedEventLoopGroup.singleton
         let pairing = try Self.pairingPart(
-            config: config, lwa: lwa, tokens: tokens, window: window, linking: linking, clock: clock, group: group,
+            config: config, clientId: lwaSettings.clientId, lwa: lwa, tokens: tokens, window: window, linking: linking,
+            clock: clock, group: group,
             shown: shown, logger: logger)
 
         // The board.
@@ -169,14 +173,15 @@ struct Agent {
 
     /// Code-based linking when `pairing.mode` is `code` (nil otherwise).
     private static func codeLinking(
-        config: AgentConfig, lwa: LWAClient, tokens: TokenManager<Clock>, clock: Clock, logger: Logger
+        config: AgentConfig, settings: AgentConfig.LWA, lwa: LWAClient, tokens: TokenManager<Clock>, clock: Clock,
+        logger: Logger
     ) throws(AgentError) -> CodeLinker<Clock>? {
         guard config.pairingMode == .code else { return nil }
-        guard let codePairURL = config.lwa.codePairURL else {
+        guard let codePairURL = settings.codePairURL else {
             throw AgentError(.configuration, "lwa.codePairURL: is required when pairing.mode is \"code\"")
         }
         return CodeLinker(
-            device: config.device, clientId: config.lwa.clientId,
+            device: config.device, clientId: settings.clientId,
             client: CodePairClient(lwa: lwa, codePairURL: codePairURL), lwa: lwa, tokens: tokens, clock: clock,
             wallTime: { POSIX.wallTime() }, logger: logger)
     }
@@ -185,7 +190,7 @@ struct Agent {
     /// systemd's watchdog checks). What only one kind has comes with it, so that no part asks the backend's type
     /// at run time (a dynamic cast from the protocol costs the Swift runtime a lookup before `READY=1`): the
     /// simulated board for the control socket's `press` and `level`, the GPIO thread's beats for the watchdog.
-    private static func board(
+    static func board(
         config: AgentConfig, systemd: SystemdNotifier
     ) throws -> (backend: any GPIOBackend, simulated: SimulatedBackend?, beats: (@Sendable () -> UInt64)?) {
         switch config.board.backend {
@@ -202,7 +207,8 @@ struct Agent {
     /// The pairing part of the configured mode: the companion app's endpoints served in the pairing window,
     /// or code-based linking (no port).
     private static func pairingPart(
-        config: AgentConfig, lwa: LWAClient, tokens: TokenManager<Clock>, window: PairingWindowKeeper<Clock>,
+        config: AgentConfig, clientId: String, lwa: LWAClient, tokens: TokenManager<Clock>,
+        window: PairingWindowKeeper<Clock>,
         linking: CodeLinker<Clock>?, clock: Clock, group: MultiThreadedEventLoopGroup, shown: ShownStatusBook,
         logger: Logger
     ) throws(AgentError) -> any DaemonPart {
@@ -216,7 +222,7 @@ struct Agent {
         if config.pairingSetupKey == nil { logger.warning("\(AgentConfig.setupKeyMissingWarning)") }
         let published = PublishedHostName()
         let pairing = PairingCoordinator(
-            device: config.device, setupKey: config.pairingSetupKey, clientId: config.lwa.clientId, lwa: lwa,
+            device: config.device, setupKey: config.pairingSetupKey, clientId: clientId, lwa: lwa,
             tokens: tokens, clock: clock,
             deviceNames: { PairingRequestGuard.deviceNames(listenHost: listen.host, published: published.value) },
             logger: logger)
@@ -231,7 +237,7 @@ struct Agent {
     }
 
     /// The Wi-Fi setup mode when `wifiSetup` is on (it needs the setup key, which the config's check demands).
-    private static func wifiSetup(
+    static func wifiSetup(
         config: AgentConfig, clock: Clock, group: MultiThreadedEventLoopGroup, lights: Lights<Clock>,
         shown: ShownStatusBook, logger: Logger, joined: @escaping @Sendable () async -> Void
     ) -> WiFiSetup<Clock>? {
@@ -259,7 +265,7 @@ struct Agent {
     /// thread's sigwait (`TerminationSignals`), not from swift-service-lifecycle's DispatchSource (libdispatch
     /// would start its thread pool and its once-a-second wakeup); only when the entry point did not take them
     /// does the group trap them itself.
-    private static func runGroup(_ services: [any DaemonPart], logger: Logger) async throws {
+    static func runGroup(_ services: [any DaemonPart], logger: Logger) async throws {
         let owned = TerminationSignals.areOwned
         var configuration = ServiceGroupConfiguration(
             services: services.map { ServiceGroupConfiguration.ServiceConfiguration(service: GroupMember(part: $0)) },

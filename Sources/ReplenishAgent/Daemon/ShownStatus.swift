@@ -22,6 +22,8 @@ struct ShownStatus: Codable, Sendable, Equatable, StateFormat {
     var advertisement: String?
     /// With `wifiSetup`: the setup mode as `WiFiSetupShown` says it (never a credential); nil while it is dormant.
     var wifiSetup: String?
+    /// Program alexa: the claim and the reports, as `ReportStatusKeeper.line` says them.
+    var reports: String?
 
     static func path(runtimeDirectory: String) -> String { POSIX.join(runtimeDirectory, "shown-status.json") }
 }
@@ -59,6 +61,8 @@ actor ShownStatusBook {
     func recordAdvertisement(_ text: String?) async { await change { $0.advertisement = text } }
 
     func recordWiFiSetup(_ text: String?) async { await change { $0.wifiSetup = text } }
+
+    func recordReports(_ text: String?) async { await change { $0.reports = text } }
 
     private func change(_ change: (inout ShownStatus) -> Void) async {
         var next = shown

@@ -13,6 +13,8 @@ struct Backoff: Sendable, Equatable {
     static let floor = Duration.seconds(1)
 
     static let orders = Backoff(base: .seconds(1), cap: .seconds(15 * 60))
+    /// The alexa program's reports to the maker's cloud.
+    static let reports = Backoff(base: .seconds(1), cap: .seconds(15 * 60))
     /// Device status, subscription checks and slot-status reports.
     static let duties = Backoff(base: .seconds(2), cap: .seconds(30 * 60))
     static let tokenRefresh = Backoff(base: .seconds(2), cap: .seconds(10 * 60))

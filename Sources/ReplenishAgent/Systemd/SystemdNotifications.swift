@@ -70,9 +70,9 @@ enum SystemdNotifications {
     }
 
     /// READY=1, then watchdog pings while every probe answers, then STOPPING=1 when cancelled.
-    fileprivate static func runNotifications<C: Clock>(
-        notifier: SystemdNotifier, status: SystemdStatusKeeper<C>, probes healthProbes: [HealthProbe], logger: Logger
-    ) async where C.Duration == Duration {
+    static func runNotifications(
+        notifier: SystemdNotifier, status: some StatusLineKeeper, probes healthProbes: [HealthProbe], logger: Logger
+    ) async {
         if let failure = await status.ready() { logger.warning("systemd: \(failure)") }
         if let interval = notifier.watchdogInterval {
             logger.info("systemd watchdog on", metadata: ["watchdog.ping": "\(interval)"])

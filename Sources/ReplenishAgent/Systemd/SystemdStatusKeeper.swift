@@ -22,8 +22,17 @@ enum SystemdStatusLine {
     }
 }
 
+/// What keeps a program's `STATUS=` line (`SystemdStatusKeeper` for drs, `ReportStatusKeeper` for alexa): the
+/// line goes out with `READY=1`, changes while running, and ends with `STOPPING=1`.
+protocol StatusLineKeeper: Actor {
+    /// `READY=1` with the current line; the failure, if the notification could not be sent.
+    func ready() -> String?
+    /// `STOPPING=1`; no more lines are sent after it.
+    func stopping() -> String?
+}
+
 /// Keeps the latest facts for the `STATUS=` line and sends the line to systemd whenever its text changes.
-actor SystemdStatusKeeper<C: Clock> where C.Duration == Duration {
+actor SystemdStatusKeeper<C: Clock>: StatusLineKeeper where C.Duration == Duration {
     private let notifier: SystemdNotifier
     private var token: TokenState
     private var pending: Int
