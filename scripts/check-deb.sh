@@ -20,6 +20,7 @@ for entry in "-rwxr-xr-x root/root .* ./usr/bin/replenish-agent" \
   "-rw-r--r-- root/root .* ./usr/share/polkit-1/rules.d/50-replenish-agent.rules" \
   "-rw-r--r-- root/root .* ./usr/share/replenish-agent/board/raspberry-pi-4b.json" \
   "-rw-r--r-- root/root .* ./usr/share/replenish-agent/agent.example.json" \
+  "-rw-r--r-- root/root .* ./usr/share/replenish-agent/agent.alexa.example.json" \
   "drwxr-xr-x root/root .* ./etc/replenish-agent/" \
   "-rw-r--r-- root/root .* ./usr/share/doc/replenish-agent/copyright" \
   "-rw-r--r-- root/root .* ./usr/share/doc/replenish-agent/NOTICE" \

@@ -111,6 +111,8 @@ install -m 0644 board/*.json "$tree/usr/share/$package/board/"
 # an edited config from the example by it, and the unit's Documentation= shows it. The package keeps owning the
 # folder /etc/replenish-agent.
 install -m 0644 config/agent.example.json "$tree/usr/share/$package/agent.example.json"
+# The example of program alexa (docs/programs.md), for a maker to start /etc/replenish-agent/agent.json from.
+install -m 0644 config/agent.alexa.example.json "$tree/usr/share/$package/agent.alexa.example.json"
 
 install -m 0644 packaging/debian/copyright "$tree/usr/share/doc/$package/copyright"
 # The attribution notices the linked Swift packages ask to be passed on (Apache License 2.0, section 4(d)).

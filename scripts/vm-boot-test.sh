@@ -47,8 +47,11 @@ mirror=http://deb.debian.org/debian
 # NetworkManager does not depend on it), hostapd, dnsmasq-base and iw: the Wi-Fi setup on simulated radios
 # (mac80211_hwsim, a module of both kernels): NetworkManager runs the device's access point and its join, hostapd
 # and dnsmasq the "home" network, wpa_supplicant the "phone" (runner.sh's wifi-setup).
+# nginx-light: mutual TLS in front of the emulator's maker's cloud for the second agent, of program alexa
+# (runner.sh's alexa-press and alexa-power-cut).
 packages=(systemd-sysv udev dbus kmod initramfs-tools init-system-helpers openssl adduser curl jq procps
-  avahi-daemon avahi-utils libavahi-client3 iproute2 network-manager wpasupplicant polkitd hostapd dnsmasq-base iw)
+  avahi-daemon avahi-utils libavahi-client3 iproute2 network-manager wpasupplicant polkitd hostapd dnsmasq-base iw
+  nginx-light)
 case "$arch" in
 amd64)
   work=$vm/boot
@@ -229,7 +232,7 @@ echo "$tag: package ${deb#"$root"/} (version $version), older builds 0~older (ag
 
 # The checks every run must pass; status-line and watchdog only once the unit has Type=notify and WatchdogSec.
 checks=(boot-ready wifi-setup dns-sd pairing wifi-outage dns-sd-withdrawn press power-cut no-timesyncd upgrade rollback idle wifi-dormant unknown-boot c-floor stop
-  remove purge)
+  remove purge alexa-press alexa-power-cut)
 grep -q '^Type=notify' <<<"$unit_text" && checks+=(status-line)
 grep -q '^WatchdogSec=' <<<"$unit_text" && checks+=(watchdog)
 
@@ -286,7 +289,40 @@ cp "$work/debs/earliest.deb" "$apt_repo/replenish-agent_0~earliest_$arch.deb"
 rm -f "$tree"/etc/apt/sources.list.d/*
 echo "deb [trusted=yes] file:/usr/local/lib/vm-test/apt ./" >"$tree/etc/apt/sources.list.d/vm-test.list"
 install -D -m 0644 "$boot/board.json" "$tree/usr/local/share/vm-test/board.json"
-for service in gpio-sim-chip replenish-emulator vm-test-runner vm-test-restored-clock vm-test-lo-multicast vm-test-wifi; do
+# Program alexa beside it (runner.sh's alexa-press, alexa-power-cut): a second agent on the simulated board, its
+# unit the package's with its own config, state and runtime folders (started by the runner); nginx doing mutual
+# TLS in front of the emulator's maker's cloud; the certificates made here: the cloud's for 127.0.0.1 and the
+# unit's (CN VMBOOT1, the agent's user's key) from the maker's CA, which nginx trusts.
+alexa=$tree/etc/replenish-agent/alexa
+mkdir -p "$alexa" "$work/alexa-ca"
+ec=(-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes)
+openssl req -x509 "${ec[@]}" -keyout "$work/alexa-ca/server-ca.key" -out "$alexa/ca.pem" -subj "/CN=vm cloud CA" \
+  -days 30 2>/dev/null &&
+  openssl req -new "${ec[@]}" -keyout "$alexa/server.key" -out "$work/alexa-ca/server.csr" -subj "/CN=127.0.0.1" 2>/dev/null &&
+  openssl x509 -req -in "$work/alexa-ca/server.csr" -CA "$alexa/ca.pem" -CAkey "$work/alexa-ca/server-ca.key" \
+    -CAcreateserial -days 30 -extfile <(printf 'subjectAltName=IP:127.0.0.1') -out "$alexa/server.pem" 2>/dev/null &&
+  openssl req -x509 "${ec[@]}" -keyout "$work/alexa-ca/maker-ca.key" -out "$alexa/maker-ca.pem" -subj "/CN=vm maker CA" \
+    -days 30 2>/dev/null &&
+  openssl req -new "${ec[@]}" -keyout "$alexa/unit.key" -out "$work/alexa-ca/unit.csr" -subj "/CN=VMBOOT1" 2>/dev/null &&
+  openssl x509 -req -in "$work/alexa-ca/unit.csr" -CA "$alexa/maker-ca.pem" -CAkey "$work/alexa-ca/maker-ca.key" \
+    -CAcreateserial -days 30 -out "$alexa/unit.pem" 2>/dev/null || die "openssl could not make the alexa certificates"
+rm -rf "$work/alexa-ca"
+chmod 600 "$alexa/unit.key" "$alexa/server.key"
+chroot "$tree" chown replenish: /etc/replenish-agent/alexa/unit.key
+install -m 0644 "$boot/alexa.json" "$tree/etc/replenish-agent/alexa.json"
+install -m 0644 "$boot/nginx-alexa.conf" "$tree/usr/local/lib/vm-test/nginx-alexa.conf"
+sed -e 's|/etc/replenish-agent/agent.json|/etc/replenish-agent/alexa.json|g' \
+  -e 's|^Description=.*|Description=VM boot test: a second agent, of program alexa|' \
+  -e 's|^StateDirectory=replenish-agent$|StateDirectory=replenish-agent-alexa|' \
+  -e 's|^ReadWritePaths=/var/lib/replenish-agent$|ReadWritePaths=/var/lib/replenish-agent-alexa|' \
+  -e 's|^RuntimeDirectory=replenish-agent$|RuntimeDirectory=replenish-agent-alexa|' \
+  -e 's|^After=\(.*\)|After=\1 replenish-emulator.service vm-test-nginx.service|' \
+  <<<"$unit_text" >"$tree/etc/systemd/system/replenish-agent-alexa.service"
+grep -q 'StateDirectory=replenish-agent-alexa' "$tree/etc/systemd/system/replenish-agent-alexa.service" ||
+  die "the alexa agent's unit was not made from the package's"
+# The package's own site of nginx is not the test's (its unit would serve port 80 at every boot).
+chroot "$tree" systemctl mask nginx.service >/dev/null 2>&1 || die "systemctl mask nginx.service failed"
+for service in gpio-sim-chip replenish-emulator vm-test-runner vm-test-restored-clock vm-test-lo-multicast vm-test-wifi vm-test-nginx; do
   # (the runner writes to the serial console: ttyS0 on a PC, ttyAMA0 on an arm64 virt machine)
   sed "s|/dev/ttyS0|/dev/$serial|" "$boot/$service.service" >"$work/$service.service"
   install -D -m 0644 "$work/$service.service" "$tree/etc/systemd/system/$service.service"

@@ -16,6 +16,8 @@ struct EmulatorSnapshot: Codable {
     var subscribed: [String: Bool]
     var events: [ReplenishEvent]
     var lastSeq: Int
+    /// The maker's cloud of program alexa; absent in snapshots written before it.
+    var cloudUnits: [String: CloudUnit]?
 
     init(of state: EmulatorState) {
         devices = state.devices
@@ -28,6 +30,7 @@ struct EmulatorSnapshot: Codable {
         subscribed = state.subscribed
         events = Array(state.events.kept)
         lastSeq = state.events.lastSeq
+        cloudUnits = state.cloudUnits
     }
 
     /// Puts the snapshot's contents into `state` (slots the configuration no longer has stay unknown).
@@ -41,6 +44,7 @@ struct EmulatorSnapshot: Codable {
         state.ordersInProgress = ordersInProgress
         for (slot, value) in subscribed where state.subscribed[slot] != nil { state.subscribed[slot] = value }
         state.events = ReplenishEventLog(restoring: events, lastSeq: lastSeq)
+        state.cloudUnits = cloudUnits ?? [:]
     }
 
     /// Reads a snapshot; nil when the file does not exist.

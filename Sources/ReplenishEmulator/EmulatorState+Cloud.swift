@@ -5,7 +5,7 @@ import Foundation
 /// label's key, and what the unit asks of its claim. The unit's identity is its certificate's subject, which the
 /// TLS terminator in front (mutual TLS; a load balancer's mTLS verify mode in production) passes in
 /// `X-Amzn-Mtls-Clientcert-Subject`, as AWS's Application Load Balancer does.
-struct CloudUnit: Sendable {
+struct CloudUnit: Sendable, Codable {
     /// The label's setup key (32 lowercase hex digits), as the factory registered it.
     var setupKeyHex: String
     var claimedBy: String?

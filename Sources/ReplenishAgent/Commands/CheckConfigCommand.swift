@@ -44,7 +44,12 @@ struct CheckConfigCommand: AsyncParsableCommand {
         Output.line("config OK: \(options.config)")
         if let device = config?.device { Output.line("serial \(device.serial) from \(device.serialSource.describe)") }
         if let config, let note = RuntimeDirectoryCheck.note(config.runtimeDirectory) { Output.line("note: \(note)") }
-        if let config, config.pairingMode == .companion {
+        if let alexa = config?.alexa {
+            Output.line(
+                "program alexa: unit \(alexa.unitId) reports to \(alexa.cloudURL.text) with the certificate "
+                    + "\(alexa.certificateFile) (its subject CN must be \(alexa.unitId))")
+        }
+        if let config, config.program == .drs, config.pairingMode == .companion {
             if config.pairingSetupKey == nil {
                 Output.line("warning: \(AgentConfig.setupKeyMissingWarning)")
             } else {
@@ -70,8 +75,8 @@ struct CheckConfigCommand: AsyncParsableCommand {
                         ?? "NetworkManager answers with a Wi-Fi device; the access point opens when the unit has no network")
             )
         }
-        Output.line(TimeSyncSignal.inspect().description)
-        if let config, let (change, onlySerialFromAFile) = Self.identityChange(config) {
+        if config?.program == .drs { Output.line(TimeSyncSignal.inspect().description) }
+        if let config, config.program == .drs, let (change, onlySerialFromAFile) = Self.identityChange(config) {
             Output.line(
                 onlySerialFromAFile
                     ? "pairing: made for another serial (\(change)); run orders nothing while it re-reads the "

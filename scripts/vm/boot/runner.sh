@@ -6,11 +6,14 @@
 # Boot 1 (no /var/lib/vm-test/phase): boot-ready, status-line, wifi-setup (on simulated radios: the device with no
 # network opens the label's access point, a phone joins it and hands over the home network), dns-sd (the pairing
 # port found by DNS-SD), pairing (by replenish-companion on the home network, found by DNS-SD there, with the setup
-# key's proofs), dns-sd-withdrawn, press, wifi-outage (the home network off for 60 s opens no access point), then the first half of
+# key's proofs), dns-sd-withdrawn, press, alexa-press (a second agent, of program alexa, reports a press to the
+# emulator's maker's cloud behind nginx's mutual TLS; its answer lost), wifi-outage (the home network off for 60 s
+# opens no access point), then the first half of
 # power-cut: an order placed whose answer is lost (faults), then delivered, the press still "sent, answer
 # unknown" in the agent's outbox, the wall clock saved, and the power cut with sysrq `o` (no sync, no
 # shutdown). Boot 2, its clock restored to boot 1's last time and nothing synchronising it: power-cut (no
-# resend: one order, the pairing kept), no-timesyncd (a new press orders once), upgrade, rollback, idle, wifi-dormant
+# resend: one order, the pairing kept), alexa-power-cut (the report in flight sent again, counted once),
+# no-timesyncd (a new press orders once), upgrade, rollback, idle, wifi-dormant
 # (the agent on a unit with a network maps nothing of NetworkManager), unknown-boot
 # (the runtime directory unusable: a press still orders once), c-floor, watchdog, stop, remove, purge; then a
 # clean power-off.
@@ -973,6 +976,62 @@ wifi_dormant() {
   pass wifi-dormant
 }
 
+# --- Program alexa: a second agent reports to the emulator's maker's cloud (nginx: mutual TLS) -----------------
+alexa_config=/etc/replenish-agent/alexa.json
+alexa_unit=replenish-agent-alexa.service
+alexa_status() { replenish-agent status --json --config "$alexa_config" | jq -c '.alexa'; }
+alexa_cloud() { curl -fsS "$emulator/admin/units/VMBOOT1"; }
+alexa_usage() { alexa_cloud | jq '[.applied[].supplies[].usage.value // 0] | add // 0'; }
+alexa_applied_is() { [ "$(alexa_cloud | jq '.applied | length')" -ge "$1" ]; }
+alexa_usage_is() { [ "$(alexa_usage)" = "$1" ]; }
+alexa_in_flight() { [ "$(alexa_status | jq '.reportInFlight')" != null ]; }
+alexa_resent() { ! alexa_in_flight && [ "$(alexa_cloud | jq '.duplicates')" -ge 1 ]; }
+
+# alexa-press (boot 1, beside the home network's outage: the cloud is on loopback): the unit registered in the
+# cloud, the second agent started; its first (daily) report arrives; then every answer of the cloud is lost
+# (dropAfterWork): a press is applied once and stays in flight, unacknowledged, into the power cut.
+alexa_first_half() {
+  curl -fsS -X POST -d "{\"unit\":\"VMBOOT1\",\"setupKey\":\"$(cat /etc/replenish-agent/setup-key)\"}" \
+    "$emulator/admin/units" >/dev/null || { fail alexa-press "registering the unit in the cloud failed"; return 1; }
+  systemctl start "$alexa_unit" || { fail alexa-press "$alexa_unit did not start: $(journalctl -q -o cat -u "$alexa_unit" | tail -n 3)"; return 1; }
+  if ! wait_until 60 alexa_applied_is 1; then
+    fail alexa-press "no report reached the cloud within 60 s: $(alexa_status); $(journalctl -q -o cat -u "$alexa_unit" | tail -n 2 | tr '\n' ' ')"
+    return 1
+  fi
+  curl -fsS -X POST -d '{"path":"/v1/units/VMBOOT1/reports","count":1000,"fault":{"kind":"dropAfterWork"}}' \
+    "$emulator/admin/faults" >/dev/null || { fail alexa-press "queueing the fault failed"; return 1; }
+  replenish-agent press button --config "$alexa_config" >/dev/null || { fail alexa-press "the press was refused"; return 1; }
+  if ! wait_until 60 alexa_usage_is 1; then
+    fail alexa-press "the press was not applied within 60 s (cloud usage $(alexa_usage))"
+    return 1
+  fi
+  if ! alexa_in_flight; then
+    fail alexa-press "the report is not in flight although its answer was lost: $(alexa_status)"
+    return 1
+  fi
+  systemctl enable "$alexa_unit" >/dev/null 2>&1
+  note "alexa-press: applied once, its answer lost, in flight into the power cut: $(alexa_status)"
+  pass alexa-press
+}
+
+# alexa-power-cut (boot 2): the second agent, started at boot, sends the report in flight again under its number;
+# the cloud acknowledges it as a duplicate, and the press still counts once. Then it is stopped and disabled, so
+# that the idle minute, the footprint and the package's removal see the package's agent alone.
+alexa_second_half() {
+  if ! wait_until 120 alexa_resent; then
+    fail alexa-power-cut "the report in flight was not acknowledged after the power cut: $(alexa_status); cloud: $(alexa_cloud | jq -c '{duplicates, n: (.applied | length)}')"
+  elif [ "$(alexa_usage)" != 1 ]; then
+    fail alexa-power-cut "the press counted $(alexa_usage) times in the cloud"
+  else
+    note "alexa-power-cut: resent after the power cut, acknowledged as a duplicate; the press counted once"
+    pass alexa-power-cut
+  fi
+  systemctl disable --now "$alexa_unit" >/dev/null 2>&1
+  rm -rf /etc/replenish-agent/alexa /etc/replenish-agent/alexa.json /var/lib/replenish-agent-alexa \
+    "/etc/systemd/system/$alexa_unit"
+  systemctl daemon-reload
+}
+
 # --- main -------------------------------------------------------------------------------------------------
 sim=$(cat /run/vm-test/sim 2>/dev/null)
 [ -n "$sim" ] || note "no gpio-sim chip (gpio-sim-chip.service: $(systemctl is-active gpio-sim-chip.service))"
@@ -986,6 +1045,7 @@ first)
   wifi_setup
   dns_sd
   pairing && wifi_outage_start && dns_sd_withdrawn && check_press press "$(last_seq)" later # no second order: settled by power_cut_first_half
+  alexa_first_half # beside the outage too: its cloud is on loopback
   wifi_outage_end
   if ! power_cut_first_half; then
     settled
@@ -999,6 +1059,7 @@ first)
   ;;
 power-cut*)
   [ "$phase" = power-cut-failed ] || power_cut_second_half "${phase#power-cut }"
+  alexa_second_half
   no_timesyncd
   echo done >"$phase_file"
   upgrade
