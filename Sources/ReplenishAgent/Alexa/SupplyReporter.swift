@@ -118,7 +118,11 @@ actor SupplyReporter<C: Clock> where C.Duration == Duration {
         guard
             let report = next.report(
                 unit: unit, sensors: sensors, daily: timeline.isDailyDue(at: clock.now), wallTime: wallTime())
-        else { return }
+        else {
+            // Nothing to report after all: the day starts again, so the loop never asks twice at one instant.
+            timeline.reported(daily: true, claimed: nil, at: clock.now)
+            return
+        }
         do throws(AgentError) {
             if next != record {
                 try await store.save(next)
