@@ -247,3 +247,56 @@ struct SupplyReporterTests {
         #expect(!shown.unreported)
     }
 }
+
+/// A load cell (`alexa.scales`) on a manual clock: its counts in a file, read every poll.
+@Suite(.tags(.unit))
+struct ScaleReaderTests {
+    static let scale = AgentConfig.Scale(
+        slot: "flour", file: "", zeroCounts: 8300, countsPerUnit: 1000, measurement: .weight(unit: "KILOGRAM"),
+        pollSeconds: 60, minimumChange: 0.05)
+
+    @Test func countsBecomeTheLevelInTheScalesMeasurement() {
+        #expect(ScaleReader<ManualClock>.level(counts: 10300, scale: Self.scale) == 2)
+        #expect(ScaleReader<ManualClock>.level(counts: 8000, scale: Self.scale) == 0)
+        var count = Self.scale
+        count.measurement = .count
+        count.countsPerUnit = 400
+        #expect(ScaleReader<ManualClock>.level(counts: 8300 + 1000, scale: count) == 3)
+        #expect(ScaleReader<ManualClock>.median(["5\n", "900", "7", "6", "8"]) == 7)
+        #expect(ScaleReader<ManualClock>.median(["5", "x"]) == nil)
+    }
+
+    @Test func aScaleReportsItsLevelOnlyWhenItMovesAndSurvivesAFileWithoutANumber() async throws {
+        let clock = ManualClock()
+        let cloud = SupplyReporterTests.Cloud()
+        let directory = temporaryDirectory()
+        let file = directory + "/in_voltage0_raw"
+        var scale = Self.scale
+        scale.file = file
+        try "10300\n".write(toFile: file, atomically: true, encoding: .utf8)
+        let wallTime = clock.wallTime(from: 1_800_000_000)
+        let reporter = try SupplyReporter(
+            unit: "UNIT1", sensors: ["flour": .init(kind: .reading(measurement: scale.measurement))],
+            store: StateStore(path: directory + "/reports.json"),
+            cloud: CloudClient(http: cloud.client, settings: try SupplyReporterTests.settings()), clock: clock,
+            wallTime: { wallTime() }, random: .seeded(state: 3),
+            logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }, onCorrupt: { _ in })
+        let reader = ScaleReader(
+            scale: scale, reporter: reporter, clock: clock,
+            logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
+        let driver = StepDriver(clock: clock, reader.step, reporter.step)
+        await driver.drain()
+        func levels() -> [Double] { cloud.applied.value.flatMap(\.supplies).compactMap(\.level?.value) }
+        #expect(levels() == [2])
+        // Less than minimumChange: nothing new. Garbage: nothing, and the reader goes on.
+        try "10320\n".write(toFile: file, atomically: true, encoding: .utf8)
+        await driver.pass(.seconds(60))
+        try "not a number\n".write(toFile: file, atomically: true, encoding: .utf8)
+        await driver.pass(.seconds(60))
+        #expect(levels() == [2])
+        try "9300\n".write(toFile: file, atomically: true, encoding: .utf8)
+        await driver.pass(.seconds(60))
+        #expect(levels() == [2, 1])
+        #expect(cloud.applied.value.last?.supplies.first?.level == .init(type: "Weight", value: 1, unit: "KILOGRAM"))
+    }
+}

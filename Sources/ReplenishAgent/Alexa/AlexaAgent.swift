@@ -53,6 +53,12 @@ struct AlexaAgent {
                 control: control, path: Agent.controlSocketPath(stateDirectory: config.stateDirectory), group: group,
                 logger: logger),
         ]
+        for scale in settings.scales {
+            services.append(
+                LoopPart(
+                    service: ScaleReader(scale: scale, reporter: reporter, clock: clock, logger: logger),
+                    description: "scale \(scale.slot)"))
+        }
         if let wifiSetup { services.append(WiFiSetup<Clock>.Part(setup: wifiSetup)) }
         if systemd.isEnabled {
             var probes = [
@@ -86,11 +92,15 @@ struct AlexaAgent {
         try result.get()
     }
 
-    /// Each slot's sensor, from the inputs mapped to it.
+    /// Each slot's sensor, from the inputs mapped to it and the scales.
     static func sensors(_ config: AgentConfig) -> [String: AgentConfig.SupplySensor] {
         var sensors: [String: AgentConfig.SupplySensor] = [:]
         for button in config.buttons {
             if let sensor = button.sensor { sensors[button.slot] = sensor }
+        }
+        for scale in config.alexa?.scales ?? [] {
+            sensors[scale.slot] = .init(
+                kind: .reading(measurement: scale.measurement), dashReplenishmentId: scale.dashReplenishmentId)
         }
         return sensors
     }

@@ -77,7 +77,7 @@ struct ReportRecord: Codable, Sendable, Equatable, StateFormat {
         for slot in levelSlots {
             // Reported now, or never: a slot whose level sensor left the config has no measurement to send it in.
             levels[slot]?.unsent = false
-            guard let level = levels[slot], case .level(let measurement, _, _)? = sensors[slot]?.kind else { continue }
+            guard let level = levels[slot], let measurement = sensors[slot]?.kind.levelMeasurement else { continue }
             supplies.append(
                 .init(
                     slot: slot, dashReplenishmentId: sensors[slot]?.dashReplenishmentId,

@@ -83,6 +83,18 @@ actor SupplyReporter<C: Clock> where C.Duration == Duration {
         return "\(slot) at \(shown): reported to the maker's cloud"
     }
 
+    /// A load cell's reading of `slot` (`ScaleReader`), durably.
+    func recordReading(slot: String, value: Double) async throws(AgentError) {
+        guard case .reading? = sensors[slot]?.kind else {
+            throw AgentError(.invalidInput, "slot \(slot) has no scale")
+        }
+        try await change { $0.recordLevel(slot: slot, value: value, at: wallTime()) }
+        logger.info("level recorded", metadata: ["alexa.slot": "\(slot)", "alexa.level": "\(Self.number(value))"])
+    }
+
+    /// The slot's latest level as `reports.json` holds it.
+    func level(slot: String) -> Double? { record.levels[slot]?.value }
+
     /// A long press: ask the cloud about the claim now.
     func checkClaimSoon() {
         timeline.checkClaimSoon(at: clock.now)

@@ -11,6 +11,22 @@ extension AgentConfig {
         var keyFile: String
         /// The unit's id in the cloud (`alexa.unitId`, default `device.serial`): the subject CN of its certificate.
         var unitId: String
+        /// Load cells read through the kernel (`alexa.scales`): each gives its slot's level.
+        var scales: [Scale] = []
+    }
+
+    /// A load cell whose counts the kernel gives in a file (`alexa.scales[]`): an IIO ADC such as the HX711's
+    /// driver (`/sys/bus/iio/devices/iio:deviceN/in_voltage0_raw`), read every `pollSeconds`; its slot's level is
+    /// `(counts - zeroCounts) / countsPerUnit`, reported when it moved by `minimumChange` or more.
+    struct Scale: Sendable, Equatable {
+        var slot: String
+        var file: String
+        var zeroCounts: Double
+        var countsPerUnit: Double
+        var measurement: Measurement
+        var pollSeconds: Int
+        var minimumChange: Double
+        var dashReplenishmentId: String?
     }
 
     /// What an input tells of its slot's supply in the alexa program (`buttons[].usage` / `buttons[].level`).
@@ -20,6 +36,16 @@ extension AgentConfig {
             case usage(unitsPerPress: Double)
             /// The level input's low and full mean these levels (Alexa's `InventoryLevelSensor`).
             case level(measurement: Measurement, low: Double, full: Double)
+            /// A load cell's reading is the level (`alexa.scales`).
+            case reading(measurement: Measurement)
+
+            /// How a level of this sensor is measured; nil for a usage.
+            var levelMeasurement: Measurement? {
+                switch self {
+                case .usage: nil
+                case .level(let measurement, _, _), .reading(let measurement): measurement
+                }
+            }
         }
         var kind: Kind
         /// The slot's Dash Replenishment id (Amazon's console gives one per supply of the model), sent with each
@@ -79,9 +105,65 @@ extension AgentConfig {
                 key, key: "alexa.keyFile", label: "PRIVATE KEY", secret: true, agentUID: agentUID,
                 problems: &problems)
         }
+        var scales: [Scale] = []
+        if let value = reader.value("scales", required: false, problems: &problems) {
+            if case .array(let items) = value {
+                for (index, item) in items.enumerated() {
+                    if let scale = parseScale(item, path: "alexa.scales[\(index)]", problems: &problems) {
+                        scales.append(scale)
+                    }
+                }
+            } else {
+                problems.add("alexa.scales", "must be an array")
+            }
+        }
         reader.reportUnknownKeys(problems: &problems)
         guard let cloudURL, let unitId, let certificate, let key else { return nil }
-        return AlexaSettings(cloudURL: cloudURL, certificateFile: certificate, keyFile: key, unitId: unitId)
+        return AlexaSettings(
+            cloudURL: cloudURL, certificateFile: certificate, keyFile: key, unitId: unitId, scales: scales)
+    }
+
+    /// One `alexa.scales[]` entry.
+    private static func parseScale(_ value: JSONValue, path: String, problems: inout Problems) -> Scale? {
+        guard var reader = ObjectReader(value, path: path, problems: &problems) else { return nil }
+        let slot = reader.string("slot", problems: &problems)
+        if let slot, !isValidSlot(slot) {
+            problems.add(reader.child("slot"), "must be 1 to 255 characters of A-Z a-z 0-9 - . _ ~")
+        }
+        let file = reader.string("file", problems: &problems)
+        if let file, !file.hasPrefix("/") { problems.add(reader.child("file"), "must be an absolute path") }
+        let zero = reader.number("zeroCounts", in: -1e12...1e12, required: true, problems: &problems)
+        let perUnit = reader.number("countsPerUnit", in: -1e12...1e12, required: true, problems: &problems)
+        if perUnit == 0 { problems.add(reader.child("countsPerUnit"), "must not be 0") }
+        let name = reader.string("measurement", problems: &problems)
+        let unit = reader.string("unit", required: name == "Weight", problems: &problems)
+        var measurement: Measurement?
+        switch name {
+        case "Count": measurement = .count
+        case "Percentage": measurement = .percentage
+        case "Weight":
+            if let unit, weightUnits.contains(unit) {
+                measurement = .weight(unit: unit)
+            } else if let unit {
+                problems.add(
+                    reader.child("unit"), "must be one of \(weightUnits.joined(separator: ", ")), found \"\(unit)\"")
+            }
+        case let other?:
+            problems.add(
+                reader.child("measurement"), "must be \"Count\", \"Percentage\" or \"Weight\", found \"\(other)\"")
+        case nil: break
+        }
+        if name != "Weight", unit != nil { problems.add(reader.child("unit"), "is only for a Weight") }
+        let poll = reader.integer("pollSeconds", in: 1...86400, problems: &problems) ?? 300
+        let change = reader.number("minimumChange", in: 0...1_000_000, problems: &problems) ?? 0
+        let id = reader.string("dashReplenishmentId", required: false, problems: &problems)
+        reader.reportUnknownKeys(problems: &problems)
+        guard let slot, let file, file.hasPrefix("/"), let zero, let perUnit, perUnit != 0, let measurement else {
+            return nil
+        }
+        return Scale(
+            slot: slot, file: file, zeroCounts: zero, countsPerUnit: perUnit, measurement: measurement,
+            pollSeconds: poll, minimumChange: change, dashReplenishmentId: id)
     }
 
     /// Checks a PEM file: readable, holding a block whose label ends in `label` (`CERTIFICATE`; `PRIVATE KEY`
