@@ -6,8 +6,7 @@ import Testing
 
 /// Program alexa's reports as values and on a manual clock: what a report carries, the frozen report in flight,
 /// the daily report, a day offline, `Retry-After`.
-@Suite(.tags(.unit))
-struct SupplyReportTests: OnInstants {
+@Suite(.tags(.unit)) struct SupplyReportTests: OnInstants {
     static let sensors: [String: AgentConfig.SupplySensor] = [
         "pods": .init(kind: .usage(unitsPerPress: 2), dashReplenishmentId: "drid-pods"),
         "tank": .init(kind: .level(measurement: .percentage, low: 10, full: 100), dashReplenishmentId: nil),
@@ -135,8 +134,7 @@ struct SupplyReportTests: OnInstants {
 }
 
 /// The reporter's loop on a manual clock, with the cloud as a double: a day offline, the daily report.
-@Suite(.tags(.unit))
-struct SupplyReporterTests {
+@Suite(.tags(.unit)) struct SupplyReporterTests {
     static func settings() throws -> AgentConfig.AlexaSettings {
         AgentConfig.AlexaSettings(
             cloudURL: try EndpointURL("https://cloud.example"), certificateFile: "/unit.pem", keyFile: "/unit.key",
@@ -249,8 +247,7 @@ struct SupplyReporterTests {
 }
 
 /// A load cell (`alexa.scales`) on a manual clock: its counts in a file, read every poll.
-@Suite(.tags(.unit))
-struct ScaleReaderTests {
+@Suite(.tags(.unit)) struct ScaleReaderTests {
     static let scale = AgentConfig.Scale(
         slot: "flour", file: "", zeroCounts: 8300, countsPerUnit: 1000, measurement: .weight(unit: "KILOGRAM"),
         pollSeconds: 60, minimumChange: 0.05)

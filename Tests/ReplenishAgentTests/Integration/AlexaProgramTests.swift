@@ -6,8 +6,7 @@ import Testing
 /// Program alexa end to end: the agent on the simulated board reports to the emulator's maker's cloud behind
 /// nginx doing mutual TLS (the unit's certificate from the maker's CA; the certificate's subject passed on as a
 /// load balancer's mTLS verify mode passes it), the customer's claim from `replenish-companion claim`.
-@Suite(.tags(.process), .serialized)
-struct AlexaProgramTests {
+@Suite(.tags(.process), .serialized) struct AlexaProgramTests {
     /// A maker's cloud on this machine: the emulator behind nginx.
     struct Cloud {
         var url: String
