@@ -135,25 +135,7 @@ extension AgentConfig {
         let zero = reader.number("zeroCounts", in: -1e12...1e12, required: true, problems: &problems)
         let perUnit = reader.number("countsPerUnit", in: -1e12...1e12, required: true, problems: &problems)
         if perUnit == 0 { problems.add(reader.child("countsPerUnit"), "must not be 0") }
-        let name = reader.string("measurement", problems: &problems)
-        let unit = reader.string("unit", required: name == "Weight", problems: &problems)
-        var measurement: Measurement?
-        switch name {
-        case "Count": measurement = .count
-        case "Percentage": measurement = .percentage
-        case "Weight":
-            if let unit, weightUnits.contains(unit) {
-                measurement = .weight(unit: unit)
-            } else if let unit {
-                problems.add(
-                    reader.child("unit"), "must be one of \(weightUnits.joined(separator: ", ")), found \"\(unit)\"")
-            }
-        case let other?:
-            problems.add(
-                reader.child("measurement"), "must be \"Count\", \"Percentage\" or \"Weight\", found \"\(other)\"")
-        case nil: break
-        }
-        if name != "Weight", unit != nil { problems.add(reader.child("unit"), "is only for a Weight") }
+        let (_, measurement) = readMeasurement(&reader, problems: &problems)
         let poll = reader.integer("pollSeconds", in: 1...86400, problems: &problems) ?? 300
         let change = reader.number("minimumChange", in: 0...1_000_000, problems: &problems) ?? 0
         let id = reader.string("dashReplenishmentId", required: false, problems: &problems)
@@ -234,33 +216,11 @@ extension AgentConfig {
             guard var levelReader = ObjectReader(level, path: reader.child("level"), problems: &problems) else {
                 return nil
             }
-            let name = levelReader.string("measurement", problems: &problems)
-            let unit = levelReader.string("unit", required: name == "Weight", problems: &problems)
+            let (name, measurement) = readMeasurement(&levelReader, problems: &problems)
             let range: ClosedRange<Double> = name == "Percentage" ? 0...100 : 0...1_000_000
             let low = levelReader.number("low", in: range, required: true, problems: &problems)
             let full = levelReader.number("full", in: range, required: true, problems: &problems)
             levelReader.reportUnknownKeys(problems: &problems)
-            var measurement: Measurement?
-            switch name {
-            case "Count": measurement = .count
-            case "Percentage": measurement = .percentage
-            case "Weight":
-                if let unit, weightUnits.contains(unit) {
-                    measurement = .weight(unit: unit)
-                } else if let unit {
-                    problems.add(
-                        levelReader.child("unit"),
-                        "must be one of \(weightUnits.joined(separator: ", ")), found \"\(unit)\"")
-                }
-            case let other?:
-                problems.add(
-                    levelReader.child("measurement"),
-                    "must be \"Count\", \"Percentage\" or \"Weight\", found \"\(other)\"")
-            case nil: break
-            }
-            if name != "Weight", unit != nil {
-                problems.add(levelReader.child("unit"), "is only for a Weight")
-            }
             if measurement == .count {
                 for (key, value) in [("low", low), ("full", full)] {
                     if let value, value != value.rounded() {
@@ -275,6 +235,33 @@ extension AgentConfig {
             return SupplySensor(kind: .level(measurement: measurement, low: low, full: full), dashReplenishmentId: id)
         case nil:
             return nil
+        }
+    }
+
+    /// `measurement` and `unit` of a level (`buttons[].level`, `alexa.scales[]`): the name as given, and the
+    /// measurement when it is one Alexa takes (a Weight with one of Amazon's units).
+    private static func readMeasurement(
+        _ reader: inout ObjectReader, problems: inout Problems
+    ) -> (name: String?, measurement: Measurement?) {
+        let name = reader.string("measurement", problems: &problems)
+        let unit = reader.string("unit", required: name == "Weight", problems: &problems)
+        if name != "Weight", unit != nil { problems.add(reader.child("unit"), "is only for a Weight") }
+        switch name {
+        case "Count": return (name, .count)
+        case "Percentage": return (name, .percentage)
+        case "Weight":
+            guard let unit else { return (name, nil) }
+            guard weightUnits.contains(unit) else {
+                problems.add(
+                    reader.child("unit"), "must be one of \(weightUnits.joined(separator: ", ")), found \"\(unit)\"")
+                return (name, nil)
+            }
+            return (name, .weight(unit: unit))
+        case let other?:
+            problems.add(
+                reader.child("measurement"), "must be \"Count\", \"Percentage\" or \"Weight\", found \"\(other)\"")
+            return (name, nil)
+        case nil: return (name, nil)
         }
     }
 }
