@@ -328,7 +328,8 @@ static const char *string_in(DBusMessageIter *dict, const char *key) {
     return text;
 }
 
-static int count_saved(cnm *m, const char *object, void *context) {
+/// 1 when the saved connection at `object` is a Wi-Fi station's (not an access point's, mode `ap`).
+static int is_station_wifi(cnm *m, const char *object) {
     char ignored[256];
     DBusMessage *reply = call(m,
                               d.dbus_message_new_method_call(NM, object,
@@ -336,6 +337,7 @@ static int count_saved(cnm *m, const char *object, void *context) {
                                                              "GetSettings"),
                               "GetSettings", ignored, sizeof ignored);
     if (!reply) return 0;
+    int station = 0;
     DBusMessageIter answer, sections, section, wireless;
     if (d.dbus_message_iter_init(reply, &answer) && d.dbus_message_iter_get_arg_type(&answer) == T_ARRAY) {
         d.dbus_message_iter_recurse(&answer, &sections);
@@ -351,9 +353,14 @@ static int count_saved(cnm *m, const char *object, void *context) {
             d.dbus_message_iter_recurse(&wireless, &fields);
             mode = string_in(&fields, "mode");
         }
-        if (type && strcmp(type, "802-11-wireless") == 0 && !(mode && strcmp(mode, "ap") == 0)) (*(int *)context)++;
+        station = type && strcmp(type, "802-11-wireless") == 0 && !(mode && strcmp(mode, "ap") == 0);
     }
     d.dbus_message_unref(reply);
+    return station;
+}
+
+static int count_saved(cnm *m, const char *object, void *context) {
+    if (is_station_wifi(m, object)) (*(int *)context)++;
     return 0;
 }
 
@@ -583,6 +590,47 @@ int cnm_delete_connection(cnm *m, const char *connection, char *error, size_t si
         return 0;
     }
     return strstr(error, "UnknownObject") || strstr(error, "UnknownMethod") ? 0 : CNM_FAILED;
+}
+
+int cnm_reconnect(cnm *m, const char *device, char *connection, size_t path_size, char *error, size_t size) {
+    connection[0] = 0;
+    // Only a device that is disconnected (30) or failed (120): one that is joining, connected or unavailable
+    // (no radio) is left to NetworkManager.
+    uint32_t state = 0;
+    if (get_u32(m, device, "org.freedesktop.NetworkManager.Device", "State", &state, error, size) != 0)
+        return CNM_FAILED;
+    if (state != 30 && state != 120) return 1;
+    // The device's available connections: the saved ones it could join now (a network in range), whether or not
+    // NetworkManager's autoconnect has given up on them.
+    DBusMessageIter value, paths;
+    DBusMessage *reply = get_property(m, device, "org.freedesktop.NetworkManager.Device", "AvailableConnections",
+                                      &value, error, size);
+    if (!reply) return CNM_FAILED;
+    if (d.dbus_message_iter_get_arg_type(&value) == T_ARRAY) {
+        d.dbus_message_iter_recurse(&value, &paths);
+        while (!connection[0] && d.dbus_message_iter_get_arg_type(&paths) == T_OBJECT_PATH) {
+            const char *object = NULL;
+            d.dbus_message_iter_get_basic(&paths, &object);
+            if (object && is_station_wifi(m, object)) snprintf(connection, path_size, "%s", object);
+            d.dbus_message_iter_next(&paths);
+        }
+    }
+    d.dbus_message_unref(reply);
+    if (!connection[0]) return 1;
+    const char *specific = "/";
+    const char *saved = connection;
+    DBusMessage *message = d.dbus_message_new_method_call(NM, NM_PATH, NM, "ActivateConnection");
+    if (message) {
+        DBusMessageIter arguments;
+        d.dbus_message_iter_init_append(message, &arguments);
+        d.dbus_message_iter_append_basic(&arguments, T_OBJECT_PATH, &saved);
+        d.dbus_message_iter_append_basic(&arguments, T_OBJECT_PATH, &device);
+        d.dbus_message_iter_append_basic(&arguments, T_OBJECT_PATH, &specific);
+    }
+    reply = call(m, message, "ActivateConnection", error, size);
+    if (!reply) return CNM_FAILED;
+    d.dbus_message_unref(reply);
+    return 0;
 }
 
 int cnm_active_state(cnm *m, const char *active, const char *device, uint32_t *state, uint32_t *reason, char *error,

@@ -20,6 +20,7 @@ import Testing
             var joins: [String] = []
             var scans = 0
             var cancelledJoins = 0
+            var reconnects = 0
         }
         let state = Mutex(State())
         let (stream, continuation) = AsyncStream.makeStream(of: NetworkManagerChange.self)
@@ -45,6 +46,10 @@ import Testing
             state.withLock { $0.joins.append(ssid) }
         }
         func cancelJoin() async { state.withLock { $0.cancelledJoins += 1 } }
+        func reconnectSaved() async throws -> Bool {
+            state.withLock { $0.reconnects += 1 }
+            return true
+        }
         var isOpen: Bool { state.withLock { $0.accessPoint != nil } }
     }
 
@@ -214,6 +219,32 @@ import Testing
         await until { fake.state.withLock { $0.opened } == 2 }
         #expect(fake.state.withLock { $0.opened } == 2, "opened again after the failed join")
         #expect(try await readState(endpoints, session: listed.sessionId) == "failed:wrong-passphrase")
+    }
+
+    /// Offline with a saved network, the keeper asks NetworkManager every minute to join it again (its own
+    /// autoconnect may have given up), and stops once the unit is back on its network.
+    @Test func offlineWithASavedNetworkTheKeeperAsksForItEveryMinuteUntilBackOnline() async throws {
+        fake.state.withLock { $0.start = .success((online: false, savedWiFi: true)) }
+        let keeper = keeper()
+        let running = Task { await keeper.run() }
+        defer { running.cancel() }
+        await until { clock.sleeperCount == 1 }
+        clock.advance(by: .seconds(59))
+        await until { clock.sleeperCount == 1 }
+        #expect(fake.state.withLock { $0.reconnects } == 0)
+        clock.advance(by: .seconds(1))
+        await until { fake.state.withLock { $0.reconnects } == 1 }
+        await until { clock.sleeperCount == 1 }
+        clock.advance(by: .seconds(60))
+        await until { fake.state.withLock { $0.reconnects } == 2 }
+        #expect(fake.state.withLock { $0.reconnects } == 2)
+        #expect(lines.text.contains("Wi-Fi: asked NetworkManager to join the saved network again"))
+        fake.continuation.yield(.connectivity(online: true))
+        await until { await keeper.phase == .online }
+        clock.advance(by: .seconds(600))
+        for _ in 0..<1000 { await Task.yield() }
+        #expect(fake.state.withLock { $0.reconnects } == 2, "back online: nothing more to ask")
+        #expect(!fake.isOpen)
     }
 
     @Test func aWrongOrMissingProofChangesNothing() async throws {

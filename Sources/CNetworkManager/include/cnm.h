@@ -58,6 +58,14 @@ int cnm_delete_connection(cnm *manager, const char *connection, char *error, siz
 /// Deactivates an active connection (one that is already gone is not an error).
 int cnm_deactivate(cnm *manager, const char *active, char *error, size_t error_size);
 
+/// Asks NetworkManager to join a saved Wi-Fi network again (ActivateConnection): the first of the device's
+/// available connections that is a station's, into `connection`, when the device is disconnected or failed. An
+/// explicit activation, so it also brings back a network NetworkManager's autoconnect has blocked (a handshake
+/// that timed out is taken for a wrong key: "no secrets"). 0 when asked; 1 when there was nothing to do (the
+/// device is joining, connected or has no radio, or no saved network is in range).
+int cnm_reconnect(cnm *manager, const char *device, char *connection, size_t path_size, char *error,
+                  size_t error_size);
+
 /// An active connection's `State` (1 activating, 2 activated, 3 deactivating, 4 deactivated; 4 also when it is
 /// gone) and its device's `StateReason` (7 no secrets, 53 SSID not found, 15-17 DHCP, 8-11 the supplicant).
 int cnm_active_state(cnm *manager, const char *active, const char *device, uint32_t *state, uint32_t *reason,

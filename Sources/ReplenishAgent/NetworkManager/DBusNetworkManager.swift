@@ -183,6 +183,19 @@ final class DBusNetworkManager: NetworkManagerControl {
         }
     }
 
+    func reconnectSaved() async throws -> Bool {
+        let asked: Result<Bool, NetworkManagerUnavailable> = await onThread { [self] in
+            let (manager, device) = shared.lock.withLock { ($0.manager, $0.station) }
+            guard let manager else { return .failure(.init(reason: "NetworkManager is not connected")) }
+            var connection = [CChar](repeating: 0, count: 256)
+            var error = [CChar](repeating: 0, count: 512)
+            let status = cnm_reconnect(manager, device, &connection, connection.count, &error, error.count)
+            guard status >= 0 else { return .failure(.init(reason: Self.text(error))) }
+            return .success(status == 0)
+        }
+        return try asked.get()
+    }
+
     /// One network per SSID (the strongest of its access points), strongest first.
     static func strongestFirst(_ networks: [VisibleNetwork]) -> [VisibleNetwork] {
         var best: [String: VisibleNetwork] = [:]

@@ -17,6 +17,9 @@ protocol NetworkManagerControl: Sendable {
     /// NetworkManager's own connection file and nowhere else.
     func join(ssid: String, passphrase: String?, hidden: Bool) async throws
     func cancelJoin() async
+    /// Asks NetworkManager to join a saved Wi-Fi network again: true when it was asked, false when there was
+    /// nothing to do (the radio is joining or connected already, or no saved network is in range).
+    func reconnectSaved() async throws -> Bool
 }
 
 enum NetworkManagerChange: Sendable, Equatable {

@@ -9,6 +9,11 @@
 /// - A unit **with a saved connection** opens it only after `outageWait` (5 min) without connectivity: a
 ///   router that restarts, or a home network down for a minute, never puts it into setup mode. It opens by itself
 ///   once per outage; a long press opens it again.
+/// - While it waits **with a saved connection** and no connectivity (before the access point opens, and after it
+///   closed unused), it asks NetworkManager every `reconnectEvery` (60 s) to join the saved network again. An
+///   explicit join also brings back a network NetworkManager's own autoconnect has given up on: a 4-way handshake
+///   that timed out under load is taken for a wrong key, and with no secret agent to ask NetworkManager blocks the
+///   connection until something asks for it.
 /// - A **long press** on a unit without connectivity opens it at once; in setup mode a long press closes it.
 ///   On a unit with connectivity a long press is not setup's (`handle` returns `.notMine`: re-pairing keeps it).
 /// - Credentials start a join while the access point **stays up**, so the phone reads the result: `joined` once
@@ -25,6 +30,7 @@ struct NetworkSetup<Instant: InstantProtocol>: Sendable, Equatable where Instant
         var openFor: Duration = .seconds(900)
         var joinTimeout: Duration = .seconds(90)
         var afterJoined: Duration = .seconds(30)
+        var reconnectEvery: Duration = .seconds(60)
     }
 
     typealias JoinFailure = NetworkSetupJoinFailure
@@ -80,6 +86,8 @@ struct NetworkSetup<Instant: InstantProtocol>: Sendable, Equatable where Instant
         case join(ssid: String)
         /// Stop a join under way (setup closed during it).
         case cancelJoin
+        /// Ask NetworkManager to join the saved network again (it may have stopped trying on its own).
+        case reconnectSaved
     }
 
     /// What `handle` did with an event.
@@ -93,6 +101,8 @@ struct NetworkSetup<Instant: InstantProtocol>: Sendable, Equatable where Instant
 
     private(set) var phase: Phase
     private(set) var savedWiFi = false
+    /// When the next `reconnectSaved` is due: set only while offline with a saved connection.
+    private(set) var nextReconnect: Instant?
     let timing: Timing
 
     init(timing: Timing = .init(), now: Instant) {
@@ -107,8 +117,9 @@ struct NetworkSetup<Instant: InstantProtocol>: Sendable, Equatable where Instant
     var deadline: Instant? {
         switch phase {
         case .online, .unavailable: return nil
-        case .offline(let since, let opened):
-            return opened ? nil : since.advanced(by: savedWiFi ? timing.outageWait : timing.firstWait)
+        case .offline:
+            guard let opening = openingDeadline else { return nextReconnect }
+            return nextReconnect.map { min($0, opening) } ?? opening
         case .setup(let since, let join):
             switch join {
             case .joining(_, let started): return started.advanced(by: timing.joinTimeout)
@@ -118,8 +129,15 @@ struct NetworkSetup<Instant: InstantProtocol>: Sendable, Equatable where Instant
         }
     }
 
+    /// When the access point opens by itself in this outage, or nil (not offline, or opened once already).
+    private var openingDeadline: Instant? {
+        guard case .offline(let since, false) = phase else { return nil }
+        return since.advanced(by: savedWiFi ? timing.outageWait : timing.firstWait)
+    }
+
     mutating func handle(_ event: Event, at now: Instant) -> Outcome {
         if case .unavailable = phase { return event == .longPress ? .notMine : .actions([]) }
+        defer { keepReconnecting(at: now) }
         switch event {
         case .started(let online, let saved):
             savedWiFi = saved
@@ -187,10 +205,22 @@ struct NetworkSetup<Instant: InstantProtocol>: Sendable, Equatable where Instant
         }
     }
 
+    /// The reconnect timer runs while offline with a saved connection, from the first moment that holds.
+    private mutating func keepReconnecting(at now: Instant) {
+        guard case .offline = phase, savedWiFi else {
+            nextReconnect = nil
+            return
+        }
+        if nextReconnect == nil { nextReconnect = now.advanced(by: timing.reconnectEvery) }
+    }
+
     private mutating func tick(at now: Instant) -> Outcome {
         guard let deadline, deadline <= now else { return .actions([]) }
         switch phase {
-        case .offline: return open(at: now)
+        case .offline:
+            if let opening = openingDeadline, opening <= now { return open(at: now) }
+            nextReconnect = now.advanced(by: timing.reconnectEvery)
+            return .actions([.reconnectSaved])
         case .setup(_, .joining(let ssid, _)):
             phase = .setup(since: now, join: .failed(ssid: ssid, .timedOut))
             return .actions([.cancelJoin])

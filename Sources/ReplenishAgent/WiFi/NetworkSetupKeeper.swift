@@ -163,11 +163,25 @@ actor NetworkSetupKeeper<C: Clock> where C.Duration == Duration {
                 accessPointChannel = channel
             case .closeAccessPoint: await control.closeAccessPoint()
             case .cancelJoin: await control.cancelJoin()
+            case .reconnectSaved: await reconnectSaved()
             // Started by `join`, which holds the credentials; the machine names it only to say it is due.
             case .join: break
             }
         } catch {
             handle(.networkManagerGone(reason: "could not open the setup access point: \(error)"))
+        }
+    }
+
+    /// NetworkManager's autoconnect may have given up on the saved network (a handshake that timed out is taken
+    /// for a wrong key): an explicit join brings it back. A refusal is logged and tried again at the next turn.
+    private func reconnectSaved() async {
+        do {
+            if try await control.reconnectSaved() {
+                logger.info("Wi-Fi: asked NetworkManager to join the saved network again")
+            }
+        } catch {
+            logger.warning(
+                "Wi-Fi: NetworkManager did not join the saved network again", metadata: ["error": "\(error)"])
         }
     }
 

@@ -7,7 +7,8 @@ passphrase is "correct horse".
 
 Each call is a JSON line in LOG_FILE (the settings of an activation included, so the test sees what the agent
 asked for); "ready" goes to stdout once the name is owned. Test-only methods on /org/replenish/Test:
-SetOnline(b) and Quit().
+SetOnline(b) and Quit(). Like NetworkManager with its autoconnect blocked, it never joins a saved network again on
+its own: only ActivateConnection does.
 """
 import json
 import sys
@@ -115,11 +116,17 @@ class Device(Object):
                     "DeviceType": dbus.UInt32(2),
                     "Interface": "wlan0",
                     "State": dbus.UInt32(30),
+                    "AvailableConnections": dbus.Array([], signature="o"),
                     "StateReason": dbus.Struct((dbus.UInt32(30), dbus.UInt32(0)), signature="uu"),
                 },
                 f"{NM}.Device.Wireless": {},
             },
         )
+
+    def Get(self, interface, prop):
+        if prop == "AvailableConnections":  # every saved connection: each network of the fake is in range
+            return dbus.Array([c.path for c in self.settings.connections], signature="o")
+        return super().Get(interface, prop)
 
     @dbus.service.signal(f"{NM}.Device", signature="uuu")
     def StateChanged(self, new, old, reason):
@@ -164,6 +171,7 @@ class Manager(Object):
         super().__init__(ROOT, {NM: {"State": dbus.UInt32(20), "Connectivity": dbus.UInt32(1)}})
         self.device = Device()
         self.settings = Settings()
+        self.device.settings = self.settings
         self.active = {}
         self.count = 0
 
@@ -174,6 +182,7 @@ class Manager(Object):
     def online(self, up):
         self.set(NM, "State", dbus.UInt32(70 if up else 20))
         self.set(NM, "Connectivity", dbus.UInt32(4 if up else 1))
+        self.device.set(f"{NM}.Device", "State", dbus.UInt32(100 if up else 30))
         self.StateChanged(dbus.UInt32(70 if up else 20))
 
     @dbus.service.method(NM, out_signature="ao")
@@ -191,8 +200,12 @@ class Manager(Object):
         wireless = settings_plain.get("802-11-wireless", {})
         psk = settings_plain.get("802-11-wireless-security", {}).get("psk")
         if wireless.get("mode") == "ap":
+            # Listed among the connections while it is up, as NetworkManager lists a volatile one: first, so that
+            # the agent's reconnect must pass it over.
+            active.profile = Connection(100 + self.count, settings)
+            self.settings.connections.insert(0, active.profile)
             active.set(f"{NM}.Connection.Active", "State", dbus.UInt32(2))
-            return path, path, dbus.Dictionary({}, signature="sv")
+            return active.profile.path, path, dbus.Dictionary({}, signature="sv")
         # The station's profile, saved at once (persist "disk"), listed once the join succeeded.
         connection = Connection(100 + self.count, settings)
         GLib.timeout_add(200, self.finish_join, active, wireless.get("ssid"), psk, connection)
@@ -224,6 +237,27 @@ class Manager(Object):
             raise dbus.exceptions.DBusException("not active", name=f"{NM}.ConnectionNotActive")
         active.set(f"{NM}.Connection.Active", "State", dbus.UInt32(4))
         active.remove_from_connection()
+        if getattr(active, "profile", None) in self.settings.connections:
+            self.settings.connections.remove(active.profile)
+
+    @dbus.service.method(NM, in_signature="ooo", out_signature="o")
+    def ActivateConnection(self, connection, device, specific):
+        log(call="ActivateConnection", connection=str(connection), device=str(device), specific=str(specific))
+        if str(connection) not in [c.path for c in self.settings.connections]:
+            raise dbus.exceptions.DBusException("no such connection", name=f"{NM}.UnknownConnection")
+        self.count += 1
+        path = f"{ROOT}/ActiveConnection/{self.count}"
+        active = Object(path, {f"{NM}.Connection.Active": {"State": dbus.UInt32(1)}})
+        self.active[path] = active
+        self.device.set(f"{NM}.Device", "State", dbus.UInt32(50))
+
+        def activated():
+            active.set(f"{NM}.Connection.Active", "State", dbus.UInt32(2))
+            self.online(True)
+            return False
+
+        GLib.timeout_add(200, activated)
+        return path
 
 
 class Test(dbus.service.Object):

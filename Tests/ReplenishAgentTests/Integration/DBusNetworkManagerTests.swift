@@ -134,6 +134,49 @@ import Testing
         #expect(seen.contains { if case .gone = $0 { true } else { false } }, "\(seen)")
     }
 
+    /// A saved network NetworkManager does not join again on its own (its autoconnect blocked after a handshake
+    /// that timed out) is joined again when the keeper asks: the saved station's connection, never the access
+    /// point's, and only while the radio is disconnected.
+    @Test func aSavedNetworkIsJoinedAgainOnlyWhenDisconnected() async throws {
+        let harness = Harness()
+        let address = try startFake(harness)
+        let manager = DBusNetworkManager(interface: "wlan0", address: address, turn: .milliseconds(100))
+        _ = try await manager.start()
+        let changes = Changes(manager)
+        func activations() throws -> [[String: Any]] {
+            try calls(harness).filter { $0["call"] as? String == "ActivateConnection" }
+        }
+        #expect(try await manager.reconnectSaved() == false, "no saved network: nothing to ask")
+
+        let accessPoint = SetupAccessPoint(serial: "SN0001", key: SetupKey(hex: "000102030405060708090a0b0c0d0e0f")!)
+        try await manager.openAccessPoint(ssid: accessPoint.ssid, passphrase: accessPoint.passphrase.value, channel: 6)
+        #expect(try await manager.reconnectSaved() == false, "the access point's connection is not a saved network")
+        try await manager.join(ssid: "Home Net", passphrase: "correct horse", hidden: false)
+        _ = await changes.until { $0 == .connectivity(online: true) }
+        #expect(try await manager.reconnectSaved() == false, "connected: nothing to ask")
+        #expect(try activations().isEmpty)
+
+        _ = try harness.run(
+            "/usr/bin/dbus-send",
+            [
+                "--bus=\(address)", "--print-reply", "--dest=org.freedesktop.NetworkManager", "/org/replenish/Test",
+                "org.replenish.Test.SetOnline", "boolean:false",
+            ])
+        _ = await changes.until { $0 == .connectivity(online: false) }
+        #expect(try await manager.reconnectSaved() == true)
+        let asked = try #require(try activations().first)
+        #expect(asked["device"] as? String == "/org/freedesktop/NetworkManager/Devices/1")
+        #expect(asked["specific"] as? String == "/")
+        // The fake numbers connections in the order of the calls: 101 is the access point's (listed first while
+        // it is up), 102 the home network's.
+        #expect(asked["connection"] as? String == "/org/freedesktop/NetworkManager/Settings/102")
+        // The join's three changes, the drop, and the way back.
+        let seen = await changes.first(5)
+        #expect(seen.filter { $0 == .connectivity(online: true) }.count == 2, "\(seen)")
+        #expect(seen.last == .connectivity(online: true), "back on the network: \(seen)")
+        #expect(try activations().count == 1)
+    }
+
     @Test func withoutNetworkManagerOrAWiFiDeviceStartSaysWhy() async throws {
         let harness = Harness()
         let missing = DBusNetworkManager(address: "unix:path=\(harness.directory)/no-bus")

@@ -7,6 +7,8 @@
 #   wifi-radios.sh            at boot (vm-test-wifi.service): the radios, the namespaces, the home network up
 #   wifi-radios.sh home-stop  the home access point off (its router restarting)
 #   wifi-radios.sh home-start the home access point on again
+#   wifi-radios.sh home-start-rekeyed  the home access point on with another passphrase (a router reset to its
+#                                      factory key): a device that tries it fails its 4-way handshake
 set -u
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 state=/run/vm-test
@@ -14,7 +16,7 @@ home_ssid="Home Net"
 home_passphrase="correct horse battery"
 
 home_start() {
-  ip netns exec home hostapd -B -P "$state/hostapd-home.pid" /usr/local/lib/vm-test/hostapd-home.conf >"$state/hostapd-home.log" 2>&1
+  ip netns exec home hostapd -B -P "$state/hostapd-home.pid" "/usr/local/lib/vm-test/hostapd-home${1:-}.conf" >"$state/hostapd-home.log" 2>&1
 }
 home_stop() {
   [ -s "$state/hostapd-home.pid" ] && kill "$(cat "$state/hostapd-home.pid")"
@@ -25,6 +27,7 @@ phy_of() { basename "$(readlink -f "/sys/class/net/$1/phy80211")"; }
 case "${1:-boot}" in
 home-stop) home_stop; exit ;;
 home-start) home_start; exit ;;
+home-start-rekeyed) home_start -rekeyed; exit ;;
 esac
 mkdir -p "$state"
 error() { echo "$*" >"$state/wifi-error"; echo "vm-test-wifi: $*" >&2; exit 1; }
@@ -45,6 +48,8 @@ wpa_key_mgmt=WPA-PSK
 rsn_pairwise=CCMP
 wpa_passphrase=$home_passphrase
 HOSTAPD
+sed "s/^wpa_passphrase=.*/wpa_passphrase=factory key of the router/" /usr/local/lib/vm-test/hostapd-home.conf \
+  >/usr/local/lib/vm-test/hostapd-home-rekeyed.conf
 ip netns exec home ip link set lo up
 ip netns exec home ip addr add 192.168.77.1/24 dev wlan2
 ip netns exec home ip link set wlan2 up
