@@ -176,7 +176,12 @@ import Testing
         #expect(try await postNetwork(endpoints, session: listed.sessionId, passphrase: "correct horse").status == 202)
         fake.continuation.yield(.joinSucceeded)
         await until { (try? await readState(endpoints, session: listed.sessionId)) != "joining" }
-        #expect(!fake.isOpen, "read joined: the access point closes")
+        #expect(try await readState(endpoints, session: listed.sessionId) == "joined", "read again: still joined")
+        #expect(fake.isOpen, "the answer that carries joined goes out over the access point")
+        await until { clock.sleeperCount == 1 }
+        clock.advance(by: .seconds(5))
+        await until { !fake.isOpen }
+        #expect(!fake.isOpen, "read joined: the access point closes 5 s later")
         #expect(await keeper.phase == .online)
         let logged = lines.text
         #expect(

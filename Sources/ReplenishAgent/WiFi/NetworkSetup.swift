@@ -20,8 +20,8 @@
 ///   NetworkManager reports connectivity on the new network, or why it failed (wrong passphrase, network not
 ///   found, no DHCP answer, dropped, timed out after `joinTimeout`). A failed join leaves setup mode open for
 ///   another try, its timer started again.
-/// - The access point closes `afterJoined` (30 s) after a join succeeded, or as soon as the phone has read
-///   `joined`; after `openFor` (15 min, `wifiSetup.openMinutes`) with no join under way; when connectivity comes
+/// - The access point closes `afterJoined` (30 s) after a join succeeded, or `afterRead` (5 s) after the phone
+///   read `joined` (so that the answer carrying it reaches the phone before the access point goes); after `openFor` (15 min, `wifiSetup.openMinutes`) with no join under way; when connectivity comes
 ///   back on its own; on a long press.
 struct NetworkSetup<Instant: InstantProtocol>: Sendable, Equatable where Instant.Duration == Duration {
     struct Timing: Sendable, Equatable {
@@ -30,6 +30,7 @@ struct NetworkSetup<Instant: InstantProtocol>: Sendable, Equatable where Instant
         var openFor: Duration = .seconds(900)
         var joinTimeout: Duration = .seconds(90)
         var afterJoined: Duration = .seconds(30)
+        var afterRead: Duration = .seconds(5)
         var reconnectEvery: Duration = .seconds(60)
     }
 
@@ -103,6 +104,8 @@ struct NetworkSetup<Instant: InstantProtocol>: Sendable, Equatable where Instant
     private(set) var savedWiFi = false
     /// When the next `reconnectSaved` is due: set only while offline with a saved connection.
     private(set) var nextReconnect: Instant?
+    /// When the phone first read `joined` in this join, if it did.
+    private(set) var joinedReadAt: Instant?
     let timing: Timing
 
     init(timing: Timing = .init(), now: Instant) {
@@ -123,7 +126,9 @@ struct NetworkSetup<Instant: InstantProtocol>: Sendable, Equatable where Instant
         case .setup(let since, let join):
             switch join {
             case .joining(_, let started): return started.advanced(by: timing.joinTimeout)
-            case .joined(_, let at): return at.advanced(by: timing.afterJoined)
+            case .joined(_, let at):
+                let unread = at.advanced(by: timing.afterJoined)
+                return joinedReadAt.map { min(unread, $0.advanced(by: timing.afterRead)) } ?? unread
             case .failed, nil: return since.advanced(by: timing.openFor)
             }
         }
@@ -163,6 +168,7 @@ struct NetworkSetup<Instant: InstantProtocol>: Sendable, Equatable where Instant
             guard case .setup(_, let join) = phase else { return .refused("setup mode is closed") }
             if Self.isJoining(join) { return .refused("a join is under way") }
             phase = .setup(since: now, join: .joining(ssid: ssid, since: now))
+            joinedReadAt = nil
             return .actions([.join(ssid: ssid)])
         case .joinSucceeded:
             guard case .setup(let since, .joining(let ssid, _)) = phase else { return .actions([]) }
@@ -173,9 +179,10 @@ struct NetworkSetup<Instant: InstantProtocol>: Sendable, Equatable where Instant
             phase = .setup(since: now, join: .failed(ssid: ssid, reason))
             return .actions([])
         case .joinedRead:
-            guard case .setup(_, .joined) = phase else { return .actions([]) }
-            phase = .online
-            return .actions([.closeAccessPoint])
+            // The access point closes at the next tick: the answer that carries `joined` is still to go out.
+            guard case .setup(_, .joined) = phase, joinedReadAt == nil else { return .actions([]) }
+            joinedReadAt = now
+            return .actions([])
         case .tick:
             return tick(at: now)
         }

@@ -92,7 +92,8 @@ actor NetworkSetupKeeper<C: Clock> where C.Duration == Duration {
         return nil
     }
 
-    /// The join's state as the phone reads it; reading `joined` lets the access point close.
+    /// The join's state as the phone reads it; reading `joined` lets the access point close a few seconds later
+    /// (`Timing.afterRead`), once this answer is out.
     func readJoin() async -> Machine.JoinState? {
         guard case .setup(_, let join) = machine.phase else { return nil }
         if case .joined = join {

@@ -133,6 +133,20 @@ settled() {
   unsettled=()
 }
 
+# Where the emulated CPU went in this boot (the test run's minutes): the CPU time of the units that used most
+# (systemd's CPU accounting), the kernel's own, and the whole; printed before each boot ends.
+cpu_by_unit() {
+  local ticks total
+  systemctl list-units --type=service,scope --all --plain --no-legend 2>/dev/null | awk '{ print $1 }' |
+    xargs -r systemctl show -p Id -p CPUUsageNSec 2>/dev/null |
+    awk -F= '/^CPUUsageNSec=/ { n = $2 } /^Id=/ { id = $2 } /^$/ { if (n ~ /^[0-9]+$/ && n > 0) printf "%.1f %s\n", n / 1e9, id; n = "" }
+      END { if (n ~ /^[0-9]+$/ && n > 0) printf "%.1f %s\n", n / 1e9, id }' |
+    sort -rn | head -n 10 | awk '{ printf "%s %s s; ", $2, $1 }' | sed 's/^/vm-boot-test: cpu by unit: /; s/; $/\n/'
+  ticks=$(getconf CLK_TCK)
+  total=$(awk -v t="$ticks" '/^cpu / { printf "user %.0f s, system %.0f s, idle %.0f s", ($2 + $3) / t, ($4 + $7 + $8) / t, ($5 + $6) / t }' /proc/stat)
+  note "cpu of this boot (both vCPUs): $total, at $(cut -d' ' -f1 /proc/uptime) s of uptime"
+}
+
 boot_ready() {
   local state
   state=$(systemctl is-system-running --wait 2>/dev/null)
@@ -320,6 +334,7 @@ power_cut_first_half() {
   date +%s >/var/lib/vm-test/clock
   sync
   note "cutting the power with the answer unknown (events after $seq: $(placed "$seq") placed, delivered)"
+  cpu_by_unit
   echo "VM-TEST END boot 1"
   sleep 1
   echo o >/proc/sysrq-trigger
@@ -940,7 +955,8 @@ wifi_outage_start() {
   fi
   outage_began=$(date +%s)
   /usr/local/lib/vm-test/wifi-radios.sh home-stop
-  /usr/local/lib/vm-test/wifi-radios.sh home-start-rekeyed
+  /usr/local/lib/vm-test/wifi-radios.sh home-start-rekeyed ||
+    note "wifi-outage: the router did not come back with the other passphrase: $(tail -n 2 /run/vm-test/hostapd-home.log)"
   # The monitor: 40 s of the other passphrase, 20 s off, then the home network back; it watches until the device
   # is back on it and 5 s more (at most 90 s after the return).
   (
@@ -1091,6 +1107,7 @@ first)
     # No power cut: boot 2 still runs the other checks (power-cut has failed already).
     mkdir -p "${phase_file%/*}"
     echo power-cut-failed >"$phase_file"
+    cpu_by_unit
     echo "VM-TEST END boot 1"
     sync
     systemctl poweroff --force --force
@@ -1112,6 +1129,7 @@ power-cut*)
   stop
   remove
   purge
+  cpu_by_unit
   echo "VM-TEST END boot 2"
   sync
   systemctl poweroff --force --force

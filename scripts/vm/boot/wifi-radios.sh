@@ -19,8 +19,15 @@ home_start() {
   ip netns exec home hostapd -B -P "$state/hostapd-home.pid" "/usr/local/lib/vm-test/hostapd-home${1:-}.conf" >"$state/hostapd-home.log" 2>&1
 }
 home_stop() {
-  [ -s "$state/hostapd-home.pid" ] && kill "$(cat "$state/hostapd-home.pid")"
+  local pid
+  pid=$(cat "$state/hostapd-home.pid" 2>/dev/null)
   rm -f "$state/hostapd-home.pid"
+  [ -n "$pid" ] || return 0
+  kill "$pid" 2>/dev/null
+  # Gone before anything starts on wlan2 again (a new hostapd cannot take the interface while the old one has it).
+  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+  kill -9 "$pid" 2>/dev/null
+  return 0
 }
 phy_of() { basename "$(readlink -f "/sys/class/net/$1/phy80211")"; }
 
