@@ -42,7 +42,8 @@ struct PairCommand: AsyncParsableCommand {
     func run() async throws {
         try await reportingFailures {
             let pairing = Pairing(
-                clientId: clientId, device: device, redirect: redirect, openBrowser: open, timeout: timeout)
+                clientId: clientId, device: device, redirect: redirect, openBrowser: open, timeout: timeout,
+                discoveryWait: device == nil ? 15 : 0)
             try await pairing.run(label: label.label())
         }
     }

@@ -226,21 +226,21 @@ import Testing
         #expect(try await readState(endpoints, session: listed.sessionId) == "failed:wrong-passphrase")
     }
 
-    /// Offline with a saved network, the keeper asks NetworkManager every minute to join it again (its own
+    /// Offline with a saved network, the keeper asks NetworkManager every 30 s to join it again (its own
     /// autoconnect may have given up), and stops once the unit is back on its network.
-    @Test func offlineWithASavedNetworkTheKeeperAsksForItEveryMinuteUntilBackOnline() async throws {
+    @Test func offlineWithASavedNetworkTheKeeperAsksForItEvery30SecondsUntilBackOnline() async throws {
         fake.state.withLock { $0.start = .success((online: false, savedWiFi: true)) }
         let keeper = keeper()
         let running = Task { await keeper.run() }
         defer { running.cancel() }
         await until { clock.sleeperCount == 1 }
-        clock.advance(by: .seconds(59))
+        clock.advance(by: .seconds(29))
         await until { clock.sleeperCount == 1 }
         #expect(fake.state.withLock { $0.reconnects } == 0)
         clock.advance(by: .seconds(1))
         await until { fake.state.withLock { $0.reconnects } == 1 }
         await until { clock.sleeperCount == 1 }
-        clock.advance(by: .seconds(60))
+        clock.advance(by: .seconds(30))
         await until { fake.state.withLock { $0.reconnects } == 2 }
         #expect(fake.state.withLock { $0.reconnects } == 2)
         #expect(lines.text.contains("Wi-Fi: asked NetworkManager to join the saved network again"))

@@ -10,7 +10,7 @@
 ///   router that restarts, or a home network down for a minute, never puts it into setup mode. It opens by itself
 ///   once per outage; a long press opens it again.
 /// - While it waits **with a saved connection** and no connectivity (before the access point opens, and after it
-///   closed unused), it asks NetworkManager every `reconnectEvery` (60 s) to join the saved network again. An
+///   closed unused), it asks NetworkManager every `reconnectEvery` (30 s) to join the saved network again. An
 ///   explicit join also brings back a network NetworkManager's own autoconnect has given up on: a 4-way handshake
 ///   that timed out under load is taken for a wrong key, and with no secret agent to ask NetworkManager blocks the
 ///   connection until something asks for it.
@@ -31,7 +31,7 @@ struct NetworkSetup<Instant: InstantProtocol>: Sendable, Equatable where Instant
         var joinTimeout: Duration = .seconds(90)
         var afterJoined: Duration = .seconds(30)
         var afterRead: Duration = .seconds(5)
-        var reconnectEvery: Duration = .seconds(60)
+        var reconnectEvery: Duration = .seconds(30)
     }
 
     typealias JoinFailure = NetworkSetupJoinFailure
