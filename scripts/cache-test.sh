@@ -47,6 +47,13 @@ check "  the folder is not made" test ! -e "$scratch/back"
 check "  the entry is deleted" test ! -e "$scratch/cache/part/$key.tar"
 check "  and the next restore misses" not cache_restore part "$key" "$scratch/back"
 
+mkdir -p "$scratch/cache/part"
+printf 'not a tar' >"$scratch/cache/part/$key.tar"
+sha256sum <"$scratch/cache/part/$key.tar" | cut -c1-64 >"$scratch/cache/part/$key.sha256"
+check "an entry that matches its SHA-256 but does not unpack is not used" not cache_restore part "$key" "$scratch/back"
+check "  the folder is not made, nor its temporary" test ! -e "$scratch/back" -a ! -e "$scratch/back.tmp"
+check "  the entry is deleted" test ! -e "$scratch/cache/part/$key.tar"
+
 cache_store part "$key" "$scratch/part" >/dev/null
 rm "$scratch/cache/part/$key.sha256"
 check "an entry without its SHA-256 (a cut-short write) is not used" not cache_restore part "$key" "$scratch/back"

@@ -34,9 +34,13 @@ tag=vm-boot-test
 . scripts/vm/common.sh
 if [ "$(id -u)" -ne 0 ]; then # mmdebstrap --mode=root and chroot need root: again through sudo
   command -v sudo >/dev/null 2>&1 || die "needs root (mmdebstrap --mode=root, chroot): run it as root"
-  exec sudo --preserve-env=PATH,HOME,VM_BOOT_DEB,VM_BOOT_TIMEOUT,REPLENISH_TEST_CACHE bash "$0" "$@"
+  exec sudo --preserve-env=PATH,HOME,VM_BOOT_DEB,VM_BOOT_TIMEOUT,VM_SMP,REPLENISH_TEST_CACHE bash "$0" "$@"
 fi
 boot_timeout=${VM_BOOT_TIMEOUT:-900} # seconds for one boot, power-on to power-off
+# One emulated CPU per device: the test command runs both devices beside the builds on a two-core machine, where
+# a second vCPU's thread mostly waits for the first (a guest lock held by a vCPU the host has put aside is spun
+# on by the other) and doubles the threads competing for the cores. VM_SMP=2 gives a device two.
+smp=${VM_SMP:-1}
 mirror=http://deb.debian.org/debian
 
 # What the device image holds: systemd and udev, the agent's runtime libraries, the kernel with Debian's own
@@ -342,7 +346,7 @@ boot_vm() {
   local console=$work/console-boot$1.log status=0 boot_started
   step "boot $1 (timeout $boot_timeout s)"
   boot_started=$(date +%s)
-  timeout -k 10 "$boot_timeout" "${qemu[@]}" -smp 2 -m 1024 -nographic -no-reboot \
+  timeout -k 10 "$boot_timeout" "${qemu[@]}" -smp "$smp" -m 1024 -nographic -no-reboot \
     -nic none -drive "file=$image,if=virtio,format=raw,cache=unsafe" \
     -kernel "$rootfs/boot/vmlinuz-$kver" -initrd "$rootfs/boot/initrd.img-$kver" \
     -append "console=$serial root=/dev/vda rw quiet panic=-1" </dev/null 2>&1 |

@@ -60,7 +60,7 @@ vm_arm64_prepare() {
     made=1
   fi
   [ "$made" = 0 ] || cache_store arm64-kbuild "$key" "$vm_arm64_kbuild"
-  if [ ! -s "$vm/src/linux-source-$source_version/irq_sim.c" ]; then
+  if ! vm_gpio_sim_sources_cached 6.12 "$source_version"; then
     mkdir -p "$vm_arm64_kbuild/tmp/debs"
     vm_arm64_chroot sh -c "cd /tmp/debs && apt-get -qq download linux-source-6.12=$source_version" 2>/dev/null ||
       die "apt-get download linux-source-6.12 failed"

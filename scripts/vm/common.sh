@@ -77,7 +77,7 @@ vm_prepare_kernel() {
 # tree from linux-source-6.1 (see scripts/vm/gpio-sim/Kbuild).
 vm_prepare_gpio_sim() {
   local sources=$vm/src/linux-source-$source_version deb
-  if [ ! -s "$sources/irq_sim.c" ]; then
+  if ! vm_gpio_sim_sources_cached 6.1 "$source_version"; then
     deb=$(download "linux-source-6.1=$source_version" "$vm/debs")
     vm_gpio_sim_sources 6.1 "$source_version" "$deb"
     rm -f "$deb"
@@ -116,7 +116,9 @@ vm_gpio_sim_check() {
 }
 
 # vm_gpio_sim_sources SERIES VERSION DEB: the three source files of gpio-sim from linux-source-SERIES's
-# tarball (the .deb at DEB, downloaded by the caller), in $vm/src/linux-source-VERSION; sets $sources.
+# tarball (the .deb at DEB, downloaded by the caller), in $vm/src/linux-source-VERSION; sets $sources. They are
+# kept in the test command's cache (scripts/cache.sh): the next clone takes them from there
+# (vm_gpio_sim_sources_cached), without the 150 MB download and the whole tarball's xz.
 vm_gpio_sim_sources() {
   sources=$vm/src/linux-source-$2
   [ -s "$sources/irq_sim.c" ] && return 0
@@ -126,6 +128,24 @@ vm_gpio_sim_sources() {
     tar -xJ -C "$sources.tmp" --strip-components=3 "linux-source-$1/drivers/gpio/gpio-sim.c" \
       "linux-source-$1/drivers/gpio/gpiolib.h" "linux-source-$1/kernel/irq/irq_sim.c"
   rm -rf "$sources" && mv "$sources.tmp" "$sources"
+  [ "$cache_root" = off ] || cache_store "gpio-sim-sources-$1" "$(vm_gpio_sim_sources_key "$1" "$2")" "$sources"
+}
+
+# vm_gpio_sim_sources_key SERIES VERSION: the cache's key of the three files: the package's version and the
+# function that extracts them.
+vm_gpio_sim_sources_key() {
+  printf 'linux-source-%s=%s\n%s\n' "$1" "$2" "$(declare -f vm_gpio_sim_sources)" | sha256sum | cut -c1-32
+}
+
+# vm_gpio_sim_sources_cached SERIES VERSION: 0 when the three source files of linux-source-SERIES=VERSION are in
+# $vm/src/linux-source-VERSION, there already or now from the cache (its SHA-256 checked); 1 when they must be
+# extracted (vm_gpio_sim_sources).
+vm_gpio_sim_sources_cached() {
+  local dir=$vm/src/linux-source-$2
+  [ -s "$dir/irq_sim.c" ] && return 0
+  [ "$cache_root" != off ] || return 1
+  rm -rf "$dir" && mkdir -p "$vm/src"
+  cache_restore "gpio-sim-sources-$1" "$(vm_gpio_sim_sources_key "$1" "$2")" "$dir" && [ -s "$dir/irq_sim.c" ]
 }
 
 # vm_console_filter: the console stream without carriage returns and terminal escapes.
