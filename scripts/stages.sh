@@ -87,8 +87,12 @@ stage() {
 }
 
 stage_bg() {
-  local name=$1 log=$2 after=() dependency
+  local name=$1 log=$2 after=() dependency weight=${REPLENISH_BACKGROUND_NICE:-19}
   shift 2
+  if [ "${1:-}" = --nice ]; then
+    [ -n "${REPLENISH_BACKGROUND_NICE:-}" ] || weight=$2
+    shift 2
+  fi
   if [ "${1:-}" = --after ]; then
     shift
     while [ "$1" != -- ]; do after+=("${stage_log[$1]:?no background stage named $1}"); shift; done
@@ -104,9 +108,11 @@ stage_bg() {
   # stage_exit can end all of it. nice 19: the background stages (compiles, images, VMs) take what the
   # foreground leaves, so the suites' timing checks (a loop that answers within 0.5 s while the flash stalls, a
   # flood answered in time) measure the agent and not two compiles beside it; CI failed on three such checks
-  # when the background had the same weight. REPLENISH_BACKGROUND_NICE=0 turns it off.
+  # when the background had the same weight. `--nice N` gives a stage another level (scripts/test.sh: the
+  # stages the run's end waits for weigh more than the others). REPLENISH_BACKGROUND_NICE=N sets every background
+  # stage's, and 0 turns it off.
   setsid bash -c '
-    log=$1; shift
+    weight=$1; log=$2; shift 2
     while [ "$1" != -- ]; do
       until [ -e "$1.status" ]; do sleep 1; done
       [ "$(cat "$1.status")" = 0 ] || { echo "not started: ${1##*/} failed"; echo 1 >"$log.status"; exit 1; }
@@ -117,13 +123,13 @@ stage_bg() {
     status=0
     # setsid made a session, and with the kernel'"'"'s autogroups a session'"'"'s processes share one weight whatever
     # their nice: the group'"'"'s own nice is what counts (sched(7), "The autogroup feature").
-    { [ -w /proc/self/autogroup ] && echo "${REPLENISH_BACKGROUND_NICE:-19}" >/proc/self/autogroup; } 2>/dev/null || true
-    nice -n "${REPLENISH_BACKGROUND_NICE:-19}" "$@" || status=$?
+    { [ -w /proc/self/autogroup ] && echo "$weight" >/proc/self/autogroup; } 2>/dev/null || true
+    nice -n "$weight" "$@" || status=$?
     date +%s >"$log.ended"
     times >"$log.times"
     echo "$status" >"$log.status"
     exit "$status"
-  ' stage-bg "$log" "${after[@]}" -- "$@" >"$log" 2>&1 </dev/null &
+  ' stage-bg "$weight" "$log" "${after[@]}" -- "$@" >"$log" 2>&1 </dev/null &
   stage_pid[$name]=$!
   stage_log[$name]=$log
 }

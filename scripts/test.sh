@@ -39,12 +39,12 @@ bash scripts/build-info.sh
 # module, libgpiod 2.x, booted image and the package's chroot; the arm64 toolchain (a sid chroot with Debian's
 # Swift, the aarch64 runtime, the trixie sysroot), trixie's kernel, gpio-sim module and booted image.
 prepare_amd64="prepare amd64: VM kernel, gpio-sim, libgpiod 2.x, bookworm image, package chroot"
-stage_bg "$prepare_amd64" "$logs/prepare-amd64.log" -- bash -c 'bash scripts/vm-test.sh prepare && bash scripts/vm-boot-test.sh amd64 rootfs-only &&
+stage_bg "$prepare_amd64" "$logs/prepare-amd64.log" --nice 15 -- bash -c 'bash scripts/vm-test.sh prepare && bash scripts/vm-boot-test.sh amd64 rootfs-only &&
     bash scripts/deb-chroot-test.sh --prepare'
 arm64_toolchain="prepare arm64: the toolchain (sid chroot with Debian's Swift, aarch64 runtime, trixie sysroot)"
 arm64_image="prepare arm64: trixie kernel, gpio-sim, trixie image and lintian (package scripts under qemu-aarch64)"
-stage_bg "$arm64_toolchain" "$logs/prepare-arm64-toolchain.log" -- bash scripts/arm64.sh toolchain
-stage_bg "$arm64_image" "$logs/prepare-arm64-image.log" -- bash scripts/vm-boot-test.sh arm64 rootfs-only
+stage_bg "$arm64_toolchain" "$logs/prepare-arm64-toolchain.log" --nice 10 -- bash scripts/arm64.sh toolchain
+stage_bg "$arm64_image" "$logs/prepare-arm64-image.log" --nice 10 -- bash scripts/vm-boot-test.sh arm64 rootfs-only
 
 # The arm64 side runs in the background from here, each stage as soon as what it needs is there: the release
 # build and the debug build (test bundle, the VM's emulator) as soon as the toolchain is, beside the host's
@@ -55,27 +55,34 @@ arm64_package="arm64: release build of the device binary and its package (make d
 arm64_debug="arm64: debug build of the test bundle and the VM's emulator (scripts/arm64.sh build-tests)"
 arm64_test="arm64: the unit suites under qemu-aarch64 (scripts/arm64.sh test)"
 arm64_boot="arm64: package checks and trixie's lintian, then the booted arm64 device (scripts/vm-boot-test.sh arm64)"
-stage_bg "$arm64_package" "$logs/arm64-package.log" --after "$arm64_toolchain" -- env ARCH=arm64 bash scripts/deb.sh
-stage_bg "$arm64_debug" "$logs/arm64-debug.log" --after "$arm64_toolchain" -- bash scripts/arm64.sh build-tests
+stage_bg "$arm64_package" "$logs/arm64-package.log" --nice 10 --after "$arm64_toolchain" -- env ARCH=arm64 bash scripts/deb.sh
+stage_bg "$arm64_debug" "$logs/arm64-debug.log" --nice 10 --after "$arm64_toolchain" -- bash scripts/arm64.sh build-tests
 stage_bg "$arm64_test" "$logs/arm64-test.log" --after "$arm64_debug" -- bash scripts/arm64.sh test
 # shellcheck disable=SC2016 # expanded by the stage's own shell, once the package exists
-stage_bg "$arm64_boot" "$logs/arm64-boot.log" --after "$arm64_package" "$arm64_debug" "$arm64_image" -- bash -c '
+stage_bg "$arm64_boot" "$logs/arm64-boot.log" --nice 10 --after "$arm64_package" "$arm64_debug" "$arm64_image" -- bash -c '
   deb=$(ls -t .build/deb/replenish-agent_*_arm64.deb | head -n 1)
   bash scripts/check-deb.sh "$deb" && VM_BOOT_DEB=$deb bash scripts/vm-boot-test.sh arm64'
 
-# The package's release build, in the background once the tests' build is done (it runs beside the suites),
-# then the amd64 device booted beside the host's other VM checks once the package and the image are there.
+# The package's release build, in the background from the start, then the amd64 device booted beside the host's
+# other VM checks once the package and the image are there.
 host_package="Debian package (scripts/deb.sh: release build, static Swift standard library)"
 amd64_boot="booted amd64 device: bookworm, systemd, the .deb, gpio-sim (scripts/vm-boot-test.sh)"
-start_host_package() {
-  stage_bg "$host_package" "$logs/host-package.log" -- bash scripts/deb.sh
-  # shellcheck disable=SC2016 # expanded by the stage's own shell, once the package exists
-  stage_bg "$amd64_boot" "$logs/amd64-boot.log" --after "$host_package" "$prepare_amd64" -- bash -c '
-    VM_BOOT_DEB=$(ls -t .build/deb/replenish-agent_*_"$(dpkg --print-architecture)".deb | head -n 1) bash scripts/vm-boot-test.sh'
-}
+stage_bg "$host_package" "$logs/host-package.log" --nice 15 -- bash scripts/deb.sh
+# shellcheck disable=SC2016 # expanded by the stage's own shell, once the package exists
+stage_bg "$amd64_boot" "$logs/amd64-boot.log" --nice 15 --after "$host_package" "$prepare_amd64" -- bash -c '
+  VM_BOOT_DEB=$(ls -t .build/deb/replenish-agent_*_"$(dpkg --print-architecture)".deb | head -n 1) bash scripts/vm-boot-test.sh'
 
-# The contributor's loop (make check): format lint, debug build without warnings, every Swift suite, docs.
-check_stages start_host_package
+# Who waits for whom sets the background's weights (--nice): the arm64 device ends the run, so its chain (the
+# toolchain, the image, both arm64 builds, the device) weighs most (nice 10); the amd64 device's chain (its
+# package, its image, the device) next (15); the unit suites under qemu-aarch64 and the tests' build, which
+# nothing long waits for, least (19). The foreground's suites keep the foreground's weight, so their timing
+# checks measure the agent. On this 2-core machine the foreground's tests' build took the whole machine for its
+# first 3 minutes, and the arm64 toolchain's restore, with 41 s of CPU to do, took 313 s.
+#
+# The contributor's loop (make check): format lint, debug build without warnings, every Swift suite, docs; the
+# tests' build at the background's lowest weight (check.sh, build_without_warnings).
+export REPLENISH_TESTS_BUILD_NICE=${REPLENISH_BACKGROUND_NICE:-19}
+check_stages
 
 # The tests' build links the Swift libraries dynamically, so its ldd shows which the agent needs (the release
 # build has the same dependencies); the package's binary has them linked in, so its symbols are looked at below.
