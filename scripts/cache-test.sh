@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command's cache (scripts/cache.sh) in a scratch folder: an entry comes back as it was kept; a corrupt,
-# cut-short or unreadable entry is deleted and reported, never unpacked; a new archive state or recipe is a new
+# cut-short or unreadable entry is deleted and reported, nothing from it used; a new archive state or recipe is a new
 # key; `off` keeps nothing. Run by scripts/check.sh (and so by scripts/test.sh). Exit 0 only if all hold.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,8 +42,8 @@ check "  and the folder's mode" test "$(stat -c %a "$scratch/back/sub")" = 750
 
 rm -rf "$scratch/back"
 printf 'X' | dd of="$scratch/cache/part/$key.tar" bs=1 seek=600 conv=notrunc status=none
-check "a corrupt entry is not unpacked" not cache_restore part "$key" "$scratch/back"
-check "  the folder is not made" test ! -e "$scratch/back"
+check "a corrupt entry is not used" not cache_restore part "$key" "$scratch/back"
+check "  the folder is not made, nor its temporary" test ! -e "$scratch/back" -a ! -e "$scratch/back.tmp"
 check "  the entry is deleted" test ! -e "$scratch/cache/part/$key.tar"
 check "  and the next restore misses" not cache_restore part "$key" "$scratch/back"
 

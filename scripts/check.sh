@@ -20,20 +20,26 @@ lint_sources() {
 # package: with --only-use-versions-from-resolved-file a Package.swift whose dependencies no longer match it fails
 # here ("an out-of-date resolved file was detected"): run `swift package resolve` and commit the file.
 #
-# With REPLENISH_TESTS_BUILD_NICE (scripts/test.sh sets it to the background stages' level) the build runs in a
-# session of its own at that nice, its autogroup's too: no heavier than the background stages beside it. At the
+# With REPLENISH_TESTS_BUILD_NICE (scripts/test.sh sets it to the arm64 chain's level) the build runs in a
+# session of its own at that nice, its autogroup's too: weighed as the background stages beside it are. At the
 # foreground's weight it left the arm64 toolchain's restore, which the arm64 builds and device wait for, almost no
-# CPU for its first 3 minutes (313 s for 41 s of CPU). The suites after it keep the foreground's weight.
+# CPU for its first 3 minutes (313 s for 41 s of CPU). The suites after it keep the foreground's weight. An
+# interrupt or a stop of the run ends that session too (it is out of the terminal's process group).
 build_without_warnings() {
-  local build_log status=0 weight=()
+  local build_log status=0 build=(swift build --build-tests --scratch-path "$(tests_scratch)" --only-use-versions-from-resolved-file) pid
   build_log=$(mktemp)
   if [ -n "${REPLENISH_TESTS_BUILD_NICE:-}" ]; then
+    # setsid does not fork here (a background job is no group leader): $! is the new session's id.
     # shellcheck disable=SC2016 # expanded by the new session's shell
-    weight=(setsid -w bash -c '{ [ -w /proc/self/autogroup ] && echo "$0" >/proc/self/autogroup; } 2>/dev/null
-      exec nice -n "$0" "$@"' "$REPLENISH_TESTS_BUILD_NICE")
+    setsid bash -c '{ [ -w /proc/self/autogroup ] && echo "$0" >/proc/self/autogroup; } 2>/dev/null
+      exec nice -n "$0" "$@"' "$REPLENISH_TESTS_BUILD_NICE" "${build[@]}" >"$build_log" 2>&1 &
+    pid=$!
+    trap 'kill -TERM -- "-$pid" 2>/dev/null' INT TERM
+    wait "$pid" || status=$?
+    trap - INT TERM
+  else
+    "${build[@]}" >"$build_log" 2>&1 || status=$?
   fi
-  "${weight[@]}" swift build --build-tests --scratch-path "$(tests_scratch)" --only-use-versions-from-resolved-file \
-    >"$build_log" 2>&1 || status=$?
   if [ "$status" -ne 0 ]; then
     cat "$build_log"
     rm -f "$build_log"
@@ -50,12 +56,14 @@ build_without_warnings() {
   rm -f "$build_log"
 }
 
-# check_stages: the stages.
+# check_stages [COMMAND…]: the stages; COMMAND (scripts/test.sh's: start the amd64 package's build in the
+# background) runs once the tests' build is done, before the suites.
 check_stages() {
   stage "swift format lint --strict (the checked-in .swift-format)" lint_sources
   stage "Package.resolved pins what Package.swift needs (swift package resolve --only-use-versions-from-resolved-file)" \
     swift package resolve --only-use-versions-from-resolved-file
   stage "swift build --build-tests (debug; no compiler warning in Sources/ or Tests/)" build_without_warnings
+  [ $# -eq 0 ] || "$@"
   stage "swift test: every suite (unit, process, soak)" swift test --skip-build --scratch-path "$(tests_scratch)"
   stage "docs: links, subcommands in code blocks, benchmark figures (scripts/check-docs.sh)" bash scripts/check-docs.sh
   stage "the test command's cache: kept, checked, rebuilt when corrupt or stale (scripts/cache-test.sh)" bash scripts/cache-test.sh

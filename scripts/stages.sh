@@ -3,9 +3,10 @@
 # alike, so a slow stage shows in every CI log.
 #
 #   stage NAME COMMAND…       runs COMMAND in the foreground; its output goes to the terminal
-#   stage_bg NAME LOG [--after NAME…] -- COMMAND…
-#                             starts COMMAND in the background with its output in LOG; with --after, COMMAND
-#                             begins once those background stages have succeeded (and never if one failed)
+#   stage_bg NAME LOG [--nice N] [--after NAME…] -- COMMAND…
+#                             starts COMMAND in the background with its output in LOG, at nice N (default 19);
+#                             with --after, COMMAND begins once those background stages have succeeded (and
+#                             never if one failed)
 #   stage_wait NAME           waits for a background stage; on failure prints its log's last lines, and fails
 #   stage_table               the table (stage_begin installs it on EXIT)
 #   stage_begin TITLE         starts the clock; the table's title is TITLE

@@ -63,26 +63,30 @@ stage_bg "$arm64_boot" "$logs/arm64-boot.log" --nice 10 --after "$arm64_package"
   deb=$(ls -t .build/deb/replenish-agent_*_arm64.deb | head -n 1)
   bash scripts/check-deb.sh "$deb" && VM_BOOT_DEB=$deb bash scripts/vm-boot-test.sh arm64'
 
-# The package's release build, in the background from the start, then the amd64 device booted beside the host's
-# other VM checks once the package and the image are there.
+# The package's release build, in the background once the tests' build is done (its man page and completions
+# come from that build), then the amd64 device booted beside the host's other VM checks once the package and the
+# image are there.
 host_package="Debian package (scripts/deb.sh: release build, static Swift standard library)"
 amd64_boot="booted amd64 device: bookworm, systemd, the .deb, gpio-sim (scripts/vm-boot-test.sh)"
-stage_bg "$host_package" "$logs/host-package.log" --nice 15 -- bash scripts/deb.sh
-# shellcheck disable=SC2016 # expanded by the stage's own shell, once the package exists
-stage_bg "$amd64_boot" "$logs/amd64-boot.log" --nice 15 --after "$host_package" "$prepare_amd64" -- bash -c '
-  VM_BOOT_DEB=$(ls -t .build/deb/replenish-agent_*_"$(dpkg --print-architecture)".deb | head -n 1) bash scripts/vm-boot-test.sh'
+start_host_package() {
+  stage_bg "$host_package" "$logs/host-package.log" --nice 15 -- bash scripts/deb.sh
+  # shellcheck disable=SC2016 # expanded by the stage's own shell, once the package exists
+  stage_bg "$amd64_boot" "$logs/amd64-boot.log" --nice 15 --after "$host_package" "$prepare_amd64" -- bash -c '
+    VM_BOOT_DEB=$(ls -t .build/deb/replenish-agent_*_"$(dpkg --print-architecture)".deb | head -n 1) bash scripts/vm-boot-test.sh'
+}
 
-# Who waits for whom sets the background's weights (--nice): the arm64 device ends the run, so its chain (the
-# toolchain, the image, both arm64 builds, the device) weighs most (nice 10); the amd64 device's chain (its
-# package, its image, the device) next (15); the unit suites under qemu-aarch64 and the tests' build, which
-# nothing long waits for, least (19). The foreground's suites keep the foreground's weight, so their timing
-# checks measure the agent. On this 2-core machine the foreground's tests' build took the whole machine for its
-# first 3 minutes, and the arm64 toolchain's restore, with 41 s of CPU to do, took 313 s.
+# Who waits for whom sets the weights (--nice): the arm64 device ends the run, so its chain weighs most of the
+# background (nice 10): the toolchain, the image, both arm64 builds, the device, and the tests' build too, whose
+# debug agent writes both packages' man page and completions (deb.sh); the amd64 device's chain (its package,
+# its image, the device) next (15); the unit suites under qemu-aarch64, which nothing waits for, least (19). The
+# foreground's suites keep the foreground's weight, so their timing checks measure the agent. With the tests'
+# build in the foreground, it took the whole 2-core machine for its first 3 minutes, and the arm64 toolchain's
+# restore, with 41 s of CPU to do, took 313 s; at nice 19 the arm64 package waited 3 minutes for it.
 #
 # The contributor's loop (make check): format lint, debug build without warnings, every Swift suite, docs; the
-# tests' build at the background's lowest weight (check.sh, build_without_warnings).
-export REPLENISH_TESTS_BUILD_NICE=${REPLENISH_BACKGROUND_NICE:-19}
-check_stages
+# tests' build at the arm64 chain's weight (check.sh, build_without_warnings).
+if [ -z "${REPLENISH_BACKGROUND_NICE:-}" ]; then export REPLENISH_TESTS_BUILD_NICE=10; else export REPLENISH_TESTS_BUILD_NICE=$REPLENISH_BACKGROUND_NICE; fi
+check_stages start_host_package
 
 # The tests' build links the Swift libraries dynamically, so its ldd shows which the agent needs (the release
 # build has the same dependencies); the package's binary has them linked in, so its symbols are looked at below.

@@ -39,7 +39,7 @@ pass() {
   local now
   now=$(runner_cpu)
   echo "VM-TEST PASS $1"
-  note "$1 passed at $(cut -d' ' -f1 /proc/uptime) s of uptime; the runner's CPU since the last pass $(((now - cpu_at_last_pass) / ticks)) s"
+  note "$1 passed at $(cut -d' ' -f1 /proc/uptime) s of uptime; the runner's CPU since the last pass $(awk -v t="$((now - cpu_at_last_pass))" -v hz="$ticks" 'BEGIN { printf "%.1f", t / hz }') s"
   cpu_at_last_pass=$now
 }
 fail() {
@@ -163,7 +163,7 @@ settled() {
 cpu_by_unit() {
   local total name polls=""
   for name in "${!poll_cpu[@]}"; do
-    polls+="$name $((poll_cpu[$name] / ticks)) s over ${poll_count[$name]:-0} polls; "
+    polls+="$name $(awk -v t="${poll_cpu[$name]}" -v hz="$ticks" 'BEGIN { printf "%.1f", t / hz }') s over ${poll_count[$name]:-0} polls; "
   done
   note "the runner's waits by condition: ${polls:-none}"
   systemctl list-units --type=service,scope --all --plain --no-legend 2>/dev/null | awk '{ print $1 }' |
@@ -497,12 +497,22 @@ upgrade() {
     fail upgrade "after the update: paired $(agent_status | jq -c .paired), pending $(pending), not paired with 1 pending"
     return 1
   fi
+  # The new binary takes the queue up at its start: it sends the press into the 503s and arms its retry (its
+  # "will retry" line), or, when the fault went first, orders it.
+  local new_pid
+  new_pid=$(prop MainPID)
+  new_binary_retries() { journalctl -q -o cat "_PID=$new_pid" | grep -q 'order not sent yet; will retry'; }
+  if ! wait_until 60 new_binary_retries && [ "$(placed "$seq")" = 0 ]; then
+    fail upgrade "the new binary did not take the queued press up: no retry armed, nothing ordered, pending $(pending)"
+    curl -fsS -X DELETE "$emulator/admin/faults" >/dev/null
+    return 1
+  fi
   # DRS answers again: the queued press is ordered by the new binary, once (no second order: settled, after
-  # the idle minute). The new binary has sent it already, at its start, into the 503s, and its backoff has grown
-  # with the update's minutes (133 s on the arm64 device): a restart sends it at once, as the update's own restart
-  # did, instead of the check waiting out the backoff.
+  # the idle minute). Its retry loop is armed (above, and the suites' fault tests retry through 503s in
+  # process); its backoff has grown with the update's minutes (133 s on the arm64 device), so a restart sends it
+  # at once, as the update's own restart did, instead of the check waiting that backoff out.
   curl -fsS -X DELETE "$emulator/admin/faults" >/dev/null
-  systemctl restart "$unit"
+  [ "$(placed "$seq")" = 0 ] && systemctl restart "$unit"
   if ! wait_until 120 placed_is 1 "$seq" || ! wait_until 30 no_pending; then
     fail upgrade "the queued press was not ordered after the update ($(placed "$seq") placed, pending $(pending))"
     unsettled+=("upgrade $seq -")
