@@ -39,7 +39,7 @@ bash scripts/build-info.sh
 # module, libgpiod 2.x, booted image and the package's chroot; the arm64 toolchain (a sid chroot with Debian's
 # Swift, the aarch64 runtime, the trixie sysroot), trixie's kernel, gpio-sim module and booted image.
 prepare_amd64="prepare amd64: VM kernel, gpio-sim, libgpiod 2.x, bookworm image, package chroot"
-stage_bg "$prepare_amd64" "$logs/prepare-amd64.log" --nice 15 -- bash -c 'bash scripts/vm-test.sh prepare && bash scripts/vm-boot-test.sh amd64 rootfs-only &&
+stage_bg "$prepare_amd64" "$logs/prepare-amd64.log" --nice 10 -- bash -c 'bash scripts/vm-test.sh prepare && bash scripts/vm-boot-test.sh amd64 rootfs-only &&
     bash scripts/deb-chroot-test.sh --prepare'
 arm64_toolchain="prepare arm64: the toolchain (sid chroot with Debian's Swift, aarch64 runtime, trixie sysroot)"
 arm64_image="prepare arm64: trixie kernel, gpio-sim, trixie image and lintian (package scripts under qemu-aarch64)"
@@ -57,7 +57,7 @@ arm64_test="arm64: the unit suites under qemu-aarch64 (scripts/arm64.sh test)"
 arm64_boot="arm64: package checks and trixie's lintian, then the booted arm64 device (scripts/vm-boot-test.sh arm64)"
 stage_bg "$arm64_package" "$logs/arm64-package.log" --nice 10 --after "$arm64_toolchain" -- env ARCH=arm64 bash scripts/deb.sh
 stage_bg "$arm64_debug" "$logs/arm64-debug.log" --nice 10 --after "$arm64_toolchain" -- bash scripts/arm64.sh build-tests
-stage_bg "$arm64_test" "$logs/arm64-test.log" --after "$arm64_debug" -- bash scripts/arm64.sh test
+stage_bg "$arm64_test" "$logs/arm64-test.log" --nice 10 --after "$arm64_debug" -- bash scripts/arm64.sh test
 # shellcheck disable=SC2016 # expanded by the stage's own shell, once the package exists
 stage_bg "$arm64_boot" "$logs/arm64-boot.log" --nice 10 --after "$arm64_package" "$arm64_debug" "$arm64_image" -- bash -c '
   deb=$(ls -t .build/deb/replenish-agent_*_arm64.deb | head -n 1)
@@ -69,22 +69,21 @@ stage_bg "$arm64_boot" "$logs/arm64-boot.log" --nice 10 --after "$arm64_package"
 host_package="Debian package (scripts/deb.sh: release build, static Swift standard library)"
 amd64_boot="booted amd64 device: bookworm, systemd, the .deb, gpio-sim (scripts/vm-boot-test.sh)"
 start_host_package() {
-  stage_bg "$host_package" "$logs/host-package.log" --nice 15 -- bash scripts/deb.sh
+  stage_bg "$host_package" "$logs/host-package.log" --nice 10 -- bash scripts/deb.sh
   # shellcheck disable=SC2016 # expanded by the stage's own shell, once the package exists
-  stage_bg "$amd64_boot" "$logs/amd64-boot.log" --nice 15 --after "$host_package" "$prepare_amd64" -- bash -c '
+  stage_bg "$amd64_boot" "$logs/amd64-boot.log" --nice 10 --after "$host_package" "$prepare_amd64" -- bash -c '
     VM_BOOT_DEB=$(ls -t .build/deb/replenish-agent_*_"$(dpkg --print-architecture)".deb | head -n 1) bash scripts/vm-boot-test.sh'
 }
 
-# Who waits for whom sets the weights (--nice): the arm64 device ends the run, so its chain weighs most of the
-# background (nice 10): the toolchain, the image, both arm64 builds, the device, and the tests' build too, whose
-# debug agent writes both packages' man page and completions (deb.sh); the amd64 device's chain (its package,
-# its image, the device) next (15); the unit suites under qemu-aarch64, which nothing waits for, least (19). The
-# foreground's suites keep the foreground's weight, so their timing checks measure the agent. With the tests'
-# build in the foreground, it took the whole 2-core machine for its first 3 minutes, and the arm64 toolchain's
-# restore, with 41 s of CPU to do, took 313 s; at nice 19 the arm64 package waited 3 minutes for it.
+# The weights (--nice): every background stage, and the tests' build in a session of its own, at nice 10, so that
+# none outweighs another and the foreground's suites (nice 0) still weigh about nine times any of them, so their
+# timing checks measure the agent. With the tests' build in the foreground, it took the whole 2-core machine for
+# its first 3 minutes, and the arm64 toolchain's restore, with 41 s of CPU to do, took 313 s. Weighing the arm64
+# chain above the rest was tried: the unit suites under qemu-aarch64, left at nice 19 beside it, missed their
+# sockets' deadlines (a run failed), and the tests' build, whose debug agent writes both packages' man page and
+# completions (deb.sh), held the arm64 package back when it weighed less.
 #
-# The contributor's loop (make check): format lint, debug build without warnings, every Swift suite, docs; the
-# tests' build at the arm64 chain's weight (check.sh, build_without_warnings).
+# The contributor's loop (make check): format lint, debug build without warnings, every Swift suite, docs.
 if [ -z "${REPLENISH_BACKGROUND_NICE:-}" ]; then export REPLENISH_TESTS_BUILD_NICE=10; else export REPLENISH_TESTS_BUILD_NICE=$REPLENISH_BACKGROUND_NICE; fi
 check_stages start_host_package
 
