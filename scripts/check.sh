@@ -20,19 +20,16 @@ lint_sources() {
 # package: with --only-use-versions-from-resolved-file a Package.swift whose dependencies no longer match it fails
 # here ("an out-of-date resolved file was detected"): run `swift package resolve` and commit the file.
 #
-# With REPLENISH_TESTS_BUILD_NICE (scripts/test.sh sets it to the arm64 chain's level) the build runs in a
-# session of its own at that nice, its autogroup's too: weighed as the background stages beside it are. At the
-# foreground's weight it left the arm64 toolchain's restore, which the arm64 builds and device wait for, almost no
-# CPU for its first 3 minutes (313 s for 41 s of CPU). The suites after it keep the foreground's weight. An
-# interrupt or a stop of the run ends that session too (it is out of the terminal's process group).
+# With REPLENISH_TESTS_BUILD_NICE (scripts/test.sh sets it to the background's level) the build runs in a
+# session of its own at that nice (scripts/weighed.sh), weighed as the background stages beside it are; the
+# suites after it keep the foreground's weight. An interrupt or a stop of the run ends that session too (it is out
+# of the terminal's process group).
 build_without_warnings() {
   local build_log status=0 build=(swift build --build-tests --scratch-path "$(tests_scratch)" --only-use-versions-from-resolved-file) pid
   build_log=$(mktemp)
   if [ -n "${REPLENISH_TESTS_BUILD_NICE:-}" ]; then
     # setsid does not fork here (a background job is no group leader): $! is the new session's id.
-    # shellcheck disable=SC2016 # expanded by the new session's shell
-    setsid bash -c '{ [ -w /proc/self/autogroup ] && echo "$0" >/proc/self/autogroup; } 2>/dev/null
-      exec nice -n "$0" "$@"' "$REPLENISH_TESTS_BUILD_NICE" "${build[@]}" >"$build_log" 2>&1 &
+    setsid bash scripts/weighed.sh "$REPLENISH_TESTS_BUILD_NICE" "${build[@]}" >"$build_log" 2>&1 &
     pid=$!
     trap 'kill -TERM -- "-$pid" 2>/dev/null' INT TERM
     wait "$pid" || status=$?

@@ -3,10 +3,9 @@
 # alike, so a slow stage shows in every CI log.
 #
 #   stage NAME COMMAND…       runs COMMAND in the foreground; its output goes to the terminal
-#   stage_bg NAME LOG [--nice N] [--after NAME…] -- COMMAND…
-#                             starts COMMAND in the background with its output in LOG, at nice N (default 19);
-#                             with --after, COMMAND begins once those background stages have succeeded (and
-#                             never if one failed)
+#   stage_bg NAME LOG [--after NAME…] -- COMMAND…
+#                             starts COMMAND in the background with its output in LOG; with --after, COMMAND
+#                             begins once those background stages have succeeded (and never if one failed)
 #   stage_wait NAME           waits for a background stage; on failure prints its log's last lines, and fails
 #   stage_table               the table (stage_begin installs it on EXIT)
 #   stage_begin TITLE         starts the clock; the table's title is TITLE
@@ -87,13 +86,12 @@ stage() {
   stage_close "$name" ok
 }
 
+# background_nice: the background's nice level (REPLENISH_BACKGROUND_NICE, default 10).
+background_nice() { echo "${REPLENISH_BACKGROUND_NICE:-10}"; }
+
 stage_bg() {
-  local name=$1 log=$2 after=() dependency weight=${REPLENISH_BACKGROUND_NICE:-19}
+  local name=$1 log=$2 after=() dependency
   shift 2
-  if [ "${1:-}" = --nice ]; then
-    [ -n "${REPLENISH_BACKGROUND_NICE:-}" ] || weight=$2
-    shift 2
-  fi
   if [ "${1:-}" = --after ]; then
     shift
     while [ "$1" != -- ]; do after+=("${stage_log[$1]:?no background stage named $1}"); shift; done
@@ -106,12 +104,11 @@ stage_bg() {
   rm -f "$log.status" "$log.began" "$log.ended" "$log.times"
   # The wrapper waits for the stages it comes after (each writes LOG.status when it ends), notes when its own
   # work began (LOG.began: the table's start) and writes its own status. setsid: its own process group, so
-  # stage_exit can end all of it. nice 19: the background stages (compiles, images, VMs) take what the
-  # foreground leaves, so the suites' timing checks (a loop that answers within 0.5 s while the flash stalls, a
-  # flood answered in time) measure the agent and not two compiles beside it; CI failed on three such checks
-  # when the background had the same weight. `--nice N` gives a stage another level (scripts/test.sh: the
-  # stages the run's end waits for weigh more than the others). REPLENISH_BACKGROUND_NICE=N sets every background
-  # stage's, and 0 turns it off.
+  # stage_exit can end all of it. Nice 10 (background_nice), its session's autogroup too (scripts/weighed.sh):
+  # every background stage weighs the same, and the foreground's suites about nine times any of them, so their
+  # timing checks (a loop that answers within 0.5 s while the flash stalls, a flood answered in time) measure the
+  # agent and not the compiles beside it; CI failed on three such checks when the background weighed as the
+  # foreground. REPLENISH_BACKGROUND_NICE=N sets another level, and 0 turns it off.
   setsid bash -c '
     weight=$1; log=$2; shift 2
     while [ "$1" != -- ]; do
@@ -122,15 +119,12 @@ stage_bg() {
     shift
     date +%s >"$log.began"
     status=0
-    # setsid made a session, and with the kernel'"'"'s autogroups a session'"'"'s processes share one weight whatever
-    # their nice: the group'"'"'s own nice is what counts (sched(7), "The autogroup feature").
-    { [ -w /proc/self/autogroup ] && echo "$weight" >/proc/self/autogroup; } 2>/dev/null || true
-    nice -n "$weight" "$@" || status=$?
+    bash scripts/weighed.sh "$weight" "$@" || status=$?
     date +%s >"$log.ended"
     times >"$log.times"
     echo "$status" >"$log.status"
     exit "$status"
-  ' stage-bg "$weight" "$log" "${after[@]}" -- "$@" >"$log" 2>&1 </dev/null &
+  ' stage-bg "$(background_nice)" "$log" "${after[@]}" -- "$@" >"$log" 2>&1 </dev/null &
   stage_pid[$name]=$!
   stage_log[$name]=$log
 }

@@ -39,12 +39,12 @@ bash scripts/build-info.sh
 # module, libgpiod 2.x, booted image and the package's chroot; the arm64 toolchain (a sid chroot with Debian's
 # Swift, the aarch64 runtime, the trixie sysroot), trixie's kernel, gpio-sim module and booted image.
 prepare_amd64="prepare amd64: VM kernel, gpio-sim, libgpiod 2.x, bookworm image, package chroot"
-stage_bg "$prepare_amd64" "$logs/prepare-amd64.log" --nice 10 -- bash -c 'bash scripts/vm-test.sh prepare && bash scripts/vm-boot-test.sh amd64 rootfs-only &&
+stage_bg "$prepare_amd64" "$logs/prepare-amd64.log" -- bash -c 'bash scripts/vm-test.sh prepare && bash scripts/vm-boot-test.sh amd64 rootfs-only &&
     bash scripts/deb-chroot-test.sh --prepare'
 arm64_toolchain="prepare arm64: the toolchain (sid chroot with Debian's Swift, aarch64 runtime, trixie sysroot)"
 arm64_image="prepare arm64: trixie kernel, gpio-sim, trixie image and lintian (package scripts under qemu-aarch64)"
-stage_bg "$arm64_toolchain" "$logs/prepare-arm64-toolchain.log" --nice 10 -- bash scripts/arm64.sh toolchain
-stage_bg "$arm64_image" "$logs/prepare-arm64-image.log" --nice 10 -- bash scripts/vm-boot-test.sh arm64 rootfs-only
+stage_bg "$arm64_toolchain" "$logs/prepare-arm64-toolchain.log" -- bash scripts/arm64.sh toolchain
+stage_bg "$arm64_image" "$logs/prepare-arm64-image.log" -- bash scripts/vm-boot-test.sh arm64 rootfs-only
 
 # The arm64 side runs in the background from here, each stage as soon as what it needs is there: the release
 # build and the debug build (test bundle, the VM's emulator) as soon as the toolchain is, beside the host's
@@ -55,11 +55,11 @@ arm64_package="arm64: release build of the device binary and its package (make d
 arm64_debug="arm64: debug build of the test bundle and the VM's emulator (scripts/arm64.sh build-tests)"
 arm64_test="arm64: the unit suites under qemu-aarch64 (scripts/arm64.sh test)"
 arm64_boot="arm64: package checks and trixie's lintian, then the booted arm64 device (scripts/vm-boot-test.sh arm64)"
-stage_bg "$arm64_package" "$logs/arm64-package.log" --nice 10 --after "$arm64_toolchain" -- env ARCH=arm64 bash scripts/deb.sh
-stage_bg "$arm64_debug" "$logs/arm64-debug.log" --nice 10 --after "$arm64_toolchain" -- bash scripts/arm64.sh build-tests
-stage_bg "$arm64_test" "$logs/arm64-test.log" --nice 10 --after "$arm64_debug" -- bash scripts/arm64.sh test
+stage_bg "$arm64_package" "$logs/arm64-package.log" --after "$arm64_toolchain" -- env ARCH=arm64 bash scripts/deb.sh
+stage_bg "$arm64_debug" "$logs/arm64-debug.log" --after "$arm64_toolchain" -- bash scripts/arm64.sh build-tests
+stage_bg "$arm64_test" "$logs/arm64-test.log" --after "$arm64_debug" -- bash scripts/arm64.sh test
 # shellcheck disable=SC2016 # expanded by the stage's own shell, once the package exists
-stage_bg "$arm64_boot" "$logs/arm64-boot.log" --nice 10 --after "$arm64_package" "$arm64_debug" "$arm64_image" -- bash -c '
+stage_bg "$arm64_boot" "$logs/arm64-boot.log" --after "$arm64_package" "$arm64_debug" "$arm64_image" -- bash -c '
   deb=$(ls -t .build/deb/replenish-agent_*_arm64.deb | head -n 1)
   bash scripts/check-deb.sh "$deb" && VM_BOOT_DEB=$deb bash scripts/vm-boot-test.sh arm64'
 
@@ -69,22 +69,19 @@ stage_bg "$arm64_boot" "$logs/arm64-boot.log" --nice 10 --after "$arm64_package"
 host_package="Debian package (scripts/deb.sh: release build, static Swift standard library)"
 amd64_boot="booted amd64 device: bookworm, systemd, the .deb, gpio-sim (scripts/vm-boot-test.sh)"
 start_host_package() {
-  stage_bg "$host_package" "$logs/host-package.log" --nice 10 -- bash scripts/deb.sh
+  stage_bg "$host_package" "$logs/host-package.log" -- bash scripts/deb.sh
   # shellcheck disable=SC2016 # expanded by the stage's own shell, once the package exists
-  stage_bg "$amd64_boot" "$logs/amd64-boot.log" --nice 10 --after "$host_package" "$prepare_amd64" -- bash -c '
+  stage_bg "$amd64_boot" "$logs/amd64-boot.log" --after "$host_package" "$prepare_amd64" -- bash -c '
     VM_BOOT_DEB=$(ls -t .build/deb/replenish-agent_*_"$(dpkg --print-architecture)".deb | head -n 1) bash scripts/vm-boot-test.sh'
 }
 
-# The weights (--nice): every background stage, and the tests' build in a session of its own, at nice 10, so that
-# none outweighs another and the foreground's suites (nice 0) still weigh about nine times any of them, so their
-# timing checks measure the agent. With the tests' build in the foreground, it took the whole 2-core machine for
-# its first 3 minutes, and the arm64 toolchain's restore, with 41 s of CPU to do, took 313 s. Weighing the arm64
-# chain above the rest was tried: the unit suites under qemu-aarch64, left at nice 19 beside it, missed their
-# sockets' deadlines (a run failed), and the tests' build, whose debug agent writes both packages' man page and
-# completions (deb.sh), held the arm64 package back when it weighed less.
-#
-# The contributor's loop (make check): format lint, debug build without warnings, every Swift suite, docs.
-if [ -z "${REPLENISH_BACKGROUND_NICE:-}" ]; then export REPLENISH_TESTS_BUILD_NICE=10; else export REPLENISH_TESTS_BUILD_NICE=$REPLENISH_BACKGROUND_NICE; fi
+# The contributor's loop (make check): format lint, debug build without warnings, every Swift suite, docs. The
+# tests' build weighs as a background stage (check.sh, build_without_warnings): in the foreground it took the
+# whole 2-core machine for its first 3 minutes, and the arm64 toolchain's restore, where the run's longest path
+# (the arm64 builds, then the arm64 device) begins, took 313 s for 41 s of CPU. It is on that path too: its debug
+# agent writes both packages' man page and completions (deb.sh).
+REPLENISH_TESTS_BUILD_NICE=$(background_nice)
+export REPLENISH_TESTS_BUILD_NICE
 check_stages start_host_package
 
 # The tests' build links the Swift libraries dynamically, so its ldd shows which the agent needs (the release
