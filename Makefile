@@ -28,7 +28,7 @@ companion:
 	install -m 0755 "$$(swift build -c release --show-bin-path)/replenish-companion" "$(PREFIX)/bin/"
 
 format:
-	swift format --in-place --recursive Sources Tests Package.swift
+	swift format --in-place --recursive Sources Tests Package.swift cloud/Sources cloud/Tests cloud/Package.swift
 
 # Builds .build/deb/replenish-agent_<version>_<arch>.deb (static Swift stdlib): the build machine's arch, or
 # `make deb ARCH=arm64` for the devices (cross-built, Debian trixie arm64).

@@ -11,7 +11,7 @@
 # .process (scripts/unit-tests.sh refuses one with neither: the arm64 run under qemu-aarch64 takes only .unit
 # suites, so an untagged one would fail there, at the end of the run, instead of here in its first minute).
 lint_sources() {
-  swift format lint --strict --recursive Sources Tests Package.swift && bash scripts/unit-tests.sh --list >/dev/null
+  swift format lint --strict --recursive Sources Tests Package.swift cloud/Sources cloud/Tests cloud/Package.swift && bash scripts/unit-tests.sh --list >/dev/null
 }
 
 # build_without_warnings: `swift build --build-tests` in the tests' build folder (tests_scratch), failing on any compiler warning in the project's own files

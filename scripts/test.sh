@@ -26,6 +26,7 @@ host_packages=( # beside scripts/install-deps.sh --tests (the build's and the te
   dpkg-dev binutils file lintian strace jq                                         # the package, its checks, syscalls
   qemu-system-x86 busybox-static cpio kmod xz-utils make gcc libc6-dev e2fsprogs   # vm-test, vm-boot-test
   mmdebstrap arch-test qemu-user-static binfmt-support qemu-system-arm binutils-aarch64-linux-gnu # arm64
+  postgresql                                                                       # the maker's cloud's suites
 )
 host_packages_and_kernel_headers() {
   scripts/install-deps.sh --tests && apt_install "${host_packages[@]}" && bash scripts/vm-test.sh packages
@@ -136,6 +137,11 @@ stage "docs/production.md's factory commands as written, in a bookworm chroot (s
   bash scripts/factory-check.sh "$deb"
 stage "real-kernel GPIO, libgpiod v1 and v2 (scripts/vm-test.sh all)" bash scripts/vm-test.sh all
 stage_wait "$amd64_boot"
+# The maker's cloud (cloud/, a package of its own): built once, here, where the amd64 device has left a core
+# idle beside the arm64 device; its suites on a PostgreSQL server of their own, and Amazon's schema on every
+# message they saw the service write.
+stage "the maker's cloud: build, suites on PostgreSQL, Amazon's Alexa schema (scripts/cloud-test.sh)" \
+  bash scripts/cloud-test.sh
 
 stage_wait "$arm64_toolchain"
 stage_wait "$arm64_image"
