@@ -2,7 +2,8 @@
 # The maker's cloud (cloud/, replenish-cloud): its build without warnings and its suites against a real
 # PostgreSQL server that this script starts (Debian's postgresql package: initdb into a private folder, a Unix
 # socket only, no TCP port), then every Alexa message the suites saw the service write checked against Amazon's
-# published schema (scripts/alexa-schema-check.py, with jsonschema from PyPI). Stops the server on any exit.
+# published schema (scripts/alexa-schema-check.py, with jsonschema from PyPI), and cfn-lint (PyPI) on the
+# deployment template (cloud/deploy/replenish-cloud.yaml). Stops the server on any exit.
 #
 #   scripts/cloud-test.sh            build, suites, schema check
 #   scripts/cloud-test.sh --filter X only the suites matching X (swift test --filter)
@@ -55,13 +56,17 @@ swift test --skip-build --scratch-path "$scratch" "$@" >"$work/test.log" 2>&1 ||
 cd "$root"
 
 # Amazon's schema, on every message the suites saw the service write.
-# jsonschema from PyPI, in a virtual environment kept in the cache (made again when its pin changes).
-jsonschema_pin=jsonschema==4.23.0
+# jsonschema and cfn-lint from PyPI, in a virtual environment kept in the cache (made again when a pin changes).
+pins=(jsonschema==4.23.0 cfn-lint==1.51.0)
 venv=$work/venv
-[ "$cache_root" != off ] && venv=$cache_root/python-${jsonschema_pin//[=.]/-}
-if ! "$venv/bin/python" -c 'import jsonschema' >/dev/null 2>&1; then
+[ "$cache_root" != off ] && venv=$cache_root/python-$(printf '%s\n' "${pins[@]}" | sha256sum | cut -c1-12)
+if ! [ -x "$venv/bin/cfn-lint" ] || ! "$venv/bin/python" -c 'import jsonschema' >/dev/null 2>&1; then
   rm -rf "$venv"
-  python3 -m venv "$venv" && "$venv/bin/pip" install -q --disable-pip-version-check "$jsonschema_pin" ||
-    { echo "cloud-test: pip install $jsonschema_pin failed" >&2; exit 1; }
+  python3 -m venv "$venv" && "$venv/bin/pip" install -q --disable-pip-version-check "${pins[@]}" ||
+    { echo "cloud-test: pip install ${pins[*]} failed" >&2; exit 1; }
 fi
 "$venv/bin/python" scripts/alexa-schema-check.py cloud/Tests/AlexaSchema "$REPLENISH_CLOUD_TEST_MESSAGES"
+# The deployment template, with cfn-lint's informational checks too (a stateful resource without its deletion
+# policy fails).
+"$venv/bin/cfn-lint" --include-checks I -- cloud/deploy/replenish-cloud.yaml
+echo "cloud-test: cfn-lint $("$venv/bin/cfn-lint" --version | awk '{ print $2 }'): cloud/deploy/replenish-cloud.yaml passes"

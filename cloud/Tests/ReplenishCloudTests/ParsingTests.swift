@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 @testable import ReplenishCloud
@@ -64,6 +65,17 @@ import Testing
         ]
         let error = #expect(throws: CloudError.self) { try Catalogue(parsing: wrong) }
         #expect(error?.message.contains("is not a usage measurement") == true)
+    }
+
+    @Test func theShippedExampleCatalogueIsRead() throws {
+        let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
+            "../../deploy/catalogue.example.json"
+        ).standardizedFileURL.path
+        let catalogue = try Catalogue.load(path: path)
+        #expect(
+            catalogue.models["coffee-1"]?.slots.map(\.instance) == [
+                "InventoryUsageSensor-pods", "InventoryLevelSensor-tank",
+            ])
     }
 
     @Test func timesAreWrittenAndCheckedAsAlexaTakesThem() {

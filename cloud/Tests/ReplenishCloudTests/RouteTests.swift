@@ -72,6 +72,15 @@ import Testing
                     headers: [context: #"{"authentication":{"clientCert":{"subjectDN":"CN=TEST0001,O=Maker"}}}"#])
                 #expect(response.status == .ok)
                 #expect(try JSON.parse(response.body.readableBytesView) == ["unit": "TEST0001", "claimed": false])
+                // The pass-through path answers Lambda's own hand-over only, not an HTTP request.
+                response = try await client.execute(
+                    uri: "/events", method: .post, headers: [context: #"{"http":{"method":"POST"}}"#],
+                    body: ByteBuffer(string: #"{"source":"aws.events","detail-type":"Scheduled Event"}"#))
+                #expect(response.status == .notFound)
+                response = try await client.execute(
+                    uri: "/events", method: .post,
+                    body: ByteBuffer(string: #"{"source":"aws.events","detail-type":"Scheduled Event"}"#))
+                #expect(response.status == .ok)
             }
         }
     }

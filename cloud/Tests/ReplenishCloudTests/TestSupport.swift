@@ -101,7 +101,7 @@ enum MessageLog {
     static func record(_ message: JSON, _ name: String) {
         guard let folder = ProcessInfo.processInfo.environment["REPLENISH_CLOUD_TEST_MESSAGES"] else { return }
         let path = "\(folder)/\(name)-\(UUID().uuidString.prefix(8)).json"
-        FileManager.default.createFile(atPath: path, contents: Data(message.text.utf8))
+        _ = FileManager.default.createFile(atPath: path, contents: Data(message.text.utf8))
     }
 }
 

@@ -156,6 +156,13 @@ public struct CloudRoutes: Sendable {
     /// What Lambda hands over through the Web Adapter's pass-through path: an Alexa directive, or the
     /// schedule's event (EventBridge), which queues the daily update and sends what is due.
     func event(_ request: Request) async throws -> Response {
+        // Behind the Web Adapter only the pass-through reaches this path: an HTTP request through the function
+        // URL or API Gateway carries its request context, and is refused as a path that does not exist.
+        if identity == .lambdaRequestContext,
+            HTTPField.Name("x-amzn-request-context").flatMap({ request.headers[$0] }) != nil
+        {
+            throw CloudError(.notFound, "no such path")
+        }
         let body = try await body(request)
         if body["directive"] != nil {
             return Self.json(.ok, await directives.answer(body, now: now()))
