@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# The maker's cloud (cloud/, replenish-cloud): its build without warnings and its suites against a real
-# PostgreSQL server that this script starts (Debian's postgresql package: initdb into a private folder, a Unix
-# socket only, no TCP port), then every Alexa message the suites saw the service write checked against Amazon's
-# published schema (scripts/alexa-schema-check.py, with jsonschema from PyPI), and cfn-lint (PyPI) on the
-# deployment template (cloud/deploy/replenish-cloud.yaml). Stops the server on any exit.
+# The maker's cloud (cloud/, replenish-cloud), tested offline:
+#   - its build without warnings, and its suites on a real PostgreSQL server this script starts
+#     (scripts/postgres.sh: Debian's postgresql, a private folder, a Unix socket only);
+#   - the chain end to end: the agent in program alexa → nginx with mutual TLS → two copies of the service on
+#     one database → the emulator's Alexa event gateway and LWA (CloudEndToEndTests, in the agent's tests);
+#   - every Alexa message the suites saw the service write, and every event the gateway took, against Amazon's
+#     published schema (scripts/alexa-schema-check.py, jsonschema from PyPI);
+#   - cfn-lint (PyPI) on the deployment template (cloud/deploy/replenish-cloud.yaml).
+# Stops the server on any exit.
 #
-#   scripts/cloud-test.sh            build, suites, schema check
-#   scripts/cloud-test.sh --filter X only the suites matching X (swift test --filter)
+#   scripts/cloud-test.sh            all of it
+#   scripts/cloud-test.sh --filter X the cloud's suites matching X only (swift test --filter), then the rest
 #
 # REPLENISH_CLOUD_KEEP_MESSAGES=DIR keeps the messages the schema check read in DIR.
 set -euo pipefail
@@ -16,27 +20,16 @@ root=$PWD
 . scripts/cache.sh
 apt_install postgresql
 
-# The server: its folder and socket are private to this run. PostgreSQL refuses to run as root, so as root it
-# runs as the package's own user.
-pg_bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
+# The server: its folder and socket are private to this run (scripts/postgres.sh).
+. scripts/postgres.sh
 work=$(mktemp -d /tmp/replenish-cloud-test.XXXXXX)
-as_server=()
-if [ "$(id -u)" -eq 0 ]; then
-  chown postgres: "$work"
-  as_server=(runuser -u postgres --)
-fi
-stop_server() {
+keep_messages() {
   [ -n "${REPLENISH_CLOUD_KEEP_MESSAGES:-}" ] && cp -r "$work/messages/." "$REPLENISH_CLOUD_KEEP_MESSAGES/" 2>/dev/null
-  "${as_server[@]}" "$pg_bin/pg_ctl" -D "$work/data" -m immediate stop >/dev/null 2>&1 || true
-  rm -rf "$work"
+  return 0
 }
-trap stop_server EXIT
-"${as_server[@]}" "$pg_bin/initdb" -D "$work/data" -U replenish -A trust --no-sync >"$work/initdb.log" 2>&1 ||
-  { cat "$work/initdb.log" >&2; exit 1; }
-"${as_server[@]}" "$pg_bin/pg_ctl" -D "$work/data" -l "$work/server.log" -w -t 60 \
-  -o "-c listen_addresses='' -k $work -p 5432 -c fsync=off -c max_connections=200" start >/dev/null ||
-  { cat "$work/server.log" >&2; exit 1; }
-export REPLENISH_CLOUD_TEST_DATABASE="postgres://replenish@localhost/postgres?host=$work"
+postgres_on_stop=keep_messages
+postgres_start "$work"
+export REPLENISH_CLOUD_TEST_DATABASE=$postgres_url
 export REPLENISH_CLOUD_TEST_MESSAGES=$work/messages
 mkdir -p "$REPLENISH_CLOUD_TEST_MESSAGES"
 [ "$(id -u)" -eq 0 ] && chmod 0777 "$REPLENISH_CLOUD_TEST_MESSAGES"
@@ -55,7 +48,22 @@ swift test --skip-build --scratch-path "$scratch" "$@" >"$work/test.log" 2>&1 ||
 [ "$status" -eq 0 ] || exit "$status"
 cd "$root"
 
-# Amazon's schema, on every message the suites saw the service write.
+# The chain end to end (Tests/ReplenishAgentTests/Integration/CloudEndToEndTests.swift): the agent's tests' build
+# (scripts/test.sh has built it by now; alone, this builds it), its one suite that needs the cloud's binary and
+# this database server. Skipped elsewhere, so here it must have run and passed.
+tests=$(tests_scratch)
+swift build --build-tests --scratch-path "$tests" 2>&1 | grep -E "error|warning: " && exit 1
+e2e_status=0
+REPLENISH_CLOUD_BINARY=$scratch/debug/replenish-cloud swift test --skip-build --scratch-path "$tests" \
+  --filter CloudEndToEndTests >"$work/e2e.log" 2>&1 || e2e_status=$?
+grep -E "✘|Fatal error|error:|Test run with" "$work/e2e.log" | tail -n 20 || true
+if [ "$e2e_status" -ne 0 ] || ! grep -qE "✔ Test aPressIsOneInventoryConsumed.*passed" "$work/e2e.log"; then
+  echo "cloud-test: the end-to-end test did not pass (its log: $work/e2e.log, the harness's folder it names)" >&2
+  tail -n 40 "$work/e2e.log" >&2
+  exit 1
+fi
+
+# Amazon's schema, on every message the suites saw the service write and the gateway took.
 # jsonschema and cfn-lint from PyPI, in a virtual environment kept in the cache (made again when a pin changes).
 pins=(jsonschema==4.23.0 cfn-lint==1.51.0)
 venv=$work/venv

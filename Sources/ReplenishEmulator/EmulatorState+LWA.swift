@@ -116,6 +116,9 @@ extension EmulatorState {
         case .success(let p): params = p
         case .failure(let failure): return recordTokenError(failure)
         }
+        if let answer = skillTokenGrant(params, now: now) {
+            return answer.status == 200 ? answer : recordTokenError(answer)
+        }
         let response: EmulatorResponse
         switch params["grant_type"] {
         case nil, ""?:

@@ -31,6 +31,9 @@ struct EmulatorState: Sendable {
     var events = ReplenishEventLog()
     /// The maker's cloud of program alexa: units by id (`EmulatorState+Cloud.swift`).
     var cloudUnits: [String: CloudUnit] = [:]
+    /// The maker's smart home skill as Alexa sees it: account links, grants, the event gateway
+    /// (`EmulatorState+Gateway.swift`).
+    var skill = SkillGateway()
 
     init(config: EmulatorConfig) {
         self.config = config
@@ -91,7 +94,21 @@ struct EmulatorState: Sendable {
             }
             return captured
         }
-        if let unit = match("v1/units/*/reports")?.first {
+        if match("v3/events") != nil {
+            return only("POST") { gatewayEvent(request, now: now) }
+        } else if match("user/profile") != nil {
+            return only("GET") { userProfile(request) }
+        } else if match("admin/skill/link") != nil {
+            return only("POST") { adminSkillLink(request) }
+        } else if match("admin/skill/grant") != nil {
+            return only("POST") { adminSkillGrant(request) }
+        } else if match("admin/skill/disable") != nil {
+            return only("POST") { adminSkillDisable(request) }
+        } else if match("admin/skill/expire-tokens") != nil {
+            return only("POST") { adminSkillExpireTokens(now: now) }
+        } else if match("admin/gateway") != nil {
+            return only("GET") { adminGateway() }
+        } else if let unit = match("v1/units/*/reports")?.first {
             return only("POST") { () throws(Refusal) in try cloudReport(request, unit: unit, now: now) }
         } else if let unit = match("v1/units/*")?.first {
             return only("GET") { () throws(Refusal) in try cloudUnitState(request, unit: unit) }
