@@ -78,10 +78,29 @@ public enum CloudService {
             configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: "replenish-cloud"),
             services: services, logger: logger)
         app.beforeServerStarts {
-            let version = try await Migrations.apply(client: client, logger: logger)
+            let version = try await migrate(client: client, within: .seconds(30), logger: logger)
             logger.info("database ready", metadata: ["schema.version": "\(version)"])
         }
         return app
+    }
+
+    /// The schema steps at a copy's start, bounded: a database that does not answer (a wrong URL, a network
+    /// that does not reach it) stops the start with that said, instead of a copy that never serves.
+    public static func migrate(client: PostgresClient, within limit: Duration, logger: Logger) async throws -> Int {
+        try await withThrowingTaskGroup(of: Int?.self) { group in
+            group.addTask { try await Migrations.apply(client: client, logger: logger) }
+            group.addTask {
+                try await Task.sleep(for: limit)
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard case .some(.some(let version)) = try await group.next() else {
+                throw CloudError(
+                    .upstream,
+                    "the database did not answer within \(limit.components.seconds) s: check REPLENISH_CLOUD_DATABASE")
+            }
+            return version
+        }
     }
 }
 

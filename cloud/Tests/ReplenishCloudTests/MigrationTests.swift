@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import PostgresNIO
 import Testing
 
@@ -20,6 +21,27 @@ import Testing
                 try await Migrations.apply(client: clients[0], logger: TestDatabase.logger)
             }
             #expect(error?.code == .databaseTooNew)
+        }
+    }
+
+    @Test func aDatabaseThatDoesNotAnswerStopsTheStartWithThatSaid() async throws {
+        // A port nothing listens on: the client retries its connection; the start gives up after its limit.
+        let quiet = {
+            var logger = Logger(label: "replenish-cloud-test-unreachable")
+            logger.logLevel = .critical
+            return logger
+        }()
+        let client = PostgresClient(
+            configuration: try CloudSettings.database(url: "postgres://nobody@127.0.0.1:9/none?sslmode=disable"),
+            backgroundLogger: quiet)
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await client.run() }
+            defer { group.cancelAll() }
+            let error = await #expect(throws: CloudError.self) {
+                try await CloudService.migrate(client: client, within: .milliseconds(500), logger: quiet)
+            }
+            #expect(error?.code == .upstream)
+            #expect(error?.message.contains("did not answer") == true)
         }
     }
 }
