@@ -44,9 +44,22 @@ public struct CloudSettings: Sendable {
                 unixSocketPath: "\(socketFolder)/.s.PGSQL.\(port)", username: user, password: url.password,
                 database: database)
         }
-        let tls: PostgresClient.Configuration.TLS =
-            url.queryItems?.contains(where: { $0.name == "sslmode" && $0.value == "disable" }) == true
-            ? .disable : .require(.makeClientConfiguration())
+        // libpq's meanings: `disable` no TLS; `require` TLS without checking the server's certificate;
+        // `verify-full` (the default) TLS with the certificate checked against the system's CAs, or against
+        // `sslrootcert` (Amazon RDS's CA bundle, which the system's store does not hold).
+        func item(_ name: String) -> String? { url.queryItems?.first { $0.name == name }?.value }
+        var configuration = TLSConfiguration.makeClientConfiguration()
+        if let roots = item("sslrootcert") { configuration.trustRoots = .file(roots) }
+        let tls: PostgresClient.Configuration.TLS
+        switch item("sslmode") ?? "verify-full" {
+        case "disable": tls = .disable
+        case "require":
+            configuration.certificateVerification = .none
+            tls = .require(configuration)
+        case "verify-full": tls = .require(configuration)
+        case let other:
+            throw CloudError(.badConfig, "sslmode=\(other): the database URL takes disable, require or verify-full")
+        }
         return .init(
             host: url.host ?? "localhost", port: url.port ?? 5432, username: user, password: url.password,
             database: database, tls: tls)

@@ -87,6 +87,19 @@ import Testing
         #expect(!Timestamp.isValid("2026-13-29T10:00:00Z"))
     }
 
+    @Test func theDatabaseURLsTLSModesAreLibpqs() throws {
+        #expect(throws: Never.self) { try CloudSettings.database(url: "postgres://u@h/d?sslmode=disable") }
+        #expect(throws: Never.self) { try CloudSettings.database(url: "postgres://u@h/d?sslmode=require") }
+        #expect(throws: Never.self) {
+            try CloudSettings.database(url: "postgres://u@h/d?sslmode=verify-full&sslrootcert=/tmp/ca.pem")
+        }
+        let error = #expect(throws: CloudError.self) {
+            try CloudSettings.database(url: "postgres://u@h/d?sslmode=prefer")
+        }
+        #expect(error?.code == .badConfig)
+        #expect(throws: CloudError.self) { try CloudSettings.database(url: "mysql://u@h/d") }
+    }
+
     @Test func aClaimProofIsTheLabelKeysHMAC() throws {
         let key = try #require(ClaimProof(keyHex: Fixtures.key))
         let proof = key.proof(unit: "TEST0001", customer: "customer-1", nonce: "0f1e2d3c4b5a69788796a5b4c3d2e1f0")

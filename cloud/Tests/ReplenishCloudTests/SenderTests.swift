@@ -101,4 +101,75 @@ import Testing
             #expect(late.dropped == 1)
         }
     }
+
+    @Test func anEventWaitsForTheOlderOneOfItsUnit() async throws {
+        try await TestDatabase.with { clients in
+            let store = TestDatabase.store(clients[0])
+            _ = try await store.register(unit: Fixtures.unit, setupKey: Fixtures.key, model: "coffee-1")
+            _ = try await store.apply(
+                try UnitReport(parsing: Fixtures.report(sequence: 1, level: 70), unit: Fixtures.unit),
+                receivedAt: Self.now)
+            try await store.storeGrant(
+                customer: Fixtures.customer,
+                tokens: LWATokens(accessToken: "gw-a", refreshToken: "gw-r", expiresIn: 3600),
+                now: Self.now)
+            let (nonce, proof) = Fixtures.claim()
+            _ = try await store.claim(
+                unit: Fixtures.unit, customer: Fixtures.customer, nonce: nonce, proof: proof, now: Self.now)
+            // The unit's AddOrUpdateReport is throttled: its ChangeReport, queued after it, waits.
+            let gateway = FakeGateway()
+            gateway.state.withLock { $0.outcomes = [.retry(after: .seconds(30), reason: "THROTTLING_EXCEPTION")] }
+            let sender = EventSender(store: store, gateway: gateway, lwa: FakeLWA(), logger: TestDatabase.logger)
+            let first = try await sender.sendDue(now: { Self.now })
+            #expect(first == .init(sent: 0, retried: 1, dropped: 0))
+            #expect(gateway.state.withLock { $0.attempts } == 1)
+            _ = try await sender.sendDue(now: { Self.now.addingTimeInterval(30) })
+            #expect(gateway.names() == ["AddOrUpdateReport", "ChangeReport"])
+        }
+    }
+
+    @Test func twoCopiesSendingForTwoCustomersSendEachEventOnce() async throws {
+        try await TestDatabase.with(copies: 2) { clients in
+            let stores = clients.map(TestDatabase.store)
+            let customers = ["amzn1.account.A", "amzn1.account.B"]
+            for (index, customer) in customers.enumerated() {
+                let unit = "UNIT000\(index)"
+                _ = try await stores[0].register(unit: unit, setupKey: Fixtures.key, model: "coffee-1")
+                let nonce = String(repeating: "\(index)", count: 32)
+                let proof = ClaimProof(keyHex: Fixtures.key)!.proof(unit: unit, customer: customer, nonce: nonce)
+                _ = try await stores[0].claim(unit: unit, customer: customer, nonce: nonce, proof: proof, now: Self.now)
+                // The grants are about to expire: every pass refreshes them, the grant rows locked.
+                try await stores[0].storeGrant(
+                    customer: customer,
+                    tokens: LWATokens(accessToken: "gw-\(index)", refreshToken: "r-\(index)", expiresIn: 60),
+                    now: Self.now)
+                for sequence in 1...5 {
+                    var report = Fixtures.report(sequence: sequence, usage: 1)
+                    if case .object(var members) = report {
+                        members["unit"] = .string(unit)
+                        report = .object(members)
+                    }
+                    _ = try await stores[index].apply(try UnitReport(parsing: report, unit: unit), receivedAt: Self.now)
+                }
+            }
+            let gateway = FakeGateway()
+            let lwa = FakeLWA()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for round in 0..<8 {
+                    group.addTask {
+                        _ = try await EventSender(
+                            store: stores[round % 2], gateway: gateway, lwa: lwa, logger: TestDatabase.logger
+                        ).sendDue(now: { Self.now }, batch: 2)
+                    }
+                }
+                try await group.waitForAll()
+            }
+            _ = try await EventSender(store: stores[1], gateway: gateway, lwa: lwa, logger: TestDatabase.logger)
+                .sendDue(now: { Self.now.addingTimeInterval(Double(EventSender.lease)) })
+            let ids = gateway.accepted.compactMap { $0.at("event.header.messageId")?.string }
+            #expect(ids.count == 12)  // per customer: its AddOrUpdateReport and 5 InventoryConsumed
+            #expect(Set(ids).count == ids.count)
+            #expect(try await clients[0].query("SELECT count(*) FROM events").decode(Int.self).reduce(0, +) == 0)
+        }
+    }
 }

@@ -76,7 +76,8 @@ public enum AlexaMessage {
     // with the grant's token of that moment.
 
     /// A level changed (`cause` PHYSICAL_INTERACTION), or the daily update of every level (PERIODIC_POLL).
-    public static func changeReport(unit: String, properties: [JSON], periodic: Bool) -> JSON {
+    /// `context`: the endpoint's other properties, unchanged, as Alexa asks a ChangeReport to carry them.
+    public static func changeReport(unit: String, properties: [JSON], periodic: Bool, context: [JSON] = []) -> JSON {
         [
             "event": [
                 "header": header("Alexa", "ChangeReport"), "endpoint": ["endpointId": .string(unit)],
@@ -87,7 +88,7 @@ public enum AlexaMessage {
                     ]
                 ],
             ],
-            "context": ["properties": []],
+            "context": ["properties": .array(context)],
         ]
     }
 

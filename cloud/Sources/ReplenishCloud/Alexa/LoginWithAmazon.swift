@@ -66,8 +66,10 @@ public struct HTTPLoginWithAmazon: LoginWithAmazon {
         request.body = .bytes(ByteBuffer(string: Self.form(all)))
         let (status, body) = try await send(request)
         guard status == 200 else {
+            // Only a code or refresh token LWA no longer takes is refused for good; anything else (the skill's own
+            // client refused, a server error) may pass later and drops nothing.
             let error = body["error"]?.string ?? "HTTP \(status)"
-            throw status == 400 || status == 401 ? LWAFailure.refused(error) : LWAFailure.unavailable(error)
+            throw error == "invalid_grant" ? LWAFailure.refused(error) : LWAFailure.unavailable(error)
         }
         guard let access = body["access_token"]?.string, let refresh = body["refresh_token"]?.string,
             let expiresIn = body["expires_in"]?.number, expiresIn > 0

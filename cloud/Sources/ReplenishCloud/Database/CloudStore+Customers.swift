@@ -58,10 +58,7 @@ extension CloudStore {
             }
             try await connection.query("DELETE FROM bindings WHERE unit = \(unit)", logger: logger)
             try await connection.query(
-                """
-                DELETE FROM events WHERE customer = \(customer) AND (event #>> '{event,endpoint,endpointId}' = \(unit)
-                  OR event #> '{event,payload,endpoints}' @> jsonb_build_array(jsonb_build_object('endpointId', \(unit)::text)))
-                """, logger: logger)
+                "DELETE FROM events WHERE customer = \(customer) AND endpoint = \(unit)", logger: logger)
             try await Self.queue(
                 AlexaMessage.deleteReport(unit: unit), customer: customer, now: now, connection: connection,
                 logger: logger)

@@ -83,16 +83,23 @@ public struct CloudStore: Sendable {
     static func unit(_ unit: String, connection: PostgresConnection, lock: Bool, logger: Logger) async throws
         -> UnitRecord?
     {
+        // The unit's row first (locked when asked), then its binding in a statement of its own: read after the
+        // lock is granted, it sees a claim or a release that committed while this one waited.
         let query: PostgresQuery =
             lock
-            ? "SELECT u.setup_key, u.model, u.revoked, b.customer FROM units u LEFT JOIN bindings b USING (unit) WHERE u.unit = \(unit) FOR UPDATE OF u"
-            : "SELECT u.setup_key, u.model, u.revoked, b.customer FROM units u LEFT JOIN bindings b USING (unit) WHERE u.unit = \(unit)"
-        for try await (key, model, revoked, customer) in try await connection.query(query, logger: logger).decode(
-            (String, String, Bool, String?).self)
+            ? "SELECT setup_key, model, revoked FROM units WHERE unit = \(unit) FOR UPDATE"
+            : "SELECT setup_key, model, revoked FROM units WHERE unit = \(unit)"
+        var record: UnitRecord?
+        for try await (key, model, revoked) in try await connection.query(query, logger: logger).decode(
+            (String, String, Bool).self)
         {
-            return UnitRecord(unit: unit, setupKey: key, model: model, revoked: revoked, customer: customer)
+            record = UnitRecord(unit: unit, setupKey: key, model: model, revoked: revoked, customer: nil)
         }
-        return nil
+        guard var found = record else { return nil }
+        for try await customer in try await connection.query(
+            "SELECT customer FROM bindings WHERE unit = \(unit)", logger: logger
+        ).decode(String.self) { found.customer = customer }
+        return found
     }
 
     /// The factory (or the maker's support) revokes a unit's certificate: its calls are refused from then on.
@@ -154,8 +161,13 @@ public struct CloudStore: Sendable {
                     changed.append(AlexaMessage.levelProperty(slot: slot, level: level, sampledAt: sampledAt))
                 }
             }
-            if let customer = known.customer, !changed.isEmpty {
-                let event = AlexaMessage.changeReport(unit: report.unit, properties: changed, periodic: report.daily)
+            if let customer = known.customer, !changed.isEmpty, let model {
+                let instances = Set(changed.compactMap { $0["instance"]?.string })
+                let unchanged = try await Self.levelProperties(
+                    unit: report.unit, model: model, connection: connection, logger: logger
+                ).filter { !instances.contains($0["instance"]?.string ?? "") }
+                let event = AlexaMessage.changeReport(
+                    unit: report.unit, properties: changed, periodic: report.daily, context: unchanged)
                 try await Self.queue(event, customer: customer, now: now, connection: connection, logger: logger)
             }
             return Acknowledgement(sequence: report.sequence, claimed: claimed, applied: true)
@@ -182,13 +194,15 @@ public struct CloudStore: Sendable {
         _ event: JSON, customer: String, now: Date, connection: PostgresConnection, logger: Logger
     ) async throws {
         guard let messageId = event.at("event.header.messageId")?.string,
-            let name = event.at("event.header.name")?.string
-        else { throw CloudError(.badRequest, "an event without a header") }
+            let name = event.at("event.header.name")?.string,
+            let endpoint = event.at("event.endpoint.endpointId")?.string
+                ?? event.at("event.payload.endpoints")?.array?.first?["endpointId"]?.string
+        else { throw CloudError(.badRequest, "an event without a header or an endpoint") }
         let text = event.text
         try await connection.query(
             """
-            INSERT INTO events (customer, message_id, name, event, created_at, next_attempt_at)
-            VALUES (\(customer), \(messageId), \(name), \(text)::jsonb, \(now), \(now))
+            INSERT INTO events (customer, endpoint, message_id, name, event, created_at, next_attempt_at)
+            VALUES (\(customer), \(endpoint), \(messageId), \(name), \(text)::jsonb, \(now), \(now))
             """,
             logger: logger)
     }

@@ -70,11 +70,13 @@ public enum Migrations {
               updated_at timestamptz NOT NULL DEFAULT now())
             """,
             // The events to send to the gateway: written in the transaction that applies their report, sent
-            // (and deleted) by whichever copy locks them first. The message id is the event's for good.
+            // (and deleted) by whichever copy leases them first, in order per endpoint. The message id is the
+            // event's for good.
             """
             CREATE TABLE events (
               id bigserial PRIMARY KEY,
               customer text NOT NULL,
+              endpoint text NOT NULL,
               message_id text NOT NULL UNIQUE,
               name text NOT NULL,
               event jsonb NOT NULL,
@@ -84,6 +86,7 @@ public enum Migrations {
               last_error text)
             """,
             "CREATE INDEX events_due ON events (next_attempt_at)",
+            "CREATE INDEX events_endpoint ON events (endpoint, id)",
             // The days whose daily update was queued: one copy queues it, however many run the schedule.
             "CREATE TABLE daily_updates (day date PRIMARY KEY, queued_at timestamptz NOT NULL DEFAULT now())",
             "CREATE TABLE schema_version (version integer NOT NULL)",

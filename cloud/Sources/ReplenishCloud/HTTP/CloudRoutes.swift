@@ -67,7 +67,7 @@ public struct CloudRoutes: Sendable {
                     throw CloudError(.unauthorized, "the account-linking token is not valid")
                 }
                 try await store.release(unit: unit, customer: customer, now: now())
-                _ = try? await sender.sendDue(now: now)
+                _ = try? await sender.sendDue(now: now, batches: 1)
                 return Self.json(.ok, ["unit": .string(unit), "claimed": false])
             }
         }
@@ -133,7 +133,7 @@ public struct CloudRoutes: Sendable {
         let acknowledgement = try await store.apply(report, receivedAt: now())
         if acknowledgement.applied {
             // Sent now when the gateway answers; the schedule sends what is left.
-            _ = try? await sender.sendDue(now: now)
+            _ = try? await sender.sendDue(now: now, batches: 1)
         }
         return Self.json(
             .ok, ["acknowledged": .number(Double(acknowledgement.sequence)), "claimed": .bool(acknowledgement.claimed)])
@@ -149,7 +149,7 @@ public struct CloudRoutes: Sendable {
                 .badRequest, "a claim needs unit, customer (1 to 128 characters), nonce (32 hex digits) and proof")
         }
         _ = try await store.claim(unit: unit, customer: customer, nonce: nonce, proof: proof, now: now())
-        _ = try? await sender.sendDue(now: now)
+        _ = try? await sender.sendDue(now: now, batches: 1)
         return Self.json(.ok, ["unit": .string(unit), "customer": .string(customer), "claimed": true])
     }
 
@@ -169,7 +169,8 @@ public struct CloudRoutes: Sendable {
         }
         if body["source"]?.string == "aws.events" || body["detail-type"]?.string == "Scheduled Event" {
             let updated = try await store.queueDailyUpdate(now: now())
-            let pass = try await sender.sendDue(now: now)
+            // Bounded as a Lambda invocation is: what is left goes at the next run.
+            let pass = try await sender.sendDue(now: now, batches: 20)
             return Self.json(
                 .ok,
                 [
