@@ -918,6 +918,16 @@ wifi_setup() {
     return 1
   fi
   ip netns exec phone ip addr add 10.42.0.77/24 dev wlan1 2>/dev/null
+  # As a phone's system says the network is usable before its app speaks: the device answers on the link (any
+  # HTTP answer). One arm64 run, its guest starved by compiles beside it, had the app's first request fail with
+  # "No route to host" right after the association.
+  phone_reaches_device() {
+    [ "$(ip netns exec phone curl -s -m 2 -o /dev/null -w '%{http_code}' http://10.42.0.1:8644/ 2>/dev/null)" != 000 ]
+  }
+  if ! wait_until 30 phone_reaches_device; then
+    fail wifi-setup "the phone joined $setup_ssid but cannot reach the device at 10.42.0.1:8644 in 30 s"
+    return 1
+  fi
   payload=$(replenish-agent label --config "$config") || { fail wifi-setup "replenish-agent label failed"; return 1; }
   printf '%s\n' 'wrong horse battery' >/tmp/home-wrong
   printf '%s\n' 'correct horse battery' >/tmp/home-right
