@@ -46,6 +46,24 @@ import Testing
         chmod("\(directory)/\(name).key", 0o600)
     }
 
+    /// nginx in the foreground, its files in `nginx`, and the opening of its `http` block (closed by the caller).
+    static func nginxPrelude(_ nginx: String) -> String {
+        """
+        daemon off;
+        master_process off;
+        pid \(nginx)/nginx.pid;
+        error_log \(nginx)/error.log notice;
+        events {}
+        http {
+          access_log off;
+          client_body_temp_path \(nginx)/body;
+          proxy_temp_path \(nginx)/proxy;
+          fastcgi_temp_path \(nginx)/fastcgi;
+          uwsgi_temp_path \(nginx)/uwsgi;
+          scgi_temp_path \(nginx)/scgi;
+        """
+    }
+
     /// The emulator, the unit registered with the label's key, nginx in front with mutual TLS.
     static func startCloud(_ harness: Harness, unit: String = "TEST0001") throws -> Cloud {
         let directory = harness.directory + "/cloud"
@@ -60,18 +78,7 @@ import Testing
         let port = try Harness.freePort()
         let nginx = directory + "/nginx"
         let conf = """
-            daemon off;
-            master_process off;
-            pid \(nginx)/nginx.pid;
-            error_log \(nginx)/error.log notice;
-            events {}
-            http {
-              access_log off;
-              client_body_temp_path \(nginx)/body;
-              proxy_temp_path \(nginx)/proxy;
-              fastcgi_temp_path \(nginx)/fastcgi;
-              uwsgi_temp_path \(nginx)/uwsgi;
-              scgi_temp_path \(nginx)/scgi;
+            \(nginxPrelude(nginx))
               server {
                 listen 127.0.0.1:\(port) ssl;
                 ssl_certificate \(directory)/tls/server.pem;

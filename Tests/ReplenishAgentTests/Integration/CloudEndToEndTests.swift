@@ -104,18 +104,7 @@ private let cloudEndToEndConfigured =
         let loseAnswers = directory + "/lose-answers"
         let port = try Harness.freePort()
         let conf = """
-            daemon off;
-            master_process off;
-            pid \(nginx)/nginx.pid;
-            error_log \(nginx)/error.log notice;
-            events {}
-            http {
-              access_log off;
-              client_body_temp_path \(nginx)/body;
-              proxy_temp_path \(nginx)/proxy;
-              fastcgi_temp_path \(nginx)/fastcgi;
-              uwsgi_temp_path \(nginx)/uwsgi;
-              scgi_temp_path \(nginx)/scgi;
+            \(AlexaProgramTests.nginxPrelude(nginx))
               upstream clouds {
                 server 127.0.0.1:\(copies[0].port) max_fails=0;
                 server 127.0.0.1:\(copies[1].port) max_fails=0;

@@ -54,17 +54,7 @@ import Testing
     @Test func aClaimTellsAlexaOfTheUnitAndAReleaseRemovesIt() async throws {
         try await TestDatabase.with { clients in
             let store = TestDatabase.store(clients[0])
-            _ = try await store.register(unit: Fixtures.unit, setupKey: Fixtures.key, model: "coffee-1")
-            _ = try await store.apply(
-                try UnitReport(parsing: Fixtures.report(sequence: 1, level: 70), unit: Fixtures.unit),
-                receivedAt: Self.now)
-            let (nonce, proof) = Fixtures.claim()
-            _ = try await store.claim(
-                unit: Fixtures.unit, customer: Fixtures.customer, nonce: nonce, proof: proof, now: Self.now)
-            try await store.storeGrant(
-                customer: Fixtures.customer,
-                tokens: LWATokens(accessToken: "gw-a", refreshToken: "gw-r", expiresIn: 3600),
-                now: Self.now)
+            try await Fixtures.claimedAfterALevel(store, now: Self.now)
             // Another customer cannot release it.
             let error = await #expect(throws: CloudError.self) {
                 try await store.release(unit: Fixtures.unit, customer: "amzn1.account.OTHER", now: Self.now)
@@ -86,17 +76,7 @@ import Testing
     @Test func aClaimedUnitIsAnnouncedWithItsLevels() async throws {
         try await TestDatabase.with { clients in
             let store = TestDatabase.store(clients[0])
-            _ = try await store.register(unit: Fixtures.unit, setupKey: Fixtures.key, model: "coffee-1")
-            _ = try await store.apply(
-                try UnitReport(parsing: Fixtures.report(sequence: 1, level: 70), unit: Fixtures.unit),
-                receivedAt: Self.now)
-            let (nonce, proof) = Fixtures.claim()
-            _ = try await store.claim(
-                unit: Fixtures.unit, customer: Fixtures.customer, nonce: nonce, proof: proof, now: Self.now)
-            try await store.storeGrant(
-                customer: Fixtures.customer,
-                tokens: LWATokens(accessToken: "gw-a", refreshToken: "gw-r", expiresIn: 3600),
-                now: Self.now)
+            try await Fixtures.claimedAfterALevel(store, now: Self.now)
             let gateway = FakeGateway()
             _ = try await EventSender(store: store, gateway: gateway, lwa: FakeLWA(), logger: TestDatabase.logger)
                 .sendDue(now: { Self.now })

@@ -105,17 +105,7 @@ import Testing
     @Test func anEventWaitsForTheOlderOneOfItsUnit() async throws {
         try await TestDatabase.with { clients in
             let store = TestDatabase.store(clients[0])
-            _ = try await store.register(unit: Fixtures.unit, setupKey: Fixtures.key, model: "coffee-1")
-            _ = try await store.apply(
-                try UnitReport(parsing: Fixtures.report(sequence: 1, level: 70), unit: Fixtures.unit),
-                receivedAt: Self.now)
-            try await store.storeGrant(
-                customer: Fixtures.customer,
-                tokens: LWATokens(accessToken: "gw-a", refreshToken: "gw-r", expiresIn: 3600),
-                now: Self.now)
-            let (nonce, proof) = Fixtures.claim()
-            _ = try await store.claim(
-                unit: Fixtures.unit, customer: Fixtures.customer, nonce: nonce, proof: proof, now: Self.now)
+            try await Fixtures.claimedAfterALevel(store, now: Self.now)
             // The unit's AddOrUpdateReport is throttled: its ChangeReport, queued after it, waits.
             let gateway = FakeGateway()
             gateway.state.withLock { $0.outcomes = [.retry(after: .seconds(30), reason: "THROTTLING_EXCEPTION")] }

@@ -87,6 +87,17 @@ enum Fixtures {
         ]
     }
 
+    /// The unit registered, a level of 70 % reported before any claim, then claimed by the customer, whose
+    /// grant is stored: its AddOrUpdateReport and ChangeReport queued.
+    static func claimedAfterALevel(_ store: CloudStore, now: Date) async throws {
+        _ = try await store.register(unit: unit, setupKey: key, model: "coffee-1")
+        _ = try await store.apply(try UnitReport(parsing: report(sequence: 1, level: 70), unit: unit), receivedAt: now)
+        let (nonce, proof) = claim()
+        _ = try await store.claim(unit: unit, customer: customer, nonce: nonce, proof: proof, now: now)
+        try await store.storeGrant(
+            customer: customer, tokens: LWATokens(accessToken: "gw-a", refreshToken: "gw-r", expiresIn: 3600), now: now)
+    }
+
     /// A claim's nonce and proof, made with the label's key as the phone makes them.
     static func claim(customer: String = customer, nonce: String = "0f1e2d3c4b5a69788796a5b4c3d2e1f0") -> (
         String, String
