@@ -3,7 +3,8 @@ import NIOHTTP1
 import NIOPosix
 
 /// The listening socket: plain HTTP on one event-loop thread, every connection answered by an
-/// `EmulatorHTTPHandler` sharing one `EmulatorService`. HTTPS is a TLS terminator's job in front of it (README).
+/// `EmulatorHTTPHandler` sharing one `EmulatorService`. HTTPS is a TLS terminator's job in front of it (README's
+/// "Dependencies, and why").
 struct EmulatorServer {
     var host: String
     var port: Int

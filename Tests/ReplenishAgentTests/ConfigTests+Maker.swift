@@ -125,7 +125,7 @@ extension ConfigTests {
         #expect(problems == ["\(directory)/agent.json:3:14: '\"' where a : after the key was expected"])
     }
 
-    /// The README calls the format strict JSON: a trailing comma (object or array) and comments are refused, with
+    /// docs/configuration.md ("How the files are checked") calls the format strict JSON: a trailing comma (object or array) and comments are refused, with
     /// where they are; the column counts characters, not bytes.
     @Test func trailingCommasAndCommentsAreRefused() throws {
         let cases: [(String, String)] = [

@@ -115,7 +115,7 @@ import Testing
         #expect(try outboxOnDisk(directory)?.entry(for: "slot-1")?.parkedReason?.contains("no answer") == true)
         synchronized.withLock { $0 = true }
         // The next look at the clock (every 5 s) finds it synchronised.
-        await driver.pass(OrderTimeline<ManualClock.Instant>.clockPoll)
+        await driver.pass(DeliveryMachine<ManualClock.Instant>.clockPoll)
         #expect(await orders.book.snapshot.pending.isEmpty)
         #expect(drs.requests.map(\.url) == ["http://127.0.0.1:1/replenish/slot-2"])
     }

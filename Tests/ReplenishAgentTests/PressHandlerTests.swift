@@ -14,7 +14,7 @@ import Testing
             var openOrder: PressMeaning.OpenOrder?
             var allowed = true
             var acceptance: Result<OrderBook.Acceptance, AgentError> = .success(
-                .init(kind: .queued, consumedAt: [1_000], markedFrom: nil, replacedWaiting: false))
+                .init(kind: .queued, consumedAt: [1_000], replacedWaiting: false))
             var refillFails = false
         }
         let script: Mutex<Script>
@@ -98,7 +98,7 @@ import Testing
         // A press counted on a pending order says nothing new of the slot's contents: no report.
         let coalesced = RecordingEffects(
             .init(
-                acceptance: .success(.init(kind: .coalesced, consumedAt: [1], markedFrom: nil, replacedWaiting: false)))
+                acceptance: .success(.init(kind: .coalesced, consumedAt: [1], replacedWaiting: false)))
         )
         let answer = try await handler(coalesced, quantity: 10).handle(ButtonPress(input: "button", kind: .short))
         #expect(try answer.get() == "an order for slot slot-1 is already pending; press recorded")

@@ -53,7 +53,7 @@ import Testing
             -> [PressMeaning.Action]
         {
             PressMeaning.accepted(
-                .init(kind: kind, consumedAt: [100, 200], markedFrom: nil, replacedWaiting: false), slot: "s",
+                .init(kind: kind, consumedAt: [100, 200], replacedWaiting: false), slot: "s",
                 fromSensor: fromSensor, button: .init(input: "button", slot: "s", quantity: quantity))
         }
         #expect(accepted(.queued) == [.answer("order for slot s queued")])

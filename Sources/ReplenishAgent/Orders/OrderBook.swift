@@ -7,25 +7,17 @@ import Logging
 actor OrderBook {
     /// `outbox.json`, on the outbox's own lane (`StateStore.outbox`).
     private let store: StateStore<Outbox>
-    /// The wall clock the facts are stamped with.
-    nonisolated let wallTime: @Sendable () -> Double
+    /// What the facts are stamped with: this run and boot, the wall clock and whether it is synchronised, the
+    /// time since the boot began.
+    nonisolated let stamps: OrderStamps
     private let logger: Logger
     private var outbox: Outbox
+    /// The entries whose press's write also marked their call "sent, answer unknown", each as it was before.
+    private var marks = AcceptMarks()
     /// One change at a time across its write (`DiskLane`, off the event loop).
     private let turns = WriteTurns()
-    /// The writes that failed in a row, and the backoff of the next (the tokens' is the same value).
-    private var writes = WriteRetry()
-    private var random: RandomSource
-    /// The file is behind the outbox in memory (a write failed): the next commit writes even when it changes
-    /// nothing.
-    private var unwritten = false
-    /// This run and its boot (`AgentRun`), stamped on every "sent, answer unknown" mark.
-    let run: AgentRun
-    /// Whether the wall clock is known synchronised now (`WallClock.isSynchronized`).
-    private let clockSynchronized: @Sendable () -> Bool
-    /// Seconds since this boot began (CLOCK_BOOTTIME): stamped on every mark (a call of this boot is this
-    /// clock's difference old), and a call of an earlier boot is at least this old.
-    private let sinceBoot: @Sendable () -> Double
+    /// Whether the file holds what memory holds, and when a failed write is tried again.
+    private var writes: WriteHealth
     /// Every order event with the counts the followers show; published, never awaited.
     nonisolated let updates = Broadcast<OrderUpdate>()
 
@@ -36,11 +28,9 @@ actor OrderBook {
         logger: Logger
     ) throws(AgentError) {
         store = .outbox(stateDirectory: stateDirectory)
-        self.run = run
-        self.wallTime = wallTime
-        self.clockSynchronized = clockSynchronized
-        self.sinceBoot = sinceBoot
-        self.random = random
+        stamps = OrderStamps(
+            run: run, wallTime: wallTime, clockSynchronized: clockSynchronized, sinceBoot: sinceBoot)
+        writes = WriteHealth(random: random)
         self.logger = logger
         outbox = try Self.movingLegacyOrders(
             into: try store.load { logger.error("\($0)") } ?? Outbox(), store: store,
@@ -66,20 +56,19 @@ actor OrderBook {
 
     // MARK: Accepting a press
 
-    /// What the outbox made of a press: a new entry or one counted on the pending entry, the slot's
-    /// consumption after it (for the slot-status report), and, when the press's write also marked the entry
-    /// "sent, answer unknown", the entry as it was before (what the mark goes back to if the call does not leave).
+    /// What the outbox made of a press: a new entry or one counted on the pending entry, and the slot's
+    /// consumption after it (for the slot-status report).
     struct Acceptance: Sendable, Equatable {
         var kind: Outbox.Acceptance
         var consumedAt: [Double]
-        var markedFrom: Outbox.Entry?
         /// The press replaced an entry of an earlier boot that waited for the wall clock.
         var replacedWaiting: Bool
     }
 
     /// Whether the call that follows the press may be marked "sent, answer unknown" in the press's own write:
     /// `Orders` knows whether it leaves at once (a token at hand, the slot not backing off), for a new entry and
-    /// for a press counted on the pending one.
+    /// for a press counted on the pending one. The entry as it was before the mark is kept here (`marks`), for
+    /// the try that takes it (`markSending`) or gives it back (`unmarkAccepted`).
     struct MarkNow: Sendable, Equatable {
         var ifQueued = false
         var ifCoalesced = false
@@ -94,22 +83,25 @@ actor OrderBook {
         await turns.take()
         defer { turns.release() }
         var next = outbox
+        let (run, synchronized, now) = (stamps.run, stamps.clockSynchronized(), stamps.wallTime())
         // A press of this boot does not wait behind an earlier boot's call whose age cannot be told yet.
         let replacesWaiting =
-            outbox.entry(for: slot).map { Outbox.waitsForClock($0, run: run, clockSynchronized: clockSynchronized()) }
-            ?? false
-        let now = wallTime()
+            outbox.entry(for: slot).map { Outbox.waitsForClock($0, run: run, clockSynchronized: synchronized) } ?? false
         let kind = next.accept(slot: slot, at: now, pairingId: pairingId, replacesWaiting: replacesWaiting)
         if kind == .queued || fromSensor { next.recordConsumption(slot: slot, fromSensor: fromSensor, at: now) }
         var markedFrom: Outbox.Entry?
-        if kind == .queued ? markNow.ifQueued : markNow.ifCoalesced, let entry = next.entry(for: slot),
-            !entry.isParked, !Outbox.waitsForClock(entry, run: run, clockSynchronized: clockSynchronized())
+        // A press counted on an entry whose mark is still to be tried leaves that mark as it is.
+        if kind == .queued ? markNow.ifQueued : markNow.ifCoalesced && !marks.has(slot),
+            let entry = next.entry(for: slot), !entry.isParked,
+            !Outbox.waitsForClock(entry, run: run, clockSynchronized: synchronized)
         {
-            next.markSending(slot: slot, at: now, run: run, uptime: sinceBoot())
+            next.markSending(slot: slot, at: now, run: run, uptime: stamps.sinceBoot())
             markedFrom = entry
         }
         // Durable before the answer, and before the delivery loop can see it (and send it).
         try await write(next, keepOnFailure: false)
+        if kind == .queued { marks.forget(slot) }
+        if let markedFrom { marks.remember(slot, before: markedFrom) }
         if replacesWaiting {
             logger.notice(
                 "this press replaces an order of an earlier boot that waited for the wall clock",
@@ -118,8 +110,7 @@ actor OrderBook {
         logger.info("press accepted", metadata: ["order.slot": "\(slot)", "order.acceptance": "\(kind)"])
         publish(.queued(slot: slot))
         return Acceptance(
-            kind: kind, consumedAt: outbox.slots[slot]?.consumedAt ?? [], markedFrom: markedFrom,
-            replacedWaiting: replacesWaiting)
+            kind: kind, consumedAt: outbox.slots[slot]?.consumedAt ?? [], replacedWaiting: replacesWaiting)
     }
 
     // MARK: Reading
@@ -135,15 +126,20 @@ actor OrderBook {
         slots.compactMap { slot in outbox.openOrder(slot: slot).map { (slot, $0.eventInstanceId) } }
     }
 
-    /// The pending entries as the delivery loop judges them: each slot, and whether it waits for the wall clock.
-    func pending() -> [(slot: String, waitsForClock: Bool)] {
-        let synchronized = clockSynchronized()
-        return outbox.pending.map {
-            ($0.slot, Outbox.waitsForClock($0, run: run, clockSynchronized: synchronized))
+    /// The pending entries as one look of the delivery loop judges them (`DeliveryMachine.next`): each slot,
+    /// whether it waits for the wall clock, and why it must not be sent if it must not (`Outbox.parkReason`;
+    /// `pairingId`: the pairing's tag when paired, `.none` unpaired). Reads only; nothing is copied but these.
+    func look(configuredSlots: Set<String>, pairingId: String??) -> [PendingSlot] {
+        let (now, synchronized, sinceBoot, run) =
+            (stamps.wallTime(), stamps.clockSynchronized(), stamps.sinceBoot(), stamps.run)
+        return outbox.pending.map { entry in
+            PendingSlot(
+                slot: entry.slot, waitsForClock: Outbox.waitsForClock(entry, run: run, clockSynchronized: synchronized),
+                parkReason: Outbox.parkReason(
+                    entry, now: now, configuredSlots: configuredSlots, pairingId: pairingId, run: run,
+                    clockSynchronized: synchronized, sinceBoot: sinceBoot))
         }
     }
-
-    func entry(for slot: String) -> Outbox.Entry? { outbox.entry(for: slot) }
 
     // MARK: Changing
 
@@ -159,18 +155,23 @@ actor OrderBook {
     {
         await turns.take()
         defer { turns.release() }
+        // A mark is kept only while its entry still waits to be tried with it (completed, parked or dropped, it
+        // goes), whether or not the write succeeded: memory holds the change either way.
+        defer { marks.keepOnlyWaiting(in: outbox) }
         var next = outbox
         let result = change(&next)
-        if next != outbox || unwritten { try await write(next, keepOnFailure: true) }
+        if next != outbox || writes.unwritten { try await write(next, keepOnFailure: true) }
         if let event { publish(event) }
         return result
     }
 
     /// Marks the slot's entry "sent, answer unknown" before its call leaves, stamped with this run and boot;
-    /// returns the entry as it was, nil when there is none. `answeredBefore`: the slot's last call was answered
-    /// (a rejected token), which this same write records first.
+    /// returns the entry as it was, nil when there is none. A press whose write carried the mark already
+    /// (`accept`'s `markNow`) costs no write here. `answeredBefore`: the slot's last call was answered (a
+    /// rejected token), which this same write records first.
     func markSending(slot: String, answeredBefore: Bool) async throws(AgentError) -> Outbox.Entry? {
-        let (at, uptime, run) = (wallTime(), sinceBoot(), run)
+        if !answeredBefore, let before = marks.take(slot) { return before }
+        let (at, uptime, run) = (stamps.wallTime(), stamps.sinceBoot(), stamps.run)
         return try await commit { outbox in
             if answeredBefore { outbox.markAnswered(slot: slot) }
             let before = outbox.entry(for: slot)
@@ -179,12 +180,17 @@ actor OrderBook {
         }
     }
 
-    /// Parks entries that must not be sent: a slot not in `configuredSlots`, a call unanswered for over a
-    /// day, or (`pairingId`, when paired) a press of another pairing. Returns the parked slots and why.
-    func parkStale(configuredSlots: Set<String>, pairingId: String??) async throws(AgentError) -> [(
-        slot: String, reason: String
-    )] {
-        let (now, synchronized, sinceBoot, run) = (wallTime(), clockSynchronized(), sinceBoot(), run)
+    /// The call a press's write marked does not leave (no token to send with): the mark goes back to what it was.
+    func unmarkAccepted(slot: String) async throws(AgentError) {
+        guard let before = marks.take(slot) else { return }
+        try await commit { $0.unmarkSending(slot: slot, previous: before) }
+    }
+
+    /// Parks entries that must not be sent (`Outbox.parkReason`): a slot not in `configuredSlots`, a call
+    /// unanswered for over a day, or (`pairingId`, when paired) a press of another pairing; each logged and told.
+    func parkStale(configuredSlots: Set<String>, pairingId: String??) async throws(AgentError) {
+        let (now, synchronized, sinceBoot, run) =
+            (stamps.wallTime(), stamps.clockSynchronized(), stamps.sinceBoot(), stamps.run)
         let parked = try await commit { next in
             next.parkStale(
                 now: now, configuredSlots: configuredSlots, pairingId: pairingId, run: run,
@@ -194,7 +200,6 @@ actor OrderBook {
             logger.error("order parked", metadata: ["order.slot": "\(slot)", "order.reason": "\(reason)"])
             publish(.parked(slot: slot, reason: reason))
         }
-        return parked
     }
 
     /// A level sensor's refill was seen: the next low orders again.
@@ -204,7 +209,7 @@ actor OrderBook {
 
     /// A press for a slot whose order is still open: counted on that order, not sent.
     func recordPressWhileOpen(slot: String) async throws(AgentError) {
-        let now = wallTime()
+        let now = stamps.wallTime()
         try await commit { $0.recordPressWhileOpen(slot: slot, at: now) }
     }
 
@@ -223,7 +228,7 @@ actor OrderBook {
     /// The device left the customer's account (`reason`): its queued presses go, each one still to send
     /// recorded in the history as not sent and logged; the history stays.
     func forgetAccount(reason: String) async throws(AgentError) {
-        let now = wallTime()
+        let now = stamps.wallTime()
         let dropped = try await commit { $0.forgetAccount(reason: reason, at: now) }
         for slot in dropped {
             logger.warning(
@@ -238,7 +243,7 @@ actor OrderBook {
         defer { turns.release() }
         try await store.shred()
         outbox = Outbox()
-        unwritten = false
+        marks.forgetAll()
         writes.succeeded()
     }
 
@@ -249,8 +254,7 @@ actor OrderBook {
             // A press not written is refused, and its caller says why (`PressHandler`).
             guard keepOnFailure else { throw error }
             outbox = next
-            unwritten = true
-            let delay = writes.failed(using: &random)
+            let delay = writes.failed()
             logger.error(
                 "could not write the outbox; nothing is sent until it is written",
                 metadata: ["error": "\(error.message)", "order.retryIn": "\(delay.components.seconds)s"])
@@ -259,8 +263,7 @@ actor OrderBook {
                 retryAfter: delay)
         }
         outbox = next
-        if unwritten { logger.notice("the outbox is written now") }
-        unwritten = false
+        if writes.unwritten { logger.notice("the outbox is written now") }
         writes.succeeded()
     }
 
@@ -272,18 +275,13 @@ actor OrderBook {
     func tell(_ event: OrderEvent) { publish(event) }
 }
 
-/// What happened to an order, for the LED and the logs.
-enum OrderEvent: Sendable, Equatable {
-    case queued(slot: String)
-    case retrying(slot: String, network: Bool)
-    case acknowledged(slot: String, detailCode: String)
-    case parked(slot: String, reason: String)
-}
-
-/// An order event and what the followers show of the outbox right after it: the entries waiting to be sent and
-/// the ones parked.
-struct OrderUpdate: Sendable, Equatable {
-    var event: OrderEvent
-    var pending: Int
-    var parked: Int
+/// What `OrderBook` stamps its facts with: this run and boot (on every "sent, answer unknown" mark), the wall
+/// clock, whether the wall clock is known synchronised now (`WallClock.isSynchronized`), and the seconds since
+/// this boot began (CLOCK_BOOTTIME: a call of this boot is this clock's difference old, and a call of an
+/// earlier boot is at least this old).
+struct OrderStamps: Sendable {
+    let run: AgentRun
+    let wallTime: @Sendable () -> Double
+    let clockSynchronized: @Sendable () -> Bool
+    let sinceBoot: @Sendable () -> Double
 }

@@ -3,7 +3,8 @@ import Logging
 /// Where a press becomes an order: the delivery loop. `accept` has the press written to the outbox
 /// (`OrderBook`, before anything is sent) and returns; `run` delivers the pending entries to DRS with
 /// `DeliveryPolicy`'s rules, across network outages, server errors, token rejections and restarts. A press is
-/// never lost and never sent twice while a call for it is still unanswered.
+/// never lost and never sent twice while a call for it is still unanswered. What to do when is
+/// `DeliveryMachine`'s: each step looks at the outbox and the pairing once and carries out its action.
 actor Orders<C: Clock> where C.Duration == Duration {
     /// The order facts; every change of them is its `commit`.
     nonisolated let book: OrderBook
@@ -15,14 +16,10 @@ actor Orders<C: Clock> where C.Duration == Duration {
     private let logger: Logger
     private let waker = Waker()
     private var random: RandomSource
-    /// When to send, retry and write again (in memory: after a restart every pending entry is due at once).
-    private var timeline = OrderTimeline<C.Instant>()
+    /// When to send, park, retry and write again (in memory: after a restart every pending entry is due at once).
+    private var machine = DeliveryMachine<C.Instant>()
     /// The slots of the config: an entry for any other slot (a config changed since the press) is parked.
     private let configuredSlots: Set<String>
-    /// The presses written with their call's mark (`AcceptMarks`).
-    private var marks = AcceptMarks()
-    /// The first step was taken (it parks what must not be sent).
-    private var started = false
 
     init(
         book: OrderBook, slots: [String], drs: DRSSession,
@@ -49,22 +46,18 @@ actor Orders<C: Clock> where C.Duration == Duration {
         // in the press's own write: one write before the request leaves, not two (`deliver` takes it back if not).
         let now = clock.now
         let markNow = OrderBook.MarkNow(
-            ifQueued: pairing.hasUsableAccessToken && timeline.sendsAtOnce(slot: slot, queued: true, at: now),
-            ifCoalesced: pairing.hasUsableAccessToken && !marks.has(slot)
-                && timeline.sendsAtOnce(slot: slot, queued: false, at: now))
+            ifQueued: pairing.hasUsableAccessToken && machine.sendsAtOnce(slot: slot, queued: true, at: now),
+            ifCoalesced: pairing.hasUsableAccessToken && machine.sendsAtOnce(slot: slot, queued: false, at: now))
         let acceptance = try await book.accept(
             slot: slot, fromSensor: fromSensor, pairingId: pairing.pairingId, markNow: markNow)
-        if acceptance.kind == .queued { marks.forget(slot) }
-        if let before = acceptance.markedFrom { marks.remember(slot, before: before) }
-        timeline.accepted(slot: slot, queued: acceptance.kind == .queued)
+        machine.pressRecorded(slot: slot, queued: acceptance.kind == .queued)
         waker.ring()
         return acceptance
     }
 
     /// The device left the account (`reason`): its queued presses go, and what this loop knew of their calls.
     func forgetAccount(reason: String) async throws(AgentError) {
-        marks.forgetAll()
-        timeline.wiped()
+        machine.wiped()
         defer { waker.ring() }
         try await book.forgetAccount(reason: reason)
     }
@@ -72,21 +65,20 @@ actor Orders<C: Clock> where C.Duration == Duration {
     /// Factory reset: every queued press is forgotten, the file overwritten and removed.
     func wipe() async throws(AgentError) {
         try await book.wipe()
-        marks.forgetAll()
-        timeline.wiped()
+        machine.wiped()
         waker.ring()
     }
 
     /// The wall clock was just set: whatever failed meanwhile (TLS refuses certificates "not yet valid" while
     /// the clock says 1970) is tried again now, not at the end of its backoff.
     func retryNow() {
-        timeline.clockSet()
+        machine.clockSet()
         waker.ring()
     }
 
     /// Something changed elsewhere (new tokens, network back): look at the outbox again now.
     func poke() {
-        timeline.tokensChanged()
+        machine.tokensChanged()
         waker.ring()
     }
 
@@ -94,28 +86,25 @@ actor Orders<C: Clock> where C.Duration == Duration {
         while !Task.isCancelled { await waker.wait(for: await step(), clock: clock) }
     }
 
-    /// Carries out the timeline's actions until it says wait; returns the wait. The first step parks what
-    /// must not be sent (a slot no longer configured, a call unanswered for over a day).
+    /// Carries out the machine's actions until it says wait; returns the wait. Each turn reads the pairing and
+    /// the outbox's pending entries once (`OrderBook.look`), and parks only what that look found must not be sent.
     func step() async -> LoopStep<C.Instant> {
         var worked = false
-        if !started {
-            started = true
-            worked = await parkStale()
-        }
         while !Task.isCancelled {
-            let pending = await book.pending().map {
-                OrderTimeline<C.Instant>.Pending(slot: $0.slot, waitsForClock: $0.waitsForClock)
-            }
-            // An entry waiting for the clock is judged again at every look (its wait is bounded: `parkStale`).
-            if pending.contains(where: \.waitsForClock), await parkStale() {
-                worked = true
-                continue
-            }
-            switch timeline.next(pending: pending, paired: await drs.pairing() != nil, at: clock.now) {
+            // The pairing's tag is known only while paired; unpaired, entries wait for the next pairing to judge.
+            let pairingId: String?? = await drs.pairing().map { .some($0.pairingId) } ?? .none
+            let pending = await book.look(configuredSlots: configuredSlots, pairingId: pairingId)
+            switch machine.next(pending: pending, paired: pairingId != nil, at: clock.now) {
             case .retryWrite:
                 await commit { _ in }
+            case .park:
+                do throws(AgentError) {
+                    try await book.parkStale(configuredSlots: configuredSlots, pairingId: pairingId)
+                } catch {
+                    written(error)
+                }
             case .send(let slot):
-                if await !parkStale() { await deliver(slot: slot) }
+                await deliver(slot: slot)
             case .sayWaitingForClock(let slots):
                 logger.notice(
                     "an order waits for the wall clock to be synchronised before it is resent",
@@ -126,21 +115,6 @@ actor Orders<C: Clock> where C.Duration == Duration {
             worked = true
         }
         return .wait(until: nil, worked: worked)
-    }
-
-    /// Parks entries that must not be sent (`OrderBook.parkStale`). Returns true when it parked any.
-    @discardableResult
-    private func parkStale() async -> Bool {
-        // The pairing's tag is known only while paired; unpaired, entries wait for the next pairing to judge.
-        let pairingId: String?? = await drs.pairing().map { .some($0.pairingId) } ?? .none
-        do throws(AgentError) {
-            let parked = try await book.parkStale(configuredSlots: configuredSlots, pairingId: pairingId)
-            marks.keepOnlyWaiting(in: await book.snapshot)
-            return !parked.isEmpty
-        } catch {
-            written(error)
-            return false
-        }
     }
 
     /// One try of the slot's pending entry: a token, the "sent, answer unknown" mark, the call, and what its
@@ -157,18 +131,12 @@ actor Orders<C: Clock> where C.Duration == Duration {
             // may have ordered (and stops resending after a day, when DRS no longer de-duplicates). A try after a
             // rejected token first records that the rejected call was answered (in the same write).
             let unmarked: Outbox.Entry
-            if let before = marks.take(slot) {
+            do throws(AgentError) {
+                guard let before = try await book.markSending(slot: slot, answeredBefore: refreshed) else { return }
                 unmarked = before
-            } else {
-                do throws(AgentError) {
-                    guard let before = try await book.markSending(slot: slot, answeredBefore: refreshed) else {
-                        return
-                    }
-                    unmarked = before
-                } catch {
-                    written(error)
-                    return
-                }
+            } catch {
+                written(error)
+                return
             }
             // Stopping: the call does not leave; the mark stays and the restart resends it (DRS de-duplicates).
             guard !Task.isCancelled else { return }
@@ -218,7 +186,7 @@ actor Orders<C: Clock> where C.Duration == Duration {
             case .failure(let error) where error.requestNeverSent: { $0.unmarkSending(slot: slot, previous: unmarked) }
             case .failure: { _ in }
             }
-        let at = book.wallTime()
+        let at = book.stamps.wallTime()
         switch decision {
         case .done(let detailCode, let eventInstanceId):
             await commit(.acknowledged(slot: slot, detailCode: detailCode)) {
@@ -226,7 +194,7 @@ actor Orders<C: Clock> where C.Duration == Duration {
                 $0.complete(slot: slot)
                 $0.recordAnswer(slot: slot, detailCode: detailCode, eventInstanceId: eventInstanceId, at: at)
             }
-            timeline.done(slot)
+            machine.tried(slot, .finished, at: clock.now)
             logger.info("order acknowledged", metadata: ["order.slot": "\(slot)", "order.detailCode": "\(detailCode)"])
         case .retry where Task.isCancelled && (try? result.get()) == nil:
             // The call failed as the agent stops: nothing learned to write behind a flash that may stall.
@@ -246,6 +214,7 @@ actor Orders<C: Clock> where C.Duration == Duration {
                 $0.park(slot: slot, reason: reason)
                 $0.recordRefusal(slot: slot, reason: reason, at: at)
             }
+            machine.tried(slot, .finished, at: clock.now)
             logger.error("order parked", metadata: ["order.slot": "\(slot)", "order.reason": "\(reason)"])
             if why == .notSubscribed { await notSubscribed(slot) }
         }
@@ -254,47 +223,54 @@ actor Orders<C: Clock> where C.Duration == Duration {
     /// No token now: the press stays and the mark written with it goes back. Unpaired, it waits for the tokens to
     /// change; with LWA failing, for the token manager's own backoff (`retryAfter`), never asking LWA sooner.
     private func noToken(slot: String, _ error: AgentError) async {
-        if let before = marks.take(slot) {
-            await commit { $0.unmarkSending(slot: slot, previous: before) }
-        }
-        timeline.noToken(slot, notPaired: error.code == .notPaired, at: clock.now)
+        do throws(AgentError) { try await book.unmarkAccepted(slot: slot) } catch { written(error) }
         let event = OrderEvent.retrying(slot: slot, network: error.code == .network)
-        guard error.code != .notPaired else { return await book.tell(event) }
-        await schedule(
-            slot, after: error.retryAfter ?? Backoff.tokenRefresh.minimum(attempt: 1), reason: error.message,
-            network: error.code == .network, change: nil)
+        guard error.code != .notPaired else {
+            machine.tried(slot, .noToken(retryAfter: nil), at: clock.now)
+            return await book.tell(event)
+        }
+        let delay = error.retryAfter ?? Backoff.tokenRefresh.minimum(attempt: 1)
+        machine.tried(slot, .noToken(retryAfter: delay), at: clock.now)
+        await book.tell(event)
+        logRetry(slot, after: delay, reason: error.message, attempts: nil)
     }
 
     /// The slot is tried again after `delay`; `change` (the try's attempt counted) is written first.
     private func schedule(
         _ slot: String, after delay: Duration, reason: String, network: Bool,
-        change: (@Sendable (inout Outbox) -> Void)?
+        change: @escaping @Sendable (inout Outbox) -> Void
     ) async {
-        let event = OrderEvent.retrying(slot: slot, network: network)
-        if let change { await commit(event, change) } else { await book.tell(event) }
-        timeline.retry(slot, after: delay, at: clock.now)
-        let attempts = await book.entry(for: slot)?.attempts ?? 0
-        logger.warning(
-            "order not sent yet; will retry",
-            metadata: [
-                "order.slot": "\(slot)", "order.reason": "\(reason)", "order.retryIn": "\(delay.components.seconds)s",
-                "order.attempts": "\(attempts)",
-            ])
+        let attempts = await commit(.retrying(slot: slot, network: network)) {
+            change(&$0)
+            return $0.entry(for: slot)?.attempts ?? 0
+        }
+        machine.tried(slot, .retry(after: delay), at: clock.now)
+        logRetry(slot, after: delay, reason: reason, attempts: attempts)
     }
 
-    /// `OrderBook.commit`, with what the timeline must know of the write (a failed one is tried again on a timer,
-    /// and nothing is sent meanwhile).
-    private func commit(_ event: OrderEvent? = nil, _ change: @Sendable (inout Outbox) -> Void) async {
+    private func logRetry(_ slot: String, after delay: Duration, reason: String, attempts: Int?) {
+        var metadata: Logger.Metadata = [
+            "order.slot": "\(slot)", "order.reason": "\(reason)", "order.retryIn": "\(delay.components.seconds)s",
+        ]
+        if let attempts { metadata["order.attempts"] = "\(attempts)" }
+        logger.warning("order not sent yet; will retry", metadata: metadata)
+    }
+
+    /// `OrderBook.commit`, with what the machine must know of the write (a failed one is tried again on a timer,
+    /// and nothing is sent meanwhile). Returns what `change` returned (nil when the write failed).
+    @discardableResult
+    private func commit<T: Sendable>(_ event: OrderEvent? = nil, _ change: @Sendable (inout Outbox) -> T) async -> T? {
         do throws(AgentError) {
-            try await book.commit(event, change)
-            timeline.written(failedRetryingIn: nil, at: clock.now)
+            let result = try await book.commit(event, change)
+            machine.written(failedRetryingIn: nil, at: clock.now)
+            return result
         } catch {
             written(error)
+            return nil
         }
-        marks.keepOnlyWaiting(in: await book.snapshot)
     }
 
     private func written(_ failure: AgentError) {
-        timeline.written(failedRetryingIn: failure.retryAfter ?? Backoff.floor, at: clock.now)
+        machine.written(failedRetryingIn: failure.retryAfter ?? Backoff.floor, at: clock.now)
     }
 }

@@ -207,14 +207,30 @@ struct Outbox: Codable, Sendable, Equatable {
     static let sentOverADayAgoReason =
         "sent over a day ago with no answer (DRS may have placed it); press again to order"
 
-    /// Parks every pending entry whose unanswered call is shown older than a day, and every pending entry for a
-    /// slot that is no longer configured. Returns the slots parked, with the reason.
-    /// With `pairingId` (the device is paired), entries pressed under another pairing are parked too.
+    /// Why `entry` (pending) must not be sent now, nil when it may: its slot is no longer configured; with
+    /// `pairingId` (the device is paired), it was pressed under another pairing; or its unanswered call is shown
+    /// older than a day.
     ///
     /// The age of a call is `shownAge` (CLOCK_BOOTTIME in the boot it was made in, else the wall clock),
     /// or, for a call of an earlier boot (`waitsForClock`, with `run` and `clockSynchronized`), at least
     /// `sinceBoot`, the time since this boot began (CLOCK_BOOTTIME). So an entry waits for the clock at most
     /// a day of this boot, on a board where nothing ever synchronises it.
+    static func parkReason(
+        _ entry: Entry, now: Double, configuredSlots: Set<String>, pairingId: String??, run: AgentRun,
+        clockSynchronized: Bool, sinceBoot: Double
+    ) -> String? {
+        if !configuredSlots.contains(entry.slot) { return "slot no longer configured" }
+        if case .some(let current) = pairingId, entry.pairingId != current { return earlierPairingReason }
+        if let age = shownAge(entry, now: now, run: run, uptime: sinceBoot), age > longestUnansweredResend {
+            return sentOverADayAgoReason
+        }
+        if waitsForClock(entry, run: run, clockSynchronized: clockSynchronized), sinceBoot > longestUnansweredResend {
+            return sentOverADayAgoReason
+        }
+        return nil
+    }
+
+    /// Parks every pending entry that must not be sent (`parkReason`). Returns the slots parked, with the reason.
     mutating func parkStale(
         now: Double, configuredSlots: Set<String>, pairingId: String?? = .none, run: AgentRun = .unknown,
         clockSynchronized: Bool = true, sinceBoot: Double = 0
@@ -223,21 +239,11 @@ struct Outbox: Codable, Sendable, Equatable {
     {
         var parked: [(slot: String, reason: String)] = []
         for index in entries.indices where !entries[index].isParked {
-            let waits = Self.waitsForClock(entries[index], run: run, clockSynchronized: clockSynchronized)
-            let reason: String
-            if !configuredSlots.contains(entries[index].slot) {
-                reason = "slot no longer configured"
-            } else if case .some(let current) = pairingId, entries[index].pairingId != current {
-                reason = Self.earlierPairingReason
-            } else if let age = Self.shownAge(entries[index], now: now, run: run, uptime: sinceBoot),
-                age > Self.longestUnansweredResend
-            {
-                reason = Self.sentOverADayAgoReason
-            } else if waits, sinceBoot > Self.longestUnansweredResend {
-                reason = Self.sentOverADayAgoReason
-            } else {
-                continue
-            }
+            guard
+                let reason = Self.parkReason(
+                    entries[index], now: now, configuredSlots: configuredSlots, pairingId: pairingId, run: run,
+                    clockSynchronized: clockSynchronized, sinceBoot: sinceBoot)
+            else { continue }
             entries[index].parkedReason = reason
             parked.append((entries[index].slot, reason))
         }

@@ -16,3 +16,27 @@ struct WriteRetry: Sendable, Equatable {
         failures = 0
     }
 }
+
+/// Whether a state file holds what its owner holds in memory (`OrderBook`'s outbox): after a failed write (disk
+/// full) the file is behind, the next change writes even when it changes nothing, and the write is tried again on
+/// the state-write backoff (`WriteRetry`, with its own jitter source).
+struct WriteHealth: Sendable {
+    private var retry = WriteRetry()
+    private var random: RandomSource
+    /// The file is behind the outbox in memory (a write failed).
+    private(set) var unwritten = false
+
+    init(random: RandomSource) { self.random = random }
+
+    /// A write failed: the file is behind; the wait before the next try.
+    mutating func failed() -> Duration {
+        unwritten = true
+        return retry.failed(using: &random)
+    }
+
+    /// A write succeeded (or nothing is left to write).
+    mutating func succeeded() {
+        unwritten = false
+        retry.succeeded()
+    }
+}

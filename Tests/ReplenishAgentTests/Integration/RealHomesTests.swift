@@ -212,8 +212,8 @@ import Testing
 
     // MARK: - #19.5: a stop is bounded
 
-    /// SIGTERM, then the agent must be gone within the README's 10 s graceful limit (polled, 15 s at most).
-    /// Prints the figure (`stop: … ms …`) for the README.
+    /// SIGTERM, then the agent must be gone within the 10 s graceful limit (polled, 15 s at most). Prints the figure
+    /// (`stop: … ms …`) that docs/behaviour.md's "How long does a stop take, and why?" quotes.
     @discardableResult
     func stopWithinTheGracefulLimit(_ harness: Harness, _ agent: Process, _ what: String) throws -> Int64 {
         let started = ContinuousClock.now

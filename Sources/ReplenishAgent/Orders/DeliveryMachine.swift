@@ -1,20 +1,26 @@
-/// When the order service sends what, as a value (the shape of `CodeLinking` and `DutyTimeline`): it takes the
-/// events of a delivery (a retry planned, no token to be had, a write that failed) with the current instant, and
-/// says what to do next; it reads no clock, no file and makes no call. `Orders` carries its actions out.
+/// The delivery loop's decisions as a value, in the shape of Hummingbird's connection state machines: `Orders`
+/// hands it each event (a look at the outbox and the pairing, a press recorded, what came of a try, a write's
+/// result, new tokens, the wall clock set, a wipe) with the current instant, and carries out the action it
+/// returns. It reads no clock, no file and makes no call.
 ///
 /// The rules:
 /// - A failed outbox write is tried again at its time, and nothing is sent before it succeeds (the "sent,
 ///   answer unknown" mark must be durable before a call leaves).
+/// - An entry that must not be sent (a slot no longer configured, a press of another pairing, a call
+///   unanswered for over a day: `Outbox.parkReason`) is parked before anything is sent; a look that finds
+///   none parks nothing.
 /// - Each slot waits for its own retry instant (never sooner than `Backoff.floor`); after a restart every
 ///   pending entry is due at once.
 /// - Nothing is sent while unpaired: a due entry then waits for a change (a pairing, new tokens).
 /// - A slot that found no token waits for the tokens to change (or, paired, for the refresh's backoff).
 /// - An entry that must wait for a synchronised wall clock (an unanswered call from an earlier boot) is looked
 ///   at again every `clockPoll`, and said once.
-struct OrderTimeline<Instant: InstantProtocol>: Sendable where Instant.Duration == Duration {
+struct DeliveryMachine<Instant: InstantProtocol>: Sendable where Instant.Duration == Duration {
     enum Action: Equatable, Sendable {
         /// Write the outbox in memory again (an earlier write failed).
         case retryWrite
+        /// Park the entries the look found must not be sent (`PendingSlot.parkReason`).
+        case park
         case send(slot: String)
         /// These slots' entries wait for the wall clock to be synchronised: say so (once).
         case sayWaitingForClock(slots: [String])
@@ -22,11 +28,15 @@ struct OrderTimeline<Instant: InstantProtocol>: Sendable where Instant.Duration 
         case wait(until: Instant?)
     }
 
-    /// A pending entry as the timeline sees it.
-    struct Pending: Equatable, Sendable {
-        var slot: String
-        /// Its unanswered call is from an earlier boot, and the wall clock is not known synchronised yet.
-        var waitsForClock = false
+    /// What came of one try of a slot's entry.
+    enum Outcome: Equatable, Sendable {
+        /// DRS acknowledged the order, or refused it for good (the entry is parked): nothing is waited for.
+        case finished
+        /// Try again after this delay (never sooner than `Backoff.floor`).
+        case retry(after: Duration)
+        /// No token to send with: the slot is due again when the tokens change, or (`retryAfter`: paired, the
+        /// refresh backing off) after that delay; unpaired (nil), only a change lets it go.
+        case noToken(retryAfter: Duration?)
     }
 
     static var clockPoll: Duration { .seconds(5) }
@@ -43,8 +53,10 @@ struct OrderTimeline<Instant: InstantProtocol>: Sendable where Instant.Duration 
 
     init() {}
 
-    mutating func next(pending: [Pending], paired: Bool, at now: Instant) -> Action {
+    /// A look at the pending entries and the pairing (read once, `Orders.step`): what to do now.
+    mutating func next(pending: [PendingSlot], paired: Bool, at now: Instant) -> Action {
         if let at = writeRetryAt { return at <= now ? .retryWrite : .wait(until: at) }
+        if pending.contains(where: { $0.parkReason != nil }) { return .park }
         let waitingForClock = pending.filter(\.waitsForClock).map(\.slot)
         let sendable = pending.filter { !$0.waitsForClock }.map(\.slot)
         let due = sendable.first { slot in notBefore[slot].map { $0 <= now } ?? true }
@@ -63,36 +75,32 @@ struct OrderTimeline<Instant: InstantProtocol>: Sendable where Instant.Duration 
         return .wait(until: next)
     }
 
-    /// A press was accepted and its write succeeded; a newly queued slot is due at once.
-    mutating func accepted(slot: String, queued: Bool) {
-        writeRetryAt = nil
-        if queued { notBefore[slot] = nil }
-    }
-
-    /// Whether a press just accepted for `slot` is sent at the next step: no write to retry first, and the slot
-    /// not backing off (a newly queued entry is due at once, `accepted`).
+    /// Whether a press about to be recorded for `slot` is sent at the next look: no write to retry first, and
+    /// the slot not backing off (a newly queued entry is due at once). Its write may then carry the call's mark.
     func sendsAtOnce(slot: String, queued: Bool, at now: Instant) -> Bool {
         writeRetryAt == nil && (queued || notBefore[slot].map { $0 <= now } ?? true)
     }
 
-    /// The slot is tried again after `delay` (never sooner than docs/behaviour.md's floor).
-    mutating func retry(_ slot: String, after delay: Duration, at now: Instant) {
-        notBefore[slot] = now.advanced(by: max(delay, Backoff.floor))
+    /// A press was recorded (its write succeeded); a newly queued slot is due at once.
+    mutating func pressRecorded(slot: String, queued: Bool) {
+        writeRetryAt = nil
+        if queued { notBefore[slot] = nil }
     }
 
-    /// The slot found no token to send with: it is due again when the tokens change. Unpaired, nothing else
-    /// makes it due; otherwise a `retry` at the refresh's backoff follows.
-    mutating func noToken(_ slot: String, notPaired: Bool, at now: Instant) {
-        waitingForTokens.insert(slot)
-        if notPaired { notBefore[slot] = now.advanced(by: Self.unpairedWait) }
+    /// What came of one try of `slot`.
+    mutating func tried(_ slot: String, _ outcome: Outcome, at now: Instant) {
+        switch outcome {
+        case .finished:
+            notBefore[slot] = nil
+        case .retry(let delay):
+            notBefore[slot] = now.advanced(by: max(delay, Backoff.floor))
+        case .noToken(let retryAfter):
+            waitingForTokens.insert(slot)
+            notBefore[slot] = now.advanced(by: retryAfter.map { max($0, Backoff.floor) } ?? Self.unpairedWait)
+        }
     }
 
-    /// The slot's order is done (acknowledged): nothing of it is waited for.
-    mutating func done(_ slot: String) {
-        notBefore[slot] = nil
-    }
-
-    /// New tokens: the slots that waited for them are due now.
+    /// New tokens (a pairing, a refresh): the slots that waited for them are due now.
     mutating func tokensChanged() {
         for slot in waitingForTokens { notBefore[slot] = nil }
         waitingForTokens.removeAll()
@@ -109,10 +117,19 @@ struct OrderTimeline<Instant: InstantProtocol>: Sendable where Instant.Duration 
         writeRetryAt = retryIn.map { now.advanced(by: $0) }
     }
 
-    /// A factory reset: nothing is pending, nothing waited for.
+    /// A factory reset or the account left: nothing is pending, nothing waited for.
     mutating func wiped() {
         notBefore.removeAll()
         waitingForTokens.removeAll()
         writeRetryAt = nil
     }
+}
+
+/// A pending entry as one look of the delivery loop sees it (`OrderBook.look`).
+struct PendingSlot: Equatable, Sendable {
+    var slot: String
+    /// Its unanswered call is from an earlier boot, and the wall clock is not known synchronised yet.
+    var waitsForClock = false
+    /// Why it must not be sent, if it must not (`Outbox.parkReason`): the look's `park` action parks it.
+    var parkReason: String?
 }
