@@ -279,7 +279,7 @@ import Testing
             wallTime: { wallTime() }, random: .seeded(state: 3),
             logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }, onCorrupt: { _ in })
         let reader = ScaleReader(
-            scale: scale, reporter: reporter, clock: clock,
+            scale: scale, reporter: reporter, clock: clock, disk: .shared,
             logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
         let driver = StepDriver(clock: clock, reader.step, reporter.step)
         await driver.drain()

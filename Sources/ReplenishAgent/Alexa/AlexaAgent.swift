@@ -14,7 +14,11 @@ struct AlexaAgent {
     let logger: Logger
 
     func run() async throws {
-        let stateDirectory = try StateDirectory.open(config.stateDirectory) { [logger] in logger.warning("\($0)") }
+        // The start's own reads and writes run here, before the loop serves; the context ends with the assembly.
+        let lane = DiskLane.Context.beforeServing()
+        let stateDirectory = try StateDirectory.open(config.stateDirectory, on: lane) { [logger] in
+            logger.warning("\($0)")
+        }
         defer { withExtendedLifetime(stateDirectory) {} }
         let (config, logger, clock) = (config, logger, ContinuousClock())
         let sensors = Self.sensors(config)
@@ -22,9 +26,9 @@ struct AlexaAgent {
             unit: settings.unitId, sensors: sensors, store: .reports(stateDirectory: config.stateDirectory),
             cloud: CloudClient(http: try CloudClient.lane(config: config, settings: settings), settings: settings),
             clock: clock, wallTime: { WallClock.isTrusted() ? POSIX.wallTime() : nil }, logger: logger,
-            onCorrupt: { logger.error("\($0)") })
+            onCorrupt: { logger.error("\($0)") }, loadingOn: lane)
         let shown = ShownStatusBook(runtimeDirectory: config.runtimeDirectory, logger: logger)
-        _ = StartUp<Clock>.thisBoot(runtimeDirectory: config.runtimeDirectory, logger: logger)
+        _ = StartUp<Clock>.thisBoot(runtimeDirectory: config.runtimeDirectory, logger: logger, on: lane)
 
         let group = MultiThreadedEventLoopGroup.singleton
         let systemd = SystemdNotifier.fromProcess()
@@ -51,12 +55,12 @@ struct AlexaAgent {
             InputPipeline.Part(inputs: inputs, backend: board.backend),
             ControlServer.Part(
                 control: control, path: Agent.controlSocketPath(stateDirectory: config.stateDirectory), group: group,
-                logger: logger),
+                disk: .shared, logger: logger),
         ]
         for scale in settings.scales {
             services.append(
                 LoopPart(
-                    service: ScaleReader(scale: scale, reporter: reporter, clock: clock, logger: logger),
+                    service: ScaleReader(scale: scale, reporter: reporter, clock: clock, disk: .shared, logger: logger),
                     description: "scale \(scale.slot)"))
         }
         if let wifiSetup { services.append(WiFiSetup<Clock>.Part(setup: wifiSetup)) }

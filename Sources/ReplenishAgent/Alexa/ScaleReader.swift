@@ -10,6 +10,8 @@ actor ScaleReader<C: Clock>: LoopingActor where C.Duration == Duration {
     static var samples: Int { 5 }
 
     private let scale: AgentConfig.Scale
+    /// The daemon's disk lane: the scale's file is read there.
+    private let disk: DiskLane
     private let reporter: SupplyReporter<C>
     private let clock: C
     private let logger: Logger
@@ -18,7 +20,8 @@ actor ScaleReader<C: Clock>: LoopingActor where C.Duration == Duration {
     /// Why the last read failed, while it fails (logged once).
     private var failing: String?
 
-    init(scale: AgentConfig.Scale, reporter: SupplyReporter<C>, clock: C, logger: Logger) {
+    init(scale: AgentConfig.Scale, reporter: SupplyReporter<C>, clock: C, disk: DiskLane, logger: Logger) {
+        self.disk = disk
         self.scale = scale
         self.reporter = reporter
         self.clock = clock
@@ -59,7 +62,7 @@ actor ScaleReader<C: Clock>: LoopingActor where C.Duration == Duration {
         let file = scale.file
         let samples: [String]
         do {
-            samples = try await DiskLane.shared.run { () throws(AgentError) in
+            samples = try await disk.run { _ throws(AgentError) in
                 try (0..<Self.samples).map { _ throws(AgentError) in
                     guard let bytes = try POSIX.readFile(file, limit: 64) else {
                         throw AgentError(.hardware, "no such file")

@@ -39,7 +39,7 @@ actor SupplyReporter<C: Clock> where C.Duration == Duration {
     init(
         unit: String, sensors: [String: AgentConfig.SupplySensor], store: StateStore<ReportRecord>, cloud: CloudClient,
         clock: C, wallTime: @escaping @Sendable () -> Double?, random: RandomSource = .system, logger: Logger,
-        onCorrupt: (String) -> Void
+        onCorrupt: (String) -> Void, loadingOn lane: borrowing DiskLane.Context
     ) throws(AgentError) {
         self.unit = unit
         self.sensors = sensors
@@ -48,7 +48,7 @@ actor SupplyReporter<C: Clock> where C.Duration == Duration {
         self.clock = clock
         self.wallTime = wallTime
         var random = random
-        let loaded = try store.load(onCorrupt: onCorrupt)
+        let loaded = try store.load(on: lane, onCorrupt: onCorrupt)
         record = loaded ?? ReportRecord(stream: ReportRecord.newStream(using: &random))
         self.random = random
         self.logger = logger

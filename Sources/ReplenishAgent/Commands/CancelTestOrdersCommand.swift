@@ -29,7 +29,7 @@ struct CancelTestOrdersCommand: AsyncParsableCommand {
         }
         let result: Result<String, AgentError>
         do {
-            let lock = try StateDirectory.lock(config.stateDirectory)
+            let lock = try StateDirectory.lock(config.stateDirectory, on: DiskLane.Context.beforeServing())
             defer { _ = lock }
             result = await Self.performOffline(config: config, slot: slot)
         } catch {
@@ -52,7 +52,7 @@ struct CancelTestOrdersCommand: AsyncParsableCommand {
             let wallTime: @Sendable () -> Double = { POSIX.wallTime() }
             let tokens = try TokenManager.open(
                 stateDirectory: config.stateDirectory, lwa: lwa, clock: ContinuousClock(), wallTime: wallTime,
-                clockTrusted: WallClock.isTrusted(), logger: logger)
+                clockTrusted: WallClock.isTrusted(), logger: logger, loadingOn: DiskLane.Context.beforeServing())
             return await TestOrderCancellation(
                 phase: config.device.phase, slots: config.slots, tokens: tokens,
                 drs: DRSSession(client: drs, tokens: tokens),

@@ -90,7 +90,9 @@ struct CheckConfigCommand: AsyncParsableCommand {
     /// What changed since the stored pairing was made (its serial, model or phase), and whether only a serial
     /// read from a file did (which `run` re-reads before it acts on it), or nil.
     static func identityChange(_ config: AgentConfig) -> (change: String, onlySerialFromAFile: Bool)? {
-        let stored = (try? FileTokenStore.peek(stateDirectory: config.stateDirectory)) ?? nil
+        let stored =
+            (try? FileTokenStore.peek(stateDirectory: config.stateDirectory, on: DiskLane.Context.beforeServing()))
+            ?? nil
         let now = DeviceIdentity(config.device)
         guard let stored, let change = stored.identityChange(to: now), let recorded = stored.identity else {
             return nil

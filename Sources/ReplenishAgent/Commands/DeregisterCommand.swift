@@ -21,7 +21,7 @@ struct DeregisterCommand: AsyncParsableCommand {
             return try DaemonClient.report("deregister", answer)
         }
         do {
-            let lock = try StateDirectory.lock(config.stateDirectory)
+            let lock = try StateDirectory.lock(config.stateDirectory, on: DiskLane.Context.beforeServing())
             defer { _ = lock }
             Output.line(try await Self.performOffline(config: config))
         } catch {
@@ -40,22 +40,23 @@ struct DeregisterCommand: AsyncParsableCommand {
         let logger = DaemonClient.commandLogger("deregister")
         try POSIX.checkWritable(directory)
         // A reset or deregistration cut short earlier is finished first (`ResetWipe`).
-        try ResetWipe.finishInterrupted(stateDirectory: directory) { logger.notice("\($0)") }
+        let lane = DiskLane.Context.beforeServing()
+        try ResetWipe.finishInterrupted(stateDirectory: directory, on: lane) { logger.notice("\($0)") }
         try FactoryReset<ContinuousClock>.shredMovedAside(stateDirectory: directory)
-        try ResetWipe.begin(.pairing, stateDirectory: directory)
-        let old = try ResetWipe.wipeFiles(.pairing, stateDirectory: directory) { logger.error("\($0)") }
-        try ResetWipe.end(stateDirectory: directory)
+        try ResetWipe.begin(.pairing, stateDirectory: directory, on: lane)
+        let old = try ResetWipe.wipeFiles(.pairing, stateDirectory: directory, on: lane) { logger.error("\($0)") }
+        try ResetWipe.end(stateDirectory: directory, on: lane)
         var deregistered = "the device was not paired"
         let store = StateStore<PendingDeregistration>.deregistration(stateDirectory: directory)
         // The wipe queued the pairing's call here; a daemon that ended during its own deregistration queued it too.
-        if case .read(var pending) = try store.read(owner: StateDirectory.agentUID(directory)) {
+        if case .read(var pending) = try store.read(on: lane, owner: StateDirectory.agentUID(directory)) {
             do throws(AgentError) {
                 let (lwa, drs) = try Agent.lanes(config: config, for: "deregister")
                 let stillGood = old.map { $0.accessTokenExpiresAt > POSIX.wallTime() + 60 } ?? false
                 try await DeregistrationQueue<ContinuousClock>.attempt(
                     &pending, accessToken: stillGood ? old?.accessToken : nil, lwa: lwa, drs: drs, logger: logger
-                ) { (newest) throws(AgentError) in try store.saveNow(newest) }
-                try store.shredNow()
+                ) { (newest) throws(AgentError) in try store.saveNow(newest, on: lane) }
+                try store.shredNow(on: lane)
                 deregistered = "deregistered from DRS"
             } catch {
                 deregistered = "deregistration queued (\(error.message)); the agent retries it when it runs"

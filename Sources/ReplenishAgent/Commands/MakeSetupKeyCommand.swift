@@ -57,7 +57,10 @@ struct MakeSetupKeyCommand: AsyncParsableCommand {
     private func refuseWhilePaired() throws {
         let config = try options.load()
         let tokens: TokenSet?
-        do { tokens = try FileTokenStore.peek(stateDirectory: config.stateDirectory) } catch {
+        do {
+            tokens = try FileTokenStore.peek(
+                stateDirectory: config.stateDirectory, on: DiskLane.Context.beforeServing())
+        } catch {
             Output.error("make-setup-key: cannot tell whether the unit is paired: \(error.message)")
             throw ExitCode(1)
         }

@@ -47,7 +47,8 @@ struct OrdersCommand: AsyncParsableCommand {
             ?? Outbox()
         // Files of an earlier build that no agent of this one has started on yet.
         outbox.adoptLegacyOrders(
-            stateDirectory: config.stateDirectory, owner: StateDirectory.agentUID(config.stateDirectory))
+            stateDirectory: config.stateDirectory, owner: StateDirectory.agentUID(config.stateDirectory),
+            on: DiskLane.Context.beforeServing())
         let queued = outbox.entries.map {
             Report.Queued(
                 slot: $0.slot, presses: $0.pressedAt.count, firstPressAt: $0.pressedAt.first.map(ISO8601.format),

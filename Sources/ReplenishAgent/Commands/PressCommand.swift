@@ -113,7 +113,7 @@ struct PressCommand: AsyncParsableCommand {
         let outbox: Outbox
         do {
             switch try StateStore<Outbox>.outbox(stateDirectory: directory).read(
-                owner: StateDirectory.agentUID(directory))
+                on: DiskLane.Context.beforeServing(), owner: StateDirectory.agentUID(directory))
             {
             case .missing: return .absent
             case .read(let read): outbox = read

@@ -21,9 +21,11 @@ struct ResetCommand: AsyncParsableCommand {
         }
         do {
             // No daemon answered: take its lock so none starts meanwhile (and fail with the reason if one holds it).
-            let lock = try StateDirectory.lock(config.stateDirectory)
+            let lock = try StateDirectory.lock(config.stateDirectory, on: DiskLane.Context.beforeServing())
             defer { _ = lock }
-            Output.line(try FactoryReset<ContinuousClock>.performOffline(stateDirectory: config.stateDirectory))
+            Output.line(
+                try FactoryReset<ContinuousClock>.performOffline(
+                    stateDirectory: config.stateDirectory, on: DiskLane.Context.beforeServing()))
         } catch {
             Output.error("reset: \(error.message)")
             throw ExitCode(1)

@@ -108,14 +108,18 @@ struct StatusCommand: AsyncParsableCommand {
     {
         var problems: [String] = []
         var tokens: TokenSet?
-        do { tokens = try FileTokenStore.peek(stateDirectory: config.stateDirectory) } catch {
+        do {
+            tokens = try FileTokenStore.peek(
+                stateDirectory: config.stateDirectory, on: DiskLane.Context.beforeServing())
+        } catch {
             problems.append(error.message)
         }
         var outbox =
             (try? readState(StateStore<Outbox>.outbox(stateDirectory: config.stateDirectory), &problems)) ?? Outbox()
         // Files of an earlier build that no agent of this one has started on yet.
         outbox.adoptLegacyOrders(
-            stateDirectory: config.stateDirectory, owner: StateDirectory.agentUID(config.stateDirectory))
+            stateDirectory: config.stateDirectory, owner: StateDirectory.agentUID(config.stateDirectory),
+            on: DiskLane.Context.beforeServing())
         let record =
             (try? readState(
                 StateStore<SubscriptionRecord>.subscriptionRecord(stateDirectory: config.stateDirectory), &problems))
@@ -124,14 +128,16 @@ struct StatusCommand: AsyncParsableCommand {
         // directory). A file that cannot be used is the daemon's to replace: it shows nothing here.
         var shown = ShownStatus()
         if case .read(let value)? = try? StateStore<ShownStatus>.shownStatus(runtimeDirectory: config.runtimeDirectory)
-            .read(owner: StateDirectory.agentUID(config.runtimeDirectory))
+            .read(on: DiskLane.Context.beforeServing(), owner: StateDirectory.agentUID(config.runtimeDirectory))
         {
             shown = value
         }
         var slots: [String: Report.Slot] = [:]
         // The running agent's marks are of this boot; the boot's mark says which others are.
         let run = AgentRun(
-            boot: BootIdentity.current(runtimeDirectory: config.runtimeDirectory, create: false), id: agentRun)
+            boot: BootIdentity.current(
+                runtimeDirectory: config.runtimeDirectory, create: false, on: DiskLane.Context.beforeServing()),
+            id: agentRun)
         let synchronized = WallClock.isSynchronized()
         for slot in config.slots {
             let subscription = record.slots[slot]
@@ -233,7 +239,9 @@ struct StatusCommand: AsyncParsableCommand {
     }
 
     static func readState<T: StateFormat>(_ store: StateStore<T>, _ problems: inout [String]) throws -> T? {
-        switch try store.read(owner: StateDirectory.agentUID(POSIX.parentDirectory(of: store.path))) {
+        switch try store.read(
+            on: DiskLane.Context.beforeServing(), owner: StateDirectory.agentUID(POSIX.parentDirectory(of: store.path)))
+        {
         case .missing: return nil
         case .read(let value): return value
         case .unusable(let reason):
@@ -315,17 +323,5 @@ extension StatusCommand {
         Output.line("last daily report: \(alexa.lastDailyReportAt ?? "none yet")")
         if let cloud = alexa.cloud { Output.line("cloud: \(cloud)") }
         for problem in report.problems { Output.error(problem) }
-    }
-}
-
-extension FileTokenStore {
-    /// Reads the token file without the side effects of `load` (no moving aside): for `status`.
-    static func peek(stateDirectory: String) throws(AgentError) -> TokenSet? {
-        let store = FileTokenStore(stateDirectory: stateDirectory)
-        switch try read(store.file, owner: StateDirectory.agentUID(stateDirectory)) {
-        case .missing: return nil
-        case .read(let tokens): return tokens
-        case .unusable(let reason): throw AgentError(.storage, "\(store.path) \(reason)")
-        }
     }
 }

@@ -37,7 +37,11 @@ struct Agent {
 
     func run() async throws {
         // Before any state is read: one agent per state directory, held until `run` returns.
-        let stateDirectory = try StateDirectory.open(config.stateDirectory) { [logger] in logger.warning("\($0)") }
+        // The start's own reads and writes run here, before the loop serves; the context ends with the assembly.
+        let lane = DiskLane.Context.beforeServing()
+        let stateDirectory = try StateDirectory.open(config.stateDirectory, on: lane) { [logger] in
+            logger.warning("\($0)")
+        }
         defer { withExtendedLifetime(stateDirectory) {} }
         let (config, logger, clock) = (config, logger, ContinuousClock())
         let wallTime: @Sendable () -> Double = { POSIX.wallTime() }
@@ -48,18 +52,21 @@ struct Agent {
         // State and the services that own it.
         let tokens = try TokenManager.open(
             stateDirectory: config.stateDirectory, lwa: lwa, clock: clock, wallTime: wallTime,
-            clockTrusted: WallClock.isTrusted(), identity: DeviceIdentity(config.device), logger: logger)
+            clockTrusted: WallClock.isTrusted(), identity: DeviceIdentity(config.device), logger: logger,
+            loadingOn: lane)
         // Every DRS call of the pairing goes through this one session (token, one refresh on a rejection).
         let session = DRSSession(client: drs, tokens: tokens)
-        let status = try SubscriptionBook(stateDirectory: config.stateDirectory) { logger.error("\($0)") }
+        let status = try SubscriptionBook(
+            stateDirectory: config.stateDirectory, onCorrupt: { logger.error("\($0)") }, loadingOn: lane)
         let shown = ShownStatusBook(runtimeDirectory: config.runtimeDirectory, logger: logger)
         // This boot, known under the unit's sandbox too (its /proc hides the kernel's boot id), and this run.
-        let boot = StartUp<Clock>.thisBoot(runtimeDirectory: config.runtimeDirectory, logger: logger)
+        let boot = StartUp<Clock>.thisBoot(runtimeDirectory: config.runtimeDirectory, logger: logger, on: lane)
         let run = AgentRun(boot: boot, id: stateDirectory.run)
         let subscriptions = Subscriptions(
             drs: session, status: status, slots: config.slots, clock: clock, wallTime: wallTime, logger: logger)
         let orders = Orders(
-            book: try OrderBook(stateDirectory: config.stateDirectory, run: run, wallTime: wallTime, logger: logger),
+            book: try OrderBook(
+                stateDirectory: config.stateDirectory, run: run, wallTime: wallTime, logger: logger, loadingOn: lane),
             slots: config.slots, drs: session, notSubscribed: { await subscriptions.refused(slot: $0) }, clock: clock,
             logger: logger)
         let duties = Duties(
@@ -90,11 +97,13 @@ struct Agent {
                     try await book.recordTestOrdersCancelled(slots: slots, at: at)
                 }, wallTime: wallTime))
 
+        // Every state file is loaded: from here on, blocking file work runs on a lane.
+        _ = consume lane
         // The start-up's first moment, before any part follows a stream: the pairing against this device's
         // identity (`StartUp.checkIdentity`).
         let startUp = StartUp(
             config: config, tokens: tokens, orders: orders, reset: owner.reset, pairing: pairingEntry, shown: shown,
-            clock: clock, logger: logger)
+            clock: clock, logger: logger, disk: .shared)
         let startUpParts = try await startUp.checkIdentity()
 
         // The pairing part of the configured mode (a config without what it needs stops here, before the board).
@@ -149,7 +158,7 @@ struct Agent {
             InputPipeline.Part(inputs: inputs, backend: backend),
             ControlServer.Part(
                 control: control, path: Self.controlSocketPath(stateDirectory: config.stateDirectory), group: group,
-                logger: logger),
+                disk: .shared, logger: logger),
         ]
         services += startUpParts
         if let wifiSetup { services.append(WiFiSetup<Clock>.Part(setup: wifiSetup)) }

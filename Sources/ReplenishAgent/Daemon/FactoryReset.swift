@@ -36,11 +36,12 @@ struct FactoryReset<C: Clock>: Sendable where C.Duration == Duration {
         let (directory, pairingId) = (stateDirectory, await tokens.pairingId)
         do {
             // On the disk lane, as every write of the daemon (`DiskLane`).
-            try await DiskLane.shared.run { () throws(AgentError) in
+            try await StateStore<ResetWipe.Mark>.resetMark(stateDirectory: directory).onLane {
+                lane throws(AgentError) in
                 try POSIX.checkWritable(directory)
                 // Moved-aside copies of a damaged token file may hold a token: they go either way.
                 try Self.shredMovedAside(stateDirectory: directory)
-                try ResetWipe.begin(scope, pairingId: pairingId, stateDirectory: directory)
+                try ResetWipe.begin(scope, pairingId: pairingId, stateDirectory: directory, on: lane)
             }
         } catch {
             return .failure(
@@ -65,7 +66,9 @@ struct FactoryReset<C: Clock>: Sendable where C.Duration == Duration {
                 try await orders.forgetAccount(reason: reason)
                 try await status.forgetAccount()
             }
-            try await DiskLane.shared.run { () throws(AgentError) in try ResetWipe.end(stateDirectory: directory) }
+            try await StateStore<ResetWipe.Mark>.resetMark(stateDirectory: directory).onLane {
+                lane throws(AgentError) in try ResetWipe.end(stateDirectory: directory, on: lane)
+            }
         } catch {
             await afterWipe()
             logger.error(
@@ -99,13 +102,15 @@ struct FactoryReset<C: Clock>: Sendable where C.Duration == Duration {
     /// The reset while no daemon runs (the caller holds the state directory's lock): the deregistration is
     /// queued for the next start, and the files go. Nothing is changed unless the directory takes writes. A wipe
     /// an earlier reset left unfinished is finished first.
-    static func performOffline(stateDirectory: String) throws(AgentError) -> String {
+    static func performOffline(stateDirectory: String, on lane: borrowing DiskLane.Context) throws(AgentError)
+        -> String
+    {
         try POSIX.checkWritable(stateDirectory)
-        try ResetWipe.finishInterrupted(stateDirectory: stateDirectory) { _ in }
+        try ResetWipe.finishInterrupted(stateDirectory: stateDirectory, on: lane) { _ in }
         try shredMovedAside(stateDirectory: stateDirectory)
-        try ResetWipe.begin(.everything, stateDirectory: stateDirectory)
-        let old = try ResetWipe.wipeFiles(.everything, stateDirectory: stateDirectory) { _ in }
-        try ResetWipe.end(stateDirectory: stateDirectory)
+        try ResetWipe.begin(.everything, stateDirectory: stateDirectory, on: lane)
+        let old = try ResetWipe.wipeFiles(.everything, stateDirectory: stateDirectory, on: lane) { _ in }
+        try ResetWipe.end(stateDirectory: stateDirectory, on: lane)
         return old != nil
             ? "reset: tokens, queued presses and status wiped; the agent deregisters from DRS when it next runs"
             : "reset: tokens, queued presses and status wiped (the device was not paired)"
@@ -148,38 +153,43 @@ enum ResetWipe {
 
     /// Writes the mark, durably: from here on the wipe is finished, at the latest at the next start. On the
     /// calling thread: a command without the daemon, or the daemon's reset on the disk lane.
-    static func begin(_ scope: Scope, pairingId: String? = nil, stateDirectory: String) throws(AgentError) {
-        try StateStore<Mark>.resetMark(stateDirectory: stateDirectory).saveNow(Mark(scope: scope, pairingId: pairingId))
+    static func begin(
+        _ scope: Scope, pairingId: String? = nil, stateDirectory: String, on lane: borrowing DiskLane.Context
+    ) throws(AgentError) {
+        try StateStore<Mark>.resetMark(stateDirectory: stateDirectory).saveNow(
+            Mark(scope: scope, pairingId: pairingId), on: lane)
     }
 
     /// Removes the mark, durably: the wipe is done.
-    static func end(stateDirectory: String) throws(AgentError) {
-        try StateStore<Mark>.resetMark(stateDirectory: stateDirectory).shredNow(includingADirectory: true)
+    static func end(stateDirectory: String, on lane: borrowing DiskLane.Context) throws(AgentError) {
+        try StateStore<Mark>.resetMark(stateDirectory: stateDirectory).shredNow(on: lane, includingADirectory: true)
     }
 
     /// Finishes the wipe of a reset that was cut short (the caller holds the state directory's lock, and no
     /// state is loaded yet); `report` is told what was done. Nothing happens without the mark.
-    static func finishInterrupted(stateDirectory: String, report: (String) -> Void) throws(AgentError) {
+    static func finishInterrupted(
+        stateDirectory: String, on lane: borrowing DiskLane.Context, report: (String) -> Void
+    ) throws(AgentError) {
         let scope: Scope
-        switch try StateStore<Mark>.resetMark(stateDirectory: stateDirectory).read() {
+        switch try StateStore<Mark>.resetMark(stateDirectory: stateDirectory).read(on: lane) {
         case .missing: return
         case .read(let mark):
             scope = mark.scope
             // The daemon's wipe failed (an I/O error) and the customer paired again before this start: the new
             // pairing is not the one the reset was for. Its presses carry its tag; the old ones are parked by
             // theirs. Only the mark goes.
-            if let wiped = mark.pairingId, let now = try? FileTokenStore.peek(stateDirectory: stateDirectory),
+            if let wiped = mark.pairingId, let now = try? FileTokenStore.peek(stateDirectory: stateDirectory, on: lane),
                 let current = now.pairingId, current != wiped
             {
-                try end(stateDirectory: stateDirectory)
+                try end(stateDirectory: stateDirectory, on: lane)
                 report("state directory: a reset was cut short before a new pairing; the new pairing is kept")
                 return
             }
         // Only a reset writes the mark: one that cannot be read still says a wipe was under way.
         case .unusable: scope = .everything
         }
-        let old = try wipeFiles(scope, stateDirectory: stateDirectory, report: report)
-        try end(stateDirectory: stateDirectory)
+        let old = try wipeFiles(scope, stateDirectory: stateDirectory, on: lane, report: report)
+        try end(stateDirectory: stateDirectory, on: lane)
         report(
             "state directory: a \(scope == .everything ? "reset" : "deregistration") was cut short; its wipe is finished"
                 + (old != nil ? " and the DRS deregistration queued" : ""))
@@ -190,12 +200,12 @@ enum ResetWipe {
     /// account's part of it (pairing) go. A token file that cannot be read is moved aside by its loader, reported,
     /// and that copy goes as well.
     @discardableResult
-    static func wipeFiles(_ scope: Scope, stateDirectory: String, report: (String) -> Void) throws(AgentError)
-        -> TokenSet?
-    {
+    static func wipeFiles(
+        _ scope: Scope, stateDirectory: String, on lane: borrowing DiskLane.Context, report: (String) -> Void
+    ) throws(AgentError) -> TokenSet? {
         let store = FileTokenStore(stateDirectory: stateDirectory)
         var old: TokenSet?
-        do { old = try store.load() } catch {
+        do { old = try store.load(on: lane) } catch {
             // Any other failure leaves the file, and the wipe stops rather than lose the token DRS needs.
             guard try POSIX.linkStatus(store.path) == nil else { throw error }
             report(error.message)
@@ -203,27 +213,27 @@ enum ResetWipe {
         }
         if let old {
             try StateStore<PendingDeregistration>.deregistration(stateDirectory: stateDirectory).saveNow(
-                .init(refreshToken: old.refreshToken, clientId: old.clientId))
+                .init(refreshToken: old.refreshToken, clientId: old.clientId), on: lane)
         }
-        try store.file.shredNow()
+        try store.file.shredNow(on: lane)
         let outbox = StateStore<Outbox>.outbox(stateDirectory: stateDirectory)
         let status = StateStore<SubscriptionRecord>.subscriptionRecord(stateDirectory: stateDirectory)
         switch scope {
         case .everything:
-            try outbox.shredNow()
-            try status.shredNow()
+            try outbox.shredNow(on: lane)
+            try status.shredNow(on: lane)
         case .pairing:
             // The queued presses go; the order history stays for the owner to read.
-            if var orders = try outbox.load(onCorrupt: report) {
-                orders.adoptLegacyOrders(stateDirectory: stateDirectory)
+            if var orders = try outbox.load(on: lane, onCorrupt: report) {
+                orders.adoptLegacyOrders(stateDirectory: stateDirectory, on: lane)
                 let before = orders
                 orders.forgetAccount(reason: "the pairing was reset", at: POSIX.wallTime())
-                if orders != before { try outbox.saveNow(orders) }
+                if orders != before { try outbox.saveNow(orders, on: lane) }
             }
-            if var record = try status.load(onCorrupt: report) {
+            if var record = try status.load(on: lane, onCorrupt: report) {
                 let before = record
                 record.forgetAccount()
-                if record != before { try status.saveNow(record) }
+                if record != before { try status.saveNow(record, on: lane) }
             }
         }
         return old

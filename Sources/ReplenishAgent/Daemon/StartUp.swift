@@ -20,6 +20,8 @@ struct StartUp<C: Clock>: Sendable where C.Duration == Duration {
     let shown: ShownStatusBook
     let clock: C
     let logger: Logger
+    /// The daemon's disk lane: the serial watch re-reads the serial there.
+    let disk: DiskLane
 
     /// A pairing from a build before the identity record is this device's: recorded now, at the first start of
     /// this build, so that an image cloned from this unit later is caught by the check that follows.
@@ -51,7 +53,7 @@ struct StartUp<C: Clock>: Sendable where C.Duration == Duration {
         let watch = SerialWatch(
             read: {
                 // On the disk lane: a slow EEPROM or a late mount must not hold the event loop.
-                let read = try? await DiskLane.shared.run { () throws(AgentError) in
+                let read = try? await disk.run { _ throws(AgentError) in
                     AgentConfig.readSerial(again: device.serialSource, configured: device.serial)
                 }
                 return (read ?? .failure(.init(message: "the disk lane has stopped"))).map {
@@ -83,8 +85,8 @@ struct StartUp<C: Clock>: Sendable where C.Duration == Duration {
 
     /// This boot (`BootIdentity`, its mark made when missing); a runtime directory the agent cannot use is
     /// logged as an error, never a silent mode.
-    static func thisBoot(runtimeDirectory: String, logger: Logger) -> String? {
-        let boot = BootIdentity.current(runtimeDirectory: runtimeDirectory, create: true)
+    static func thisBoot(runtimeDirectory: String, logger: Logger, on lane: borrowing DiskLane.Context) -> String? {
+        let boot = BootIdentity.current(runtimeDirectory: runtimeDirectory, create: true, on: lane)
         if let problem = RuntimeDirectoryCheck.problem(runtimeDirectory) {
             logger.error(
                 """

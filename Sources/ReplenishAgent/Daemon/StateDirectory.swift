@@ -16,12 +16,14 @@ enum StateDirectory {
     /// lock (a second agent on the same directory stops here with the holder's pid), sweeps it (`sweep`) and
     /// finishes the wipe of a reset that was cut short (`ResetWipe`).
     /// The lock lasts as long as the returned value.
-    static func open(_ path: String, report: (String) -> Void) throws(AgentError) -> StateDirectoryLock {
+    static func open(_ path: String, on lane: borrowing DiskLane.Context, report: (String) -> Void) throws(AgentError)
+        -> StateDirectoryLock
+    {
         try prepare(path)
-        let lock = try self.lock(path)
-        try sweep(path, report: report)
+        let lock = try self.lock(path, on: lane)
+        try sweep(path, on: lane, report: report)
         // A reset cut short is finished before anything reads the state it was wiping.
-        try ResetWipe.finishInterrupted(stateDirectory: path, report: report)
+        try ResetWipe.finishInterrupted(stateDirectory: path, on: lane, report: report)
         return lock
     }
 
@@ -65,13 +67,13 @@ enum StateDirectory {
     /// Takes the state directory's lock without waiting: `flock` on `<path>/lock`, opened `O_CLOEXEC` so no
     /// child inherits it. The kernel drops the lock when the process ends, however it ends, so a killed agent
     /// never leaves a stale lock. A lock file that is not a regular file is moved aside once and made anew.
-    static func lock(_ path: String) throws(AgentError) -> StateDirectoryLock {
+    static func lock(_ path: String, on lane: borrowing DiskLane.Context) throws(AgentError) -> StateDirectoryLock {
         let name = POSIX.join(path, lockFileName)
         let file: POSIX.OpenFile
         if let opened = try openLockFile(name) {
             file = opened
         } else {
-            let aside = try StateFile.moveAside(name)
+            let aside = try StateFile.moveAside(name, on: lane)
             guard let opened = try openLockFile(name) else {
                 throw AgentError(.storage, "\(name) cannot be made a regular file (the old one is \(aside))")
             }
@@ -134,7 +136,8 @@ enum StateDirectory {
     /// another mode than 0600 (group or other bits, or one the agent cannot read) is set to 0600; anything else
     /// odd (another owner, not a regular file) is reported and left, except the state files themselves, whose
     /// loaders move a bad one aside with the reason. Nothing here stops the agent: a restart could not fix it.
-    static func sweep(_ path: String, report: (String) -> Void) throws(AgentError) {
+    static func sweep(_ path: String, on lane: borrowing DiskLane.Context, report: (String) -> Void) throws(AgentError)
+    {
         // The directory is synced only when the sweep changed an entry in it (a start with nothing to sweep, the
         // usual one, waits for no fsync before it serves); a move aside syncs its own.
         var changed = false
@@ -154,7 +157,7 @@ enum StateDirectory {
             // every start at bind: moved aside like a bad state file.
             if name == controlSocketName && kind != .socket {
                 do {
-                    let aside = try StateFile.moveAside(file)
+                    let aside = try StateFile.moveAside(file, on: lane)
                     report("state directory: \(file) is a \(kind), not a socket; it was moved to \(aside)")
                 } catch { report("state directory: \(file) is a \(kind), not a socket: \(error.message)") }
                 continue

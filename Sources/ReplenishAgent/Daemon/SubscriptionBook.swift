@@ -45,12 +45,14 @@ struct LegacyOrders: Decodable, Sendable {
     var isEmpty: Bool { (slots ?? [:]).values.allSatisfy(\.isEmpty) && (orders ?? []).isEmpty }
 
     /// What `status.json` of `stateDirectory` still holds of them; nil when nothing (or no readable file).
-    static func read(stateDirectory: String, owner: UserID = POSIX.effectiveUserID()) -> LegacyOrders? {
+    static func read(
+        stateDirectory: String, owner: UserID = POSIX.effectiveUserID(), on lane: borrowing DiskLane.Context
+    ) -> LegacyOrders? {
         guard
             case .read(let bytes)? = try? StateStore<SubscriptionRecord>.subscriptionRecord(
                 stateDirectory: stateDirectory
             ).readBytes(
-                owner: owner),
+                on: lane, owner: owner),
             let legacy = try? JSONDecoder().decode(LegacyOrders.self, from: Data(bytes)), !legacy.isEmpty
         else { return nil }
         return legacy
@@ -61,9 +63,11 @@ extension Outbox {
     /// An outbox written by an earlier build knows no orders: it takes those `status.json` still holds. True when it
     /// took any (the caller writes it, or shows it).
     @discardableResult
-    mutating func adoptLegacyOrders(stateDirectory: String, owner: UserID = POSIX.effectiveUserID()) -> Bool {
+    mutating func adoptLegacyOrders(
+        stateDirectory: String, owner: UserID = POSIX.effectiveUserID(), on lane: borrowing DiskLane.Context
+    ) -> Bool {
         guard slots.isEmpty, orders == nil,
-            let legacy = LegacyOrders.read(stateDirectory: stateDirectory, owner: owner)
+            let legacy = LegacyOrders.read(stateDirectory: stateDirectory, owner: owner, on: lane)
         else { return false }
         slots = (legacy.slots ?? [:]).filter { !$0.value.isEmpty }
         orders = legacy.orders
@@ -81,14 +85,18 @@ actor SubscriptionBook {
 
     /// Loads the record at the daemon's start (before its loop serves); a file that cannot be used is moved aside
     /// and `onCorrupt` told.
-    init(store: StateStore<SubscriptionRecord>, onCorrupt: (String) -> Void) throws(AgentError) {
+    init(
+        store: StateStore<SubscriptionRecord>, onCorrupt: (String) -> Void, loadingOn lane: borrowing DiskLane.Context
+    ) throws(AgentError) {
         self.store = store
-        record = try store.load(onCorrupt: onCorrupt) ?? SubscriptionRecord()
+        record = try store.load(on: lane, onCorrupt: onCorrupt) ?? SubscriptionRecord()
     }
 
     /// Over `status.json` of `stateDirectory` (`StateStore.subscriptionRecord`).
-    init(stateDirectory: String, onCorrupt: (String) -> Void) throws(AgentError) {
-        try self.init(store: .subscriptionRecord(stateDirectory: stateDirectory), onCorrupt: onCorrupt)
+    init(stateDirectory: String, onCorrupt: (String) -> Void, loadingOn lane: borrowing DiskLane.Context)
+        throws(AgentError)
+    {
+        try self.init(store: .subscriptionRecord(stateDirectory: stateDirectory), onCorrupt: onCorrupt, loadingOn: lane)
     }
 
     static func path(stateDirectory: String) -> String { POSIX.join(stateDirectory, "status.json") }

@@ -248,7 +248,7 @@ struct ControlServer: Sendable {
 
 extension ControlServer {
     /// Serves the control socket (mode 0600) at `path` until cancelled.
-    func serve(at path: String, group: any EventLoopGroup, logger: Logger) async throws {
+    func serve(at path: String, group: any EventLoopGroup, disk: DiskLane, logger: Logger) async throws {
         var serverLimits = LocalHTTPServer.Limits()
         serverLimits.maximumConnections = limits.connections
         serverLimits.maximumConnectionsPerPeer = limits.connections
@@ -257,7 +257,7 @@ extension ControlServer {
             onBound: { _ in
                 // The umask already made it 0600; a failure here is worth a line, not a stop. On the disk lane:
                 // the state directory is on the flash, and the loop serves by now (`OffLoop`).
-                do { try await DiskLane.shared.run { () throws(AgentError) in try POSIX.setMode(path, 0o600) } } catch {
+                do { try await disk.run { _ throws(AgentError) in try POSIX.setMode(path, 0o600) } } catch {
                     logger.warning("control socket mode", metadata: ["error": "\(error)"])
                 }
                 logger.info("control socket ready", metadata: ["control.socket": "\(path)"])
@@ -271,9 +271,11 @@ extension ControlServer {
         let control: ControlServer
         let path: String
         let group: any EventLoopGroup
+        /// The daemon's disk lane, where the socket's mode is set.
+        let disk: DiskLane
         let logger: Logger
         var description: String { "control" }
 
-        func work() async throws { try await control.serve(at: path, group: group, logger: logger) }
+        func work() async throws { try await control.serve(at: path, group: group, disk: disk, logger: logger) }
     }
 }

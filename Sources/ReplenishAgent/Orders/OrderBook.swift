@@ -25,7 +25,7 @@ actor OrderBook {
         stateDirectory: String, run: AgentRun, wallTime: @escaping @Sendable () -> Double,
         clockSynchronized: @escaping @Sendable () -> Bool = { WallClock.isSynchronized() },
         sinceBoot: @escaping @Sendable () -> Double = { WallClock.sinceBoot() }, random: RandomSource = .system,
-        logger: Logger
+        logger: Logger, loadingOn lane: borrowing DiskLane.Context
     ) throws(AgentError) {
         store = .outbox(stateDirectory: stateDirectory)
         stamps = OrderStamps(
@@ -33,19 +33,20 @@ actor OrderBook {
         writes = WriteHealth(random: random)
         self.logger = logger
         outbox = try Self.movingLegacyOrders(
-            into: try store.load { logger.error("\($0)") } ?? Outbox(), store: store,
-            stateDirectory: stateDirectory, logger: logger)
+            into: try store.load(on: lane) { logger.error("\($0)") } ?? Outbox(), store: store,
+            stateDirectory: stateDirectory, logger: logger, on: lane)
     }
 
     /// Earlier builds kept each slot's orders and the order history in `status.json`: the first start of
     /// this build moves them here (written now, at the start, before the event loop serves), and `SubscriptionBook`
     /// leaves them out of its next write.
     static func movingLegacyOrders(
-        into loaded: Outbox, store: StateStore<Outbox>, stateDirectory: String, logger: Logger
+        into loaded: Outbox, store: StateStore<Outbox>, stateDirectory: String, logger: Logger,
+        on lane: borrowing DiskLane.Context
     ) throws(AgentError) -> Outbox {
         var outbox = loaded
-        guard outbox.adoptLegacyOrders(stateDirectory: stateDirectory) else { return loaded }
-        try store.saveNow(outbox)
+        guard outbox.adoptLegacyOrders(stateDirectory: stateDirectory, on: lane) else { return loaded }
+        try store.saveNow(outbox, on: lane)
         logger.notice("the slots' orders and the order history moved from status.json to outbox.json")
         return outbox
     }

@@ -87,9 +87,10 @@ extension TestOrderCancellation {
     {
         { slots, at throws(AgentError) in
             let store = StateStore<Outbox>.outbox(stateDirectory: stateDirectory)
-            var outbox = try store.load { logger.error("\($0)") } ?? Outbox()
+            let lane = DiskLane.Context.beforeServing()
+            var outbox = try store.load(on: lane) { logger.error("\($0)") } ?? Outbox()
             outbox.recordTestOrdersCancelled(slots: slots, at: at)
-            try store.saveNow(outbox)
+            try store.saveNow(outbox, on: lane)
         }
     }
 }

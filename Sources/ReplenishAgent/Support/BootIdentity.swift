@@ -16,19 +16,19 @@ enum BootIdentity {
     /// believes). `kernelPath` is the kernel's file (tests point it elsewhere).
     static func current(
         runtimeDirectory: String, create: Bool, kernelPath: String = kernelBootIdPath,
-        random: () -> UInt64 = systemRandom
+        random: () -> UInt64 = systemRandom, on lane: borrowing DiskLane.Context
     ) -> String? {
         let marker = StateStore<BootMark>.bootMark(runtimeDirectory: runtimeDirectory)
         // A command run from a root shell reads the mark of the agent's user (`StateDirectory.agentUID`).
         let owner = create ? POSIX.effectiveUserID() : StateDirectory.agentUID(runtimeDirectory)
-        if case .read(let marked)? = try? marker.read(owner: owner) { return marked.id }
+        if case .read(let marked)? = try? marker.read(on: lane, owner: owner) { return marked.id }
         let kernel = read(kernelPath)
         guard create else { return kernel }
         let id = kernel ?? randomId(random)
         do {
             // At the daemon's start, before its loop serves. A tmpfs: nothing to make durable, and a half-written
             // mark cannot outlive the boot; the runtime directory is made (0700) when missing.
-            try marker.saveNow(BootMark(id: id))
+            try marker.saveNow(BootMark(id: id), on: lane)
         } catch {
             // No runtime directory to be had: the kernel's id (which a later start reads the same) or none.
             return kernel

@@ -13,11 +13,32 @@ import Synchronization
 /// of a one-thread `NIOThreadPool`, as curl's lanes are (`CurlHTTPClient`): it sleeps on a condition variable
 /// when idle and never wakes on its own.
 final class DiskLane: Sendable {
-    /// The daemon's lane, made at the first write.
+    /// The daemon's lane, made at the first write: every state file's but the outbox's (`StateStore.lane`, and the
+    /// daemon's few other file calls through `StateStore.daemonLane`).
     static let shared = DiskLane(name: "disk-lane", stopBound: .daemon)
     /// The outbox's own lane: a press's write never queues behind a write of another file (the status record of
     /// the duties, a token refresh), only behind earlier writes of the outbox, whose order it keeps.
     static let outbox = DiskLane(name: "outbox-lane", stopBound: .daemon)
+
+    /// What a state file's synchronous work needs (`StateStore`'s `read`, `load`, `saveNow`, `shredNow`,
+    /// `moveAside`): the proof that its holder runs where a blocking file call may run. The lane hands one to
+    /// each work it runs (`run`), borrowed: it cannot be copied or kept, so work on the event loop has none,
+    /// and the compiler keeps a state file's blocking calls off the loop. The one other source is
+    /// `beforeServing`, for what runs with no event loop serving.
+    struct Context: ~Copyable {
+        fileprivate init() {}
+
+        /// A context for a process or a phase with no event loop serving: a command that runs without the
+        /// daemon, and the daemon's start before its loop serves (`OffLoop.serving`). Called once the loop
+        /// serves, on its thread, it stops the process in every build (`LaneContextTests` scans the sources so
+        /// that only the commands and the daemon's assemblies call it).
+        static func beforeServing() -> Context {
+            precondition(
+                !(OffLoop.serving.load(ordering: .relaxed) && OffLoop.onLoop.withLock({ $0 })()),
+                "a state file's blocking work asked for on the serving event loop")
+            return Context()
+        }
+    }
 
     private let pool: NIOThreadPool
     /// How long a stop waits for a write that may be given up (`write`'s `boundedAtStop`).
@@ -37,7 +58,8 @@ final class DiskLane: Sendable {
     /// carried out even when the caller's task is cancelled meanwhile (a stop): a write that was asked for is
     /// never cut short half-way, and whoever asked hears how it went.
     func run<T: Sendable>(
-        isolation: isolated (any Actor)? = #isolation, _ work: @escaping @Sendable () throws(AgentError) -> T
+        isolation: isolated (any Actor)? = #isolation,
+        _ work: @escaping @Sendable (borrowing Context) throws(AgentError) -> T
     ) async throws(AgentError) -> T {
         let result: Result<T, AgentError> = await withCheckedContinuation(isolation: isolation) { continuation in
             pool.submit { state in
@@ -46,7 +68,8 @@ final class DiskLane: Sendable {
                     return
                 }
                 do throws(AgentError) {
-                    continuation.resume(returning: .success(try work()))
+                    let context = Context()
+                    continuation.resume(returning: .success(try work(context)))
                 } catch {
                     continuation.resume(returning: .failure(error))
                 }
@@ -72,7 +95,7 @@ final class DiskLane: Sendable {
         isolation: isolated (any Actor)? = #isolation, _ bytes: [UInt8], to path: String, boundedAtStop: Bool = false
     ) async throws(AgentError) {
         let ending = EarlyEnding(stopBound: boundedAtStop ? stopBound : nil)
-        try await submit(isolation: isolation, ending) { () throws(AgentError) in
+        try await submit(isolation: isolation, ending) { _ throws(AgentError) in
             try POSIX.writeFileAtomically(path, bytes, mayRename: { ending.mayRename() }) { ending.renamed() }
         }
     }
@@ -81,7 +104,8 @@ final class DiskLane: Sendable {
     /// writes submitted before it, and returns when it has run; a caller cancelled meanwhile (a stop) returns at
     /// once, so a stop never waits for such a write behind a flush of the flash. The write still runs.
     func runUnawaitedOnStop(
-        isolation: isolated (any Actor)? = #isolation, _ work: @escaping @Sendable () throws(AgentError) -> Void
+        isolation: isolated (any Actor)? = #isolation,
+        _ work: @escaping @Sendable (borrowing Context) throws(AgentError) -> Void
     ) async throws(AgentError) {
         try await submit(isolation: isolation, EarlyEnding(atCancellation: true), work)
     }
@@ -90,7 +114,7 @@ final class DiskLane: Sendable {
     /// the caller is cancelled).
     private func submit(
         isolation: isolated (any Actor)?, _ ending: EarlyEnding,
-        _ work: @escaping @Sendable () throws(AgentError) -> Void
+        _ work: @escaping @Sendable (borrowing Context) throws(AgentError) -> Void
     ) async throws(AgentError) {
         let result: Result<Void, AgentError> = await withTaskCancellationHandler {
             await withCheckedContinuation(isolation: isolation) { continuation in
@@ -101,7 +125,8 @@ final class DiskLane: Sendable {
                         return
                     }
                     do throws(AgentError) {
-                        try work()
+                        let context = Context()
+                        try work(context)
                         ending.finish(.success(()))
                     } catch {
                         ending.finish(.failure(error))

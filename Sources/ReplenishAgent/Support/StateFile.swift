@@ -54,9 +54,9 @@ enum StateFile {
     /// The bytes of a state file, or why it cannot be used: a symbolic link, not a regular file, owned by another
     /// uid, over `limit` bytes, or not openable for its permissions. Other failures (no descriptors left, an I/O
     /// error) are thrown: they say nothing about the file, so it is not moved aside for them.
-    static func readBytes(_ path: String, limit: Int, owner: UserID = POSIX.effectiveUserID()) throws(AgentError)
-        -> Reading<[UInt8]>
-    {
+    static func readBytes(
+        _ path: String, limit: Int, owner: UserID = POSIX.effectiveUserID(), on lane: borrowing DiskLane.Context
+    ) throws(AgentError) -> Reading<[UInt8]> {
         // `.untrusted`: a symbolic link fails (O_NOFOLLOW) instead of being followed out of the state directory,
         // and a FIFO opens at once (O_NONBLOCK) instead of waiting for a writer.
         let file: POSIX.OpenFile
@@ -93,7 +93,7 @@ enum StateFile {
     /// Renames `path` to `path.corrupt-<epoch seconds>` (with a `-N` suffix when that name is taken) and returns
     /// the new name. A regular file of the agent's own gets mode 0600 (it may hold tokens); anything else is
     /// left as it is, inside the 0700 state directory.
-    static func moveAside(_ path: String) throws(AgentError) -> String {
+    static func moveAside(_ path: String, on lane: borrowing DiskLane.Context) throws(AgentError) -> String {
         let base = "\(path).corrupt-\(Int(POSIX.wallTime()))"
         var aside = base
         var suffix = 1

@@ -8,9 +8,10 @@ import FoundationEssentials
 ///
 /// Reading follows `StateFile`'s rules (no symbolic link followed, the agent's own regular file within the size
 /// limit, a file that fails them moved aside with the reason). The daemon, once its loop serves, writes and
-/// shreds on the lane (`save`, `shred`) and reads there (`loadOnLane`); the `…Now` methods run on the calling
-/// thread, for the commands that run without the daemon, for the daemon's start before its loop serves, and for
-/// work already on a lane (a reset's wipe).
+/// shreds on the lane (`save`, `shred`) and reads there (`loadOnLane`); the synchronous methods (`read`, `load`,
+/// `saveNow`, `shredNow`, `moveAside`) run on the calling thread and take a `DiskLane.Context`, which exists only
+/// in work on a lane and, through `DiskLane.Context.beforeServing`, for the commands that run without the daemon
+/// and the daemon's start before its loop serves.
 struct StateStore<Value: FileFormat>: Sendable {
     /// Where the file lives.
     enum Medium: Sendable {
@@ -48,8 +49,10 @@ struct StateStore<Value: FileFormat>: Sendable {
 
     /// The file's value without side effects (`status`, and `load`). `owner` is the agent's uid: this process's
     /// in the daemon; a command run from a root shell passes the directory owner's (`StateDirectory.agentUID`).
-    func read(owner: UserID = POSIX.effectiveUserID()) throws(AgentError) -> StateFile.Reading<Value> {
-        switch try readBytes(owner: owner) {
+    func read(on lane: borrowing DiskLane.Context, owner: UserID = POSIX.effectiveUserID()) throws(AgentError)
+        -> StateFile.Reading<Value>
+    {
+        switch try readBytes(on: lane, owner: owner) {
         case .missing: return .missing
         case .unusable(let reason): return .unusable(reason: reason)
         case .read(let bytes):
@@ -61,18 +64,20 @@ struct StateStore<Value: FileFormat>: Sendable {
     }
 
     /// The file's bytes under the reading rules, undecoded (what an earlier build kept there: `LegacyOrders`).
-    func readBytes(owner: UserID = POSIX.effectiveUserID()) throws(AgentError) -> StateFile.Reading<[UInt8]> {
-        try StateFile.readBytes(path, limit: limit, owner: owner)
+    func readBytes(on lane: borrowing DiskLane.Context, owner: UserID = POSIX.effectiveUserID()) throws(AgentError)
+        -> StateFile.Reading<[UInt8]>
+    {
+        try StateFile.readBytes(path, limit: limit, owner: owner, on: lane)
     }
 
     /// The file's value, nil when missing; a file that cannot be used is moved aside and `onCorrupt` told why and
     /// where it went. On the calling thread (start-up, commands, a lane).
-    func load(onCorrupt: (String) -> Void) throws(AgentError) -> Value? {
-        switch try read() {
+    func load(on lane: borrowing DiskLane.Context, onCorrupt: (String) -> Void) throws(AgentError) -> Value? {
+        switch try read(on: lane) {
         case .missing: return nil
         case .read(let value): return value
         case .unusable(let reason):
-            let aside = try moveAside()
+            let aside = try moveAside(on: lane)
             onCorrupt("state file \(path) \(reason); it was moved to \(aside)")
             return nil
         }
@@ -84,15 +89,17 @@ struct StateStore<Value: FileFormat>: Sendable {
         value: Value?, problems: [String]
     ) {
         let store = self
-        return try await lane.run(isolation: isolation) { () throws(AgentError) in
+        return try await lane.run(isolation: isolation) { context throws(AgentError) in
             var problems: [String] = []
-            let value = try store.load { problems.append($0) }
+            let value = try store.load(on: context) { problems.append($0) }
             return (value, problems)
         }
     }
 
     /// Renames the file aside (`StateFile.moveAside`) and returns the new name. On the calling thread.
-    func moveAside() throws(AgentError) -> String { try StateFile.moveAside(path) }
+    func moveAside(on lane: borrowing DiskLane.Context) throws(AgentError) -> String {
+        try StateFile.moveAside(path, on: lane)
+    }
 
     // MARK: Writing
 
@@ -104,7 +111,7 @@ struct StateStore<Value: FileFormat>: Sendable {
         case .flash: try await lane.write(isolation: isolation, bytes, to: path, boundedAtStop: boundedAtStop)
         case .tmpfs:
             let path = path
-            try await lane.runUnawaitedOnStop(isolation: isolation) { () throws(AgentError) in
+            try await lane.runUnawaitedOnStop(isolation: isolation) { _ throws(AgentError) in
                 try Self.writeToTmpfs(bytes, to: path)
             }
         }
@@ -113,7 +120,7 @@ struct StateStore<Value: FileFormat>: Sendable {
     /// Writes `value` now, on the calling thread: only for the commands that run without the daemon, the
     /// daemon's start before its loop serves, and work already on a lane (a reset's wipe). The daemon otherwise
     /// writes with `save`.
-    func saveNow(_ value: Value) throws(AgentError) {
+    func saveNow(_ value: Value, on lane: borrowing DiskLane.Context) throws(AgentError) {
         let bytes = try value.encoded(for: path)
         switch medium {
         case .flash: try POSIX.writeFileAtomically(path, bytes)
@@ -125,13 +132,22 @@ struct StateStore<Value: FileFormat>: Sendable {
     /// file's name (a directory) makes it fail: the wipe stops and is finished at the next start.
     func shred(isolation: isolated (any Actor)? = #isolation) async throws(AgentError) {
         let store = self
-        try await lane.run(isolation: isolation) { () throws(AgentError) in try store.shredNow() }
+        try await lane.run(isolation: isolation) { context throws(AgentError) in try store.shredNow(on: context) }
     }
 
     /// `shred` on the calling thread (the same callers as `saveNow`). `includingADirectory`: whatever stands at
     /// the name goes, a directory too (`POSIX.shredEntry`: the reset's mark, which must not outlive its wipe).
-    func shredNow(includingADirectory: Bool = false) throws(AgentError) {
+    func shredNow(on lane: borrowing DiskLane.Context, includingADirectory: Bool = false) throws(AgentError) {
         if includingADirectory { try POSIX.shredEntry(path) } else { try POSIX.shred(path) }
+    }
+
+    /// Runs `work` on this store's lane (after the writes submitted before it), with the lane's context: a
+    /// state file's other blocking work in the daemon (a reset's wipe, a serial re-read), never on the loop.
+    func onLane<T: Sendable>(
+        isolation: isolated (any Actor)? = #isolation,
+        _ work: @escaping @Sendable (borrowing DiskLane.Context) throws(AgentError) -> T
+    ) async throws(AgentError) -> T {
+        try await lane.run(isolation: isolation, work)
     }
 
     private static func writeToTmpfs(_ bytes: [UInt8], to path: String) throws(AgentError) {

@@ -40,7 +40,7 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     init(
         store: any TokenStore, lwa: LWAClient, clock: C, wallTime: @escaping @Sendable () -> Double,
         clockTrusted: Bool = true, random: RandomSource = .system, identity: DeviceIdentity? = nil,
-        logger: Logger
+        logger: Logger, loadingOn lane: borrowing DiskLane.Context
     ) throws(AgentError) {
         self.identity = identity
         self.store = store
@@ -49,7 +49,7 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
         self.wallTime = wallTime
         self.logger = logger
         self.random = random
-        var tokens = try store.load()
+        var tokens = try store.load(on: lane)
         // With a wall clock that is not set (1970 on a board without a battery clock), a stored expiry says
         // nothing: the access token counts as expired and is refreshed (LWA does not need the device's clock).
         if !clockTrusted { tokens?.accessTokenExpiresAt = 0 }

@@ -64,7 +64,7 @@ final class MemoryTokenStore: TokenStore, Sendable {
         set { state.withLock { $0.failSaves = newValue } }
     }
 
-    func load() throws(AgentError) -> TokenSet? { tokens }
+    func load(on lane: borrowing DiskLane.Context) throws(AgentError) -> TokenSet? { tokens }
     func save(_ tokens: TokenSet, isolation: isolated (any Actor)? = #isolation) async throws(AgentError) {
         try state.withLock { (state) throws(AgentError) in
             if state.failSaves { throw AgentError(.storage, "no space left on device") }
