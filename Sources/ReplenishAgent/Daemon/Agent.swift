@@ -268,7 +268,7 @@ struct Agent {
     static func runGroup(_ services: [any DaemonPart], logger: Logger) async throws {
         let owned = TerminationSignals.areOwned
         var configuration = ServiceGroupConfiguration(
-            services: services.map { ServiceGroupConfiguration.ServiceConfiguration(service: GroupMember(part: $0)) },
+            services: services.map(\.groupConfiguration),
             gracefulShutdownSignals: owned ? [] : [.sigterm, .sigint], logger: logger)
         configuration.maximumGracefulShutdownDuration = .seconds(10)
         let group = ServiceGroup(configuration: configuration)
@@ -287,17 +287,4 @@ extension Result where Failure == any Error {
     init(catching body: () async throws -> Success) async {
         do { self = .success(try await body()) } catch { self = .failure(error) }
     }
-}
-
-/// A part as the service group holds it. The group names each service by interpolating it (`"\(service)"`), which
-/// asks the Swift runtime whether the value's type is `TextOutputStreamable`, then `CustomStringConvertible`: the
-/// first time for each type, each question is a pass over every conformance record of the binary, about twenty
-/// passes before `READY=1` for the parts' types. One type for every part, itself `TextOutputStreamable`, makes it
-/// one question for the whole group.
-private struct GroupMember: Service, TextOutputStreamable {
-    let part: any DaemonPart
-
-    func run() async throws { try await part.run() }
-
-    func write<Target: TextOutputStream>(to target: inout Target) { target.write(part.description) }
 }
