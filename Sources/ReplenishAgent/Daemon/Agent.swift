@@ -120,9 +120,11 @@ struct Agent {
                 signals: signals, openWindow: pairingEntry.open, reset: owner.resetConfirmedWithTheButton,
                 wifiSetup: Self.longPress(wifiSetup)),
             clock: clock, logger: logger)
-        let inputs = InputPipeline(board: config.board, clock: clock, logger: logger, handler: presses.handle)
+        let waiters = PressWaiters()
+        let inputs = InputPipeline(
+            board: config.board, clock: clock, logger: logger, handler: waiters.answering(presses.handle))
         let control = ControlServer(
-            backend: board.simulated, inputs: inputs, lights: lights, board: config.board,
+            backend: board.simulated, inputs: inputs, waiters: waiters, lights: lights, board: config.board,
             owner: owner.perform)
 
         // The streams: every subscription is made here, before any part runs, so none misses an event.
