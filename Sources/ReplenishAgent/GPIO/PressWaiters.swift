@@ -130,26 +130,31 @@ final class PressWaiters: Sendable {
     /// `clock`; once one is, the handler's own outcome, however long its DRS calls take (up to
     /// `PressWait.outcomeLimit`). Ends at once, with a failure, when the caller is cancelled (the agent stopping).
     func outcome<C: Clock>(of id: Int, timeout: Duration, clock: C) async -> Outcome where C.Duration == Duration {
-        var wait = PressWait(startedAt: clock.now, timeout: timeout)
-        let timer = Task {
-            while true {
-                switch wait.next(recognised: isRecognised(id), at: clock.now) {
-                case .wait(let until):
-                    do { try await clock.loopSleep(until: until) } catch { return }
-                case .notRecognised:
-                    let failure = AgentError(.invalidInput, "no press was recognised within \(timeout)")
-                    return finish(id, with: .failure(failure))
-                case .outcomeUnknown:
-                    let failure = AgentError(
-                        .server,
-                        "the press was recognised; its outcome is not known yet (DRS is slow to answer): see replenish-agent status"
-                    )
-                    return finish(id, with: .failure(failure))
+        let startedAt = clock.now
+        return await withTaskGroup { timer in
+            // The wait's timer, a child of this call: it answers the waiter when the wait runs out, and ends with
+            // the call.
+            timer.addTask {
+                var wait = PressWait(startedAt: startedAt, timeout: timeout)
+                while true {
+                    switch wait.next(recognised: self.isRecognised(id), at: clock.now) {
+                    case .wait(let until):
+                        do { try await clock.loopSleep(until: until) } catch { return }
+                    case .notRecognised:
+                        let failure = AgentError(.invalidInput, "no press was recognised within \(timeout)")
+                        return self.finish(id, with: .failure(failure))
+                    case .outcomeUnknown:
+                        let failure = AgentError(
+                            .server,
+                            "the press was recognised; its outcome is not known yet (DRS is slow to answer): see replenish-agent status"
+                        )
+                        return self.finish(id, with: .failure(failure))
+                    }
                 }
             }
+            let outcome = await outcome(of: id)
+            timer.cancelAll()
+            return outcome ?? .failure(AgentError(.invalidInput, "unknown press"))
         }
-        let outcome = await outcome(of: id)
-        timer.cancel()
-        return outcome ?? .failure(AgentError(.invalidInput, "unknown press"))
     }
 }
