@@ -129,13 +129,15 @@ import Testing
     @Test func pipelineDebouncesOnAManualClockAndSleepsWhenIdle() async throws {
         let clock = ManualClock()
         let seen = Mutex<[ButtonPress]>([])
-        let pipeline = InputPipeline(board: Self.buttonBoard, clock: clock, handing: .awaited, logger: Self.quiet) {
-            press in
-            seen.withLock { $0.append(press) }
-            return .success("ok")
-        }
+        let waiters = PressWaiters()
+        let pipeline = InputPipeline(
+            board: Self.buttonBoard, clock: clock, logger: Self.quiet,
+            handler: waiters.answering { press in
+                seen.withLock { $0.append(press) }
+                return .success("ok")
+            })
         let driver = StepDriver(clock: clock, pipeline.step)
-        let id = await pipeline.expectPress()
+        let id = waiters.add()
         // A bounce burst at one instant, then held.
         for level in [true, false, true, false, true] {
             await pipeline.receive(InputEdge(input: "button", active: level, request: id))
@@ -150,7 +152,7 @@ import Testing
         #expect(seen.withLock { $0 }.isEmpty)
         await driver.pass(.milliseconds(1))
         try #require(seen.withLock { $0 } == [ButtonPress(input: "button", kind: .short)])
-        guard case .success = await pipeline.outcome(of: id, timeout: .seconds(1)) else {
+        guard case .success = await waiters.outcome(of: id, timeout: .seconds(1), clock: clock) else {
             Issue.record("the waiter must get the press's outcome")
             return
         }
@@ -167,8 +169,7 @@ import Testing
         let log = Mutex<[String]>([])
         let gate = Mutex<CheckedContinuation<Void, Never>?>(nil)
         let pipeline = InputPipeline(
-            board: Self.buttonBoard, clock: clock, monotonicNow: { origin + clock.now.offset }, handing: .detached,
-            logger: Self.quiet,
+            board: Self.buttonBoard, clock: clock, monotonicNow: { origin + clock.now.offset }, logger: Self.quiet,
             handler: { _ in
                 // Not cancellable: the handler finishes only when the test opens the gate.
                 await withCheckedContinuation { continuation in
@@ -176,7 +177,6 @@ import Testing
                     log.withLock { $0.append("handler started") }
                 }
                 log.withLock { $0.append("handler finished") }
-                return .success("ok")
             })
         let (edges, input) = AsyncStream<InputEdge>.makeStream()
         let running = Task {
@@ -204,36 +204,36 @@ import Testing
     /// down made no press of its own (issue 29, item 7: dead clients' waiters took the next presses' answers).
     @Test func aPressIsAnsweredToTheRequestThatMadeItAndAForgottenOneTakesNothing() async throws {
         let clock = ManualClock()
-        let pipeline = InputPipeline(board: Self.buttonBoard, clock: clock, handing: .awaited, logger: Self.quiet) {
-            press in
-            .success("\(press.kind.rawValue)")
-        }
+        let waiters = PressWaiters()
+        let pipeline = InputPipeline(
+            board: Self.buttonBoard, clock: clock, logger: Self.quiet,
+            handler: waiters.answering { press in .success("\(press.kind.rawValue)") })
         let driver = StepDriver(clock: clock, pipeline.step)
         // A client that goes away while holding: its press is handled, answered to no one.
-        let gone = await pipeline.expectPress()
+        let gone = waiters.add()
         await pipeline.receive(InputEdge(input: "button", active: true, request: gone))
         await driver.pass(.milliseconds(100))
         // A second request presses the button already down: the press stays the first one's.
-        let second = await pipeline.expectPress()
+        let second = waiters.add()
         await pipeline.receive(InputEdge(input: "button", active: true, request: second))
-        await pipeline.forget(gone)
+        waiters.forget(gone)
         await pipeline.receive(InputEdge(input: "button", active: false, request: gone))
         await pipeline.receive(InputEdge(input: "button", active: false, request: second))
         await driver.pass(.milliseconds(100))
-        await pipeline.forget(second)
+        waiters.forget(second)
         // The next request's own press is answered to it, with the older waiters gone.
-        let next = await pipeline.expectPress()
+        let next = waiters.add()
         await pipeline.receive(InputEdge(input: "button", active: true, request: next))
         await driver.pass(.milliseconds(100))
         await pipeline.receive(InputEdge(input: "button", active: false, request: next))
         await driver.pass(.milliseconds(100))
-        guard case .success(let answer) = await pipeline.outcome(of: next, timeout: .seconds(1)) else {
+        guard case .success(let answer) = await waiters.outcome(of: next, timeout: .seconds(1), clock: clock) else {
             Issue.record("the request that made the press must get its outcome")
             return
         }
         #expect(answer == "short")
         // The forgotten waiter is gone: nothing kept for it.
-        guard case .failure(let error) = await pipeline.outcome(of: gone, timeout: .seconds(1)) else {
+        guard case .failure(let error) = await waiters.outcome(of: gone, timeout: .seconds(1), clock: clock) else {
             Issue.record("a forgotten request has no outcome")
             return
         }
@@ -273,11 +273,8 @@ import Testing
         let seen = PressLog()
         let monotonicNow: @Sendable () -> Duration = { origin + clock.now.offset }
         let pipeline = InputPipeline(
-            board: Self.buttonBoard, clock: clock, monotonicNow: monotonicNow, handing: .awaited, logger: Self.quiet,
-            handler: { press in
-                seen.append(press)
-                return .success("ok")
-            })
+            board: Self.buttonBoard, clock: clock, monotonicNow: monotonicNow, logger: Self.quiet,
+            handler: { seen.append($0.press) })
         // The kernel's timestamp of an edge that happened at `milliseconds` on the manual clock.
         return (pipeline, seen, { origin + .milliseconds($0) })
     }

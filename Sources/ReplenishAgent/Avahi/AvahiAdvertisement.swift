@@ -126,7 +126,7 @@ final class AvahiAdvertisement: Sendable {
         let call = LaneCall<Value>()
         let timer = bound.map { bound in
             Task {
-                guard (try? await Task.sleep(for: bound)) != nil else { return }
+                guard (try? await ContinuousClock().loopSleep(for: bound)) != nil else { return }
                 call.abandon()
             }
         }

@@ -62,7 +62,7 @@ enum DaemonClient {
         let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
         while StateDirectory.runningAgent(stateDirectory) == pid {
             guard ContinuousClock.now < deadline else { return false }
-            try? await Task.sleep(for: .milliseconds(50))
+            try? await ContinuousClock().loopSleep(for: .milliseconds(50))
         }
         return true
     }

@@ -53,9 +53,9 @@ struct GPIOWatchCommand: AsyncParsableCommand {
                 elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000
             return "t=\(milliseconds)ms"
         }
-        let pipeline = InputPipeline(board: boardFile, clock: clock, logger: Logger(label: "gpio-watch")) { press in
+        let pipeline = InputPipeline(board: boardFile, clock: clock, logger: Logger(label: "gpio-watch")) {
+            let press = $0.press
             Output.line("press \(press.input) \(press.kind.rawValue) \(stamp())")
-            return .success("printed")
         }
         let api = boardFile.backend == .gpiod ? GpiodBackend.apiDescription : "simulated"
         Output.line(

@@ -129,9 +129,11 @@ struct Agent {
                 signals: signals, openWindow: pairingEntry.open, reset: owner.resetConfirmedWithTheButton,
                 wifiSetup: Self.longPress(wifiSetup)),
             clock: clock, logger: logger)
-        let inputs = InputPipeline(board: config.board, clock: clock, logger: logger, handler: presses.handle)
+        let waiters = PressWaiters()
+        let inputs = InputPipeline(
+            board: config.board, clock: clock, logger: logger, handler: waiters.answering(presses.handle))
         let control = ControlServer(
-            backend: board.simulated, inputs: inputs, lights: lights, board: config.board,
+            backend: board.simulated, inputs: inputs, waiters: waiters, lights: lights, board: config.board,
             owner: owner.perform)
 
         // The streams: every subscription is made here, before any part runs, so none misses an event.
@@ -277,7 +279,7 @@ struct Agent {
     static func runGroup(_ services: [any DaemonPart], logger: Logger) async throws {
         let owned = TerminationSignals.areOwned
         var configuration = ServiceGroupConfiguration(
-            services: services.map { ServiceGroupConfiguration.ServiceConfiguration(service: GroupMember(part: $0)) },
+            services: services.map(\.groupConfiguration),
             gracefulShutdownSignals: owned ? [] : [.sigterm, .sigint], logger: logger)
         configuration.maximumGracefulShutdownDuration = .seconds(10)
         let group = ServiceGroup(configuration: configuration)
@@ -296,17 +298,4 @@ extension Result where Failure == any Error {
     init(catching body: () async throws -> Success) async {
         do { self = .success(try await body()) } catch { self = .failure(error) }
     }
-}
-
-/// A part as the service group holds it. The group names each service by interpolating it (`"\(service)"`), which
-/// asks the Swift runtime whether the value's type is `TextOutputStreamable`, then `CustomStringConvertible`: the
-/// first time for each type, each question is a pass over every conformance record of the binary, about twenty
-/// passes before `READY=1` for the parts' types. One type for every part, itself `TextOutputStreamable`, makes it
-/// one question for the whole group.
-private struct GroupMember: Service, TextOutputStreamable {
-    let part: any DaemonPart
-
-    func run() async throws { try await part.run() }
-
-    func write<Target: TextOutputStream>(to target: inout Target) { target.write(part.description) }
 }

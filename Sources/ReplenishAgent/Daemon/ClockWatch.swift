@@ -12,7 +12,7 @@ enum ClockWatch {
         while !Task.isCancelled {
             switch wait.next(trusted: isTrusted(), at: clock.now) {
             case .idle:
-                return await Waker().wait(timeout: nil, clock: clock)
+                return
             case .sayWaiting:
                 logger.notice("the wall clock is not set yet (before this build's date); waiting for it")
             case .look(let until):
@@ -65,13 +65,14 @@ struct WallClockWait<Instant: InstantProtocol>: Sendable where Instant.Duration 
 
 extension ClockWatch {
     /// The watch as the daemon runs it: when the wall clock gets set, the token refresh and the outbox retry
-    /// what failed meanwhile.
+    /// what failed meanwhile. A clock trusted (at start, or once set) ends it, and the group runs on (`mayEnd`).
     struct Part<C: Clock>: DaemonPart where C.Duration == Duration {
         let clock: C
         let tokens: TokenManager<C>
         let orders: Orders<C>
         let logger: Logger
         var description: String { "clock" }
+        var mayEnd: Bool { true }
 
         func work() async throws {
             try await ClockWatch.run(clock: clock, logger: logger) { [tokens, orders] in

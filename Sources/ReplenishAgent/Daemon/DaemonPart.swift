@@ -7,13 +7,27 @@ import ServiceLifecycle
 ///   normal end (not an error of the group).
 /// - `follow()` reads the streams the part follows (token events, outbox updates) in a task of its own beside
 ///   the work, and is cancelled when the work ends. Most parts follow nothing.
+/// - `mayEnd`: the part's job can be done before the stop (`SerialWatch`, `ClockWatch.Part`); its return then
+///   leaves the group running (`.ignore`). Any other part that returns, or any part that throws, ends the group.
 protocol DaemonPart: Service, CustomStringConvertible {
     func work() async throws
     func follow() async
+    var mayEnd: Bool { get }
 }
 
 extension DaemonPart {
     func follow() async {}
+
+    var mayEnd: Bool { false }
+
+    /// The part as the service group runs it, named by its `description`. A name given here spares the group
+    /// its own (`"\(service)"`, which asks the Swift runtime for the type's conformances: the first time for
+    /// each type, a pass over every conformance record of the binary, about twenty before `READY=1`).
+    var groupConfiguration: ServiceGroupConfiguration.ServiceConfiguration {
+        ServiceGroupConfiguration.ServiceConfiguration(
+            service: self, successTerminationBehavior: mayEnd ? .ignore : .cancelGroup,
+            failureTerminationBehavior: .cancelGroup, serviceName: description)
+    }
 
     func run() async throws {
         do {

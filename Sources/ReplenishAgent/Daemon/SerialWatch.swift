@@ -3,7 +3,8 @@ import Logging
 /// Re-reads a serial in doubt (`SerialSettling`) while the pairing is held (`TokenManager.hold`): until it reads
 /// as the pairing's again (the pairing is released and orders what was pressed meanwhile) or the new serial has
 /// read the same for the span (the pairing is forgotten, as at a start with another identity). Runs only when the
-/// start found a serial from a file that differs from the pairing's in nothing but the serial.
+/// start found a serial from a file that differs from the pairing's in nothing but the serial. Its job done, it
+/// ends, and the group runs on (`mayEnd`).
 struct SerialWatch<C: Clock>: DaemonPart where C.Duration == Duration {
     /// The identity with the serial read again now, or the problem (unreadable, not a serial).
     let read: @Sendable () async -> Result<DeviceIdentity, AgentConfig.SerialProblem>
@@ -14,6 +15,7 @@ struct SerialWatch<C: Clock>: DaemonPart where C.Duration == Duration {
     let forget: @Sendable (_ change: String) async -> Void
     let logger: Logger
     var description: String { "serial watch" }
+    var mayEnd: Bool { true }
 
     func work() async throws {
         var settling = SerialSettling<C.Instant>(recorded: recorded)
@@ -29,7 +31,7 @@ struct SerialWatch<C: Clock>: DaemonPart where C.Duration == Duration {
                     "the serial reads as the pairing's again: ordering on the pairing",
                     metadata: ["device.serial": "\(identity.serial)"])
                 await tokens.release(identity: identity)
-                return try await idle()
+                return
             case .waiting(_, let reason):
                 await tokens.hold(reason: reason)
             case .changed(let change):
@@ -37,18 +39,9 @@ struct SerialWatch<C: Clock>: DaemonPart where C.Duration == Duration {
                     "the serial has read the same new value for the whole wait: the device's identity changed",
                     metadata: ["device.change": "\(change)"])
                 await forget(change)
-                return try await idle()
+                return
             }
-            try await clock.sleep(for: SerialSettling<C.Instant>.rereadEvery)
+            try await clock.loopSleep(for: SerialSettling<C.Instant>.rereadEvery)
         }
-        try await idle()
-    }
-
-    /// Its job done, the part waits for the group's shutdown (a part that returned would end the group).
-    private func idle() async throws {
-        let (stream, continuation) = AsyncStream<Never>.makeStream()
-        defer { continuation.finish() }
-        for await _ in stream {}
-        throw CancellationError()
     }
 }

@@ -17,6 +17,9 @@ struct ControlServer: Sendable {
     /// The simulated board, or nil on real hardware (press, level and state are then refused).
     let backend: SimulatedBackend?
     let inputs: InputPipeline<ContinuousClock>
+    /// The presses' requests waiting for their outcomes: the pipeline's handler answers them
+    /// (`PressWaiters.answering`).
+    let waiters: PressWaiters
     let lights: Lights<ContinuousClock>
     let board: BoardFile
     let owner: @Sendable (OwnerCommand) async -> Result<String, AgentError>
@@ -176,15 +179,15 @@ struct ControlServer: Sendable {
         }
         let timeout = PressWait<ContinuousClock.Instant>.timeout(
             hold: .milliseconds(Int64(hold * 1000)), debounce: .milliseconds(input.debounceMilliseconds))
-        let id = await inputs.expectPress()
+        let id = waiters.add()
         let ended = await pressAndRelease(input.name, holding: hold, bounces: bounces, request: id, backend: backend)
         if let ended {
             // The request ends without waiting for its press (cut short, or the injection failed): its waiter
             // goes with it, so that no later press's answer is kept for a client that is gone.
-            await inputs.forget(id)
+            waiters.forget(id)
             return ended
         }
-        switch await inputs.outcome(of: id, timeout: timeout) {
+        switch await waiters.outcome(of: id, timeout: timeout, clock: ContinuousClock()) {
         case .success(let message): return .json(200, Answer(ok: true, message: message))
         // The agent is stopping: the press's write may still be under way (`StopBound`), so its outcome is not
         // known here; `press` waits for the agent to end and reads the outbox.

@@ -8,7 +8,7 @@ struct InputEdge: Sendable, Equatable {
     /// `InputPipeline` times the edge by it rather than by when the edge reached the pipeline.
     var timestamp: Duration?
     /// The control socket's press request that made the edge (the simulated board's `press`; nil for hardware
-    /// and `level`): the press it starts is answered to that request (`InputPipeline.expectPress`) and no other.
+    /// and `level`): the press it starts is answered to that request (`PressWaiters.add`) and no other.
     var request: Int?
 
     init(input: String, active: Bool, timestamp: Duration? = nil, request: Int? = nil) {

@@ -1,12 +1,14 @@
 import Synchronization
 
-/// The control socket's requests waiting for the outcome of a press they made (`InputPipeline.expectPress`).
-/// Each is answered once: with its own press's outcome, a failure when its wait ran out (`PressWait`), or a
-/// failure when its caller is cancelled (the agent stopping). An answer that comes before the request waits for
-/// it is kept until it does.
+/// The control socket's requests waiting for the outcome of a press they made: a request registers (`add`) before
+/// it presses, its edges carry the id (`InputEdge.request`), and the press they start is answered to it alone
+/// (`answering`, the pipeline's handler). Each is answered once: with its own press's outcome, a failure when its
+/// wait ran out (`PressWait`), or a failure when its caller is cancelled (the agent stopping). An answer that comes
+/// before the request waits for it is kept until it does. `ControlServer` owns them; the pipeline knows only the
+/// request ids on its edges.
 ///
-/// A lock rather than the pipeline's actor: the answers come from the handler's task, the wait's timer and a
-/// cancellation handler, none of which need to hop onto the pipeline to give one.
+/// A lock rather than an actor: the answers come from the handler's task, the wait's timer and a cancellation
+/// handler, none of which need to hop onto an actor to give one.
 final class PressWaiters: Sendable {
     typealias Outcome = Result<String, AgentError>
 
@@ -20,7 +22,9 @@ final class PressWaiters: Sendable {
 
     private let state = Mutex<(waiters: [Waiter], nextID: Int)>(([], 0))
 
-    /// A new waiter; its id goes on the request's edges (`InputEdge.request`).
+    /// A new waiter, registered before its request presses (so the outcome cannot be missed); its id goes on the
+    /// request's edges (`InputEdge.request`). Collect the outcome with `outcome(of:timeout:clock:)`, or `forget`
+    /// the id when the request ends without it.
     func add() -> Int {
         state.withLock { state in
             state.nextID += 1
@@ -29,7 +33,9 @@ final class PressWaiters: Sendable {
         }
     }
 
-    /// Drops waiter `id`: its request ended without the outcome (a wait under way is answered with a failure).
+    /// Drops waiter `id`: its request ended without the outcome (the client went away, the agent stops; a wait under
+    /// way is answered with a failure). Its press, if one is recognised later, is handled all the same and answered
+    /// to no one, never to the next request's wait.
     func forget(_ id: Int) {
         let waiting = state.withLock { state -> CheckedContinuation<Outcome, Never>? in
             guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
@@ -104,6 +110,51 @@ final class PressWaiters: Sendable {
             }
         } onCancel: {
             finish(id, with: .failure(AgentError(.server, "the agent is stopping")))
+        }
+    }
+
+    /// `handle` as the input pipeline's handler: a press made by a request is answered to that request's waiter, if
+    /// it still waits. The waiter is the request's own, never the oldest on this input; from the recognition on,
+    /// the wait is for the handler's outcome (which may take a DRS call or two), no longer for a press.
+    func answering(
+        _ handle: @escaping @Sendable (ButtonPress) async -> Outcome
+    ) -> @Sendable (RecognisedPress) async -> Void {
+        { recognised in
+            if let id = recognised.request { self.recognised(id) }
+            let outcome = await handle(recognised.press)
+            if let id = recognised.request { self.finish(id, with: outcome) }
+        }
+    }
+
+    /// The outcome of the press registered as `id`. A failure when no press was recognised within `timeout` on
+    /// `clock`; once one is, the handler's own outcome, however long its DRS calls take (up to
+    /// `PressWait.outcomeLimit`). Ends at once, with a failure, when the caller is cancelled (the agent stopping).
+    func outcome<C: Clock>(of id: Int, timeout: Duration, clock: C) async -> Outcome where C.Duration == Duration {
+        let startedAt = clock.now
+        return await withTaskGroup { timer in
+            // The wait's timer, a child of this call: it answers the waiter when the wait runs out, and ends with
+            // the call.
+            timer.addTask {
+                var wait = PressWait(startedAt: startedAt, timeout: timeout)
+                while true {
+                    switch wait.next(recognised: self.isRecognised(id), at: clock.now) {
+                    case .wait(let until):
+                        do { try await clock.loopSleep(until: until) } catch { return }
+                    case .notRecognised:
+                        let failure = AgentError(.invalidInput, "no press was recognised within \(timeout)")
+                        return self.finish(id, with: .failure(failure))
+                    case .outcomeUnknown:
+                        let failure = AgentError(
+                            .server,
+                            "the press was recognised; its outcome is not known yet (DRS is slow to answer): see replenish-agent status"
+                        )
+                        return self.finish(id, with: .failure(failure))
+                    }
+                }
+            }
+            let outcome = await outcome(of: id)
+            timer.cancelAll()
+            return outcome ?? .failure(AgentError(.invalidInput, "unknown press"))
         }
     }
 }

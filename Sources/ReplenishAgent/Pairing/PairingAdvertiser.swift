@@ -52,7 +52,7 @@ struct PairingAdvertiser<C: Clock>: Sendable where C.Duration == Duration {
                 await shown.recordAdvertisement(AdvertisementStatus.notAdvertised(error.message))
                 let wait = retry
                 retrying = Task {
-                    try? await Task.sleep(for: wait)
+                    try? await ContinuousClock().loopSleep(for: wait)
                     sink.yield(.retry)
                 }
             }

@@ -35,7 +35,7 @@ enum RefreshTask {
                 try await inner.value
             } onCancel: {
                 Task {
-                    try? await clock.sleep(for: stopGrace)
+                    try? await clock.loopSleep(for: stopGrace)
                     inner.cancel()
                 }
             }

@@ -1,6 +1,7 @@
 /// When the token manager refreshes, as a value (the shape of `CodeLinking` and `DutyTimeline`): it takes the
 /// events of a refresh and a token write with the current instant, and says what to do next; it reads no clock
-/// and makes no call. `TokenManager` carries its actions out (and draws the random moments).
+/// and makes no call. `TokenManager` carries its actions out, and lends it its one random source
+/// (`TokenTime.random`) for the random moments.
 ///
 /// The rules:
 /// - A refresh is due by the wall clock (`RefreshSchedule`: the facts give the seconds until it); the wait for
@@ -64,16 +65,14 @@ struct RefreshTimeline<Instant: InstantProtocol>: Sendable where Instant.Duratio
     private var lastLogged: String?
     /// The token writes that failed in a row.
     private var writes = WriteRetry()
-    private var random: RandomSource
     /// Where in its margin the scheduled refresh falls (`RefreshSchedule`), drawn again after every refresh so
     /// that a fleet's refreshes spread.
     private(set) var jitter: Double
 
     /// `fromDisk`: the tokens came from the token file at start (a restart, not a pairing made since).
-    init(fromDisk: Bool, random: RandomSource = .system) {
+    init(fromDisk: Bool, using random: inout RandomSource) {
         startup = fromDisk
-        self.random = random
-        jitter = Double.random(in: 0..<1, using: &self.random)
+        jitter = Double.random(in: 0..<1, using: &random)
     }
 
     mutating func next(_ facts: Facts, at now: Instant) -> Action {
@@ -116,7 +115,7 @@ struct RefreshTimeline<Instant: InstantProtocol>: Sendable where Instant.Duratio
     }
 
     /// `.startupDelay(window)`: draws a moment of the window from `now` (`FleetSpread`) and waits for it.
-    mutating func startupWait(window: Duration, at now: Instant) {
+    mutating func startupWait(window: Duration, at now: Instant, using random: inout RandomSource) {
         startupWait(until: now.advanced(by: FleetSpread.startupDelay(window: window, using: &random)))
     }
 
@@ -128,7 +127,7 @@ struct RefreshTimeline<Instant: InstantProtocol>: Sendable where Instant.Duratio
 
     /// A refresh succeeded. Only a scheduled one starts the spacing; a failure's retry follows the backoff. The
     /// failures are forgotten and the jitter drawn again.
-    mutating func refreshed(_ reason: Reason?, at now: Instant) {
+    mutating func refreshed(_ reason: Reason?, at now: Instant, using random: inout RandomSource) {
         retryNotBefore = nil
         if reason == .scheduled { lastScheduledRefresh = now }
         failure = nil
@@ -139,7 +138,9 @@ struct RefreshTimeline<Instant: InstantProtocol>: Sendable where Instant.Duratio
     /// A refresh failed with `error`: the next one (scheduled or asked for) waits for the backoff, slower for a
     /// configuration fault (`unauthorized_client`) and never sooner than LWA's own `Retry-After` (429, 503).
     /// Returns the wait and whether the failure is worth a log line (a configuration fault is said once).
-    mutating func refreshFailed(_ error: AgentError, at now: Instant) -> (wait: Duration, attempt: Int, log: Bool) {
+    mutating func refreshFailed(_ error: AgentError, at now: Instant, using random: inout RandomSource)
+        -> (wait: Duration, attempt: Int, log: Bool)
+    {
         let attempt = (failure?.attempts ?? 0) + 1
         failure = Failure(attempts: attempt, message: error.message, code: error.code)
         let backoff = error.code == .unauthorizedClient ? Backoff.configurationFault : Backoff.tokenRefresh
@@ -170,7 +171,7 @@ struct RefreshTimeline<Instant: InstantProtocol>: Sendable where Instant.Duratio
 
     /// A token write failed at `now`: the next try after the state-write backoff (`WriteRetry`); returns the
     /// wait and the attempt.
-    mutating func writeFailed(at now: Instant) -> (wait: Duration, attempt: Int) {
+    mutating func writeFailed(at now: Instant, using random: inout RandomSource) -> (wait: Duration, attempt: Int) {
         let wait = writes.failed(using: &random)
         written(failedRetryingIn: wait, at: now)
         return (wait, writes.failures)

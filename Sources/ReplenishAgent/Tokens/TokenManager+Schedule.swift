@@ -4,8 +4,8 @@ extension TokenManager {
     /// The wall clock was just set: a refresh that is backing off (TLS fails while the clock says 1970) is
     /// tried again now.
     func retryNow() {
-        timeline.clockSet(at: clock.now)
-        waker.ring()
+        refreshing.timeline.clockSet(at: time.clock.now)
+        time.waker.ring()
     }
 
     /// Carries out the timeline's actions until it says wait; returns the wait.
@@ -13,20 +13,21 @@ extension TokenManager {
         var worked = false
         while !Task.isCancelled {
             // Held: no refresh until `release` (which rings) or a new pairing.
-            if heldBecause != nil { return .wait(until: nil, worked: worked) }
+            if serialHold.refusal != nil { return .wait(until: nil, worked: worked) }
             let facts = tokens.map { current in
                 RefreshTimeline<C.Instant>.Facts(
                     paired: true,
                     secondsUntilRefresh: RefreshSchedule.secondsUntilRefresh(
-                        now: wallTime(), expiresAt: current.accessTokenExpiresAt,
-                        lifetime: current.accessTokenLifetime, jitter: timeline.jitter),
+                        now: time.wallTime(), expiresAt: current.accessTokenExpiresAt,
+                        lifetime: current.accessTokenLifetime, jitter: refreshing.timeline.jitter),
                     lifetime: current.accessTokenLifetime)
             }
-            switch timeline.next(facts ?? .init(paired: false, secondsUntilRefresh: 0, lifetime: 0), at: clock.now) {
+            let unpaired = RefreshTimeline<C.Instant>.Facts(paired: false, secondsUntilRefresh: 0, lifetime: 0)
+            switch refreshing.timeline.next(facts ?? unpaired, at: time.clock.now) {
             case .waitForPairing:
                 return .wait(until: nil, worked: worked)
             case .startupDelay(let window):
-                timeline.startupWait(window: window, at: clock.now)
+                refreshing.timeline.startupWait(window: window, at: time.clock.now, using: &time.random)
             case .retryWrite:
                 if let tokens { await save(tokens) }
                 worked = true
@@ -44,7 +45,7 @@ extension TokenManager {
     /// The schedule: carries out `RefreshTimeline`'s actions (refresh, back off, write again, wait) until
     /// cancelled; a change (pairing, refresh, failure) ends a wait early.
     func run() async {
-        while !Task.isCancelled { await waker.wait(for: await step(), clock: clock) }
+        while !Task.isCancelled { await time.waker.wait(for: await step(), clock: time.clock) }
     }
 }
 

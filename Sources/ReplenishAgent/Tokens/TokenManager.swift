@@ -9,58 +9,46 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
 
     private let store: any TokenStore
     private let lwa: LWAClient
-    let clock: C
-    let wallTime: @Sendable () -> Double
     private let logger: Logger
-    let waker = Waker()
-    private var random: RandomSource
-    private(set) var tokens: TokenSet?
-    private var lostReason: String?
-    private var inFlight: Task<TokenSet, any Error>?
-    /// When to refresh, retry and write again: the schedule and every caller of `accessToken()` share its
-    /// one retry gate (callers fail fast with the wait in `retryAfter`).
-    var timeline: RefreshTimeline<C.Instant>
-    /// The tokens in memory are newer than the file (a write failed: disk full, I/O error). Until a retried
-    /// write succeeds they are the device's only copy of the pairing; the superseded refresh token on disk is
-    /// never sent again.
-    private var unsaved: Bool { timeline.writeRetryAt != nil }
-    /// The pairing's check of the client secret got no answer from LWA: why, until a refresh succeeds.
-    private var secretUnchecked: String?
     /// What the token manager tells the services that follow it; published, never awaited.
     nonisolated let events = Broadcast<TokenEvent>()
-    /// The device's identity now (from the config): recorded with every pairing made, and at the first start
-    /// with a token file that has none yet (`recordMissingIdentity`). A serial in doubt that reads as the
-    /// pairing's again replaces it (`release`).
-    var identity: DeviceIdentity?
-    /// Why the pairing orders nothing although it is kept (`hold`): the serial read differs from the pairing's
-    /// and may be a glitch. No access token is handed out and no refresh is made (where LWA rotates refresh
-    /// tokens, a refresh by a clone would end the original unit's pairing) until `release` or a new pairing.
-    var heldBecause: String?
+    /// The clock, the waker, the wall clock and the one random source.
+    var time: TokenTime<C>
+    /// The tokens, or why there are none.
+    private(set) var held: HeldTokens
+    /// The refresh's timeline, the refresh out, the secret's check.
+    var refreshing: RefreshState<C.Instant>
+    /// The device's identity, and the pairing's hold while its serial is in doubt.
+    var serialHold: SerialHold
 
     init(
         store: any TokenStore, lwa: LWAClient, clock: C, wallTime: @escaping @Sendable () -> Double,
         clockTrusted: Bool = true, random: RandomSource = .system, identity: DeviceIdentity? = nil,
         logger: Logger, loadingOn lane: borrowing DiskLane.Context
     ) throws(AgentError) {
-        self.identity = identity
+        serialHold = SerialHold(identity: identity)
         self.store = store
         self.lwa = lwa
-        self.clock = clock
-        self.wallTime = wallTime
         self.logger = logger
-        self.random = random
+        var time = TokenTime(clock: clock, wallTime: wallTime, random: random)
         var tokens = try store.load(on: lane)
         // With a wall clock that is not set (1970 on a board without a battery clock), a stored expiry says
         // nothing: the access token counts as expired and is refreshed (LWA does not need the device's clock).
         if !clockTrusted { tokens?.accessTokenExpiresAt = 0 }
-        self.tokens = tokens
-        timeline = RefreshTimeline(fromDisk: tokens != nil, random: random)
+        held = tokens.map { .paired($0) } ?? .unpaired(lostReason: nil)
+        refreshing = RefreshState(timeline: RefreshTimeline(fromDisk: tokens != nil, using: &time.random))
+        self.time = time
     }
+
+    /// The tokens held (nil: unpaired).
+    var tokens: TokenSet? { held.tokens }
 
     var state: State {
         TokenState(
-            expiresAt: tokens?.accessTokenExpiresAt, heldBecause: heldBecause, refreshing: inFlight != nil,
-            lastFailure: timeline.failure?.message, secretUnchecked: secretUnchecked, lostReason: lostReason)
+            expiresAt: tokens?.accessTokenExpiresAt, heldBecause: serialHold.reason,
+            refreshing: refreshing.inFlight != nil,
+            lastFailure: refreshing.timeline.failure?.message, secretUnchecked: refreshing.secretUnchecked,
+            lostReason: held.lostReason)
     }
 
     var isPaired: Bool { tokens != nil }
@@ -76,10 +64,10 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     /// clone's other serial is then a change (`identityChange`). Returns the identity written, nil when there
     /// was nothing to write. Called once at start, before anything else writes the tokens.
     func recordMissingIdentity() async throws(AgentError) -> DeviceIdentity? {
-        guard let identity, var current = tokens, current.identity == nil else { return nil }
+        guard let identity = serialHold.identity, var current = tokens, current.identity == nil else { return nil }
         current.identity = identity
         try await store.save(current, isolation: self)
-        tokens = current
+        held = .paired(current)
         return identity
     }
 
@@ -99,18 +87,17 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
         guard let refreshToken = grant.refreshToken else {
             throw AgentError(.server, "LWA redeemed the code but sent no refresh token")
         }
-        let now = wallTime()
-        let tag = (0..<2).map { _ in String(UInt64.random(in: .min ... .max, using: &random), radix: 16) }
+        let now = time.wallTime()
         var fresh = TokenSet(
             clientId: clientId, refreshToken: refreshToken, accessToken: grant.accessToken,
             accessTokenExpiresAt: now + grant.expiresIn, accessTokenLifetime: grant.expiresIn,
-            pairingId: tag.joined(separator: "-"), identity: identity)
+            pairingId: time.pairingTag(), identity: serialHold.identity)
         if secretUncheckedBecause != nil { fresh.accessTokenExpiresAt = now }
         try await store.save(fresh, isolation: self)
         logger.info("paired", metadata: ["token.expiresIn": "\(Int(grant.expiresIn))"])
         pairingChanged(to: fresh, lostReason: nil)
         if let why = secretUncheckedBecause {
-            secretUnchecked =
+            refreshing.secretUnchecked =
                 "lwa.clientSecret is not checked yet: LWA did not answer the pairing's check (\(why)); checking it "
                 + "with a refresh"
             logger.warning("paired; lwa.clientSecret not checked yet, checking it now", metadata: ["error": "\(why)"])
@@ -126,11 +113,10 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     }
 
     private func pairingChanged(to next: TokenSet?, lostReason reason: String?) {
-        tokens = next
-        heldBecause = nil
-        lostReason = reason
-        clearRetryState()
-        waker.ring()
+        held = next.map { .paired($0) } ?? .unpaired(lostReason: reason)
+        serialHold.pairingChanged()
+        refreshing.pairingChanged()
+        time.waker.ring()
         notifyChange()
         events.publish(next == nil ? .pairingLost : .paired)
     }
@@ -143,7 +129,7 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
         // A refresh already out may come back with a rotated refresh token, and LWA may have ended the one held
         // now: wait for it, so that what is returned (the deregistration's token) is one LWA still accepts.
         var awaited: Task<TokenSet, any Error>?
-        while let task = inFlight, task != awaited {
+        while let task = refreshing.inFlight, task != awaited {
             awaited = task
             _ = try? await RefreshTask.value(of: task)
         }
@@ -158,7 +144,7 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     func accessToken() async throws(AgentError) -> Secret {
         guard let current = tokens else { throw AgentError(.notPaired, "the device is not paired") }
         // Held: callers wait for the next token event, as when unpaired (`release` publishes one).
-        if let heldBecause { throw AgentError(.notPaired, heldBecause) }
+        if let refusal = serialHold.refusal { throw refusal }
         if !isTooClose(current) { return current.accessToken }
         try checkRetryGate()
         return try await refresh(reason: "expiring").accessToken
@@ -166,7 +152,7 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
 
     /// DRS rejected `rejected`: refresh now, unless another caller already replaced that token.
     func accessTokenReplacing(_ rejected: Secret) async throws(AgentError) -> Secret {
-        if let heldBecause { throw AgentError(.notPaired, heldBecause) }
+        if let refusal = serialHold.refusal { throw refusal }
         if let current = tokens, current.accessToken != rejected, !isTooClose(current) {
             return current.accessToken
         }
@@ -176,14 +162,15 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
 
     private func isTooClose(_ tokens: TokenSet) -> Bool {
         RefreshSchedule.isTooCloseToExpiry(
-            now: wallTime(), expiresAt: tokens.accessTokenExpiresAt, lifetime: tokens.accessTokenLifetime)
+            now: time.wallTime(), expiresAt: tokens.accessTokenExpiresAt, lifetime: tokens.accessTokenLifetime)
     }
 
     /// Fails fast while the refresh backoff runs (unless a refresh is already out, which the caller joins):
     /// the order path and the duties wait for `retryAfter` instead of asking LWA again.
     private func checkRetryGate() throws(AgentError) {
-        guard inFlight == nil, tokens != nil, let wait = timeline.retryGate(at: clock.now) else { return }
-        let failure = timeline.failure
+        guard refreshing.inFlight == nil, tokens != nil, let wait = refreshing.timeline.retryGate(at: time.clock.now)
+        else { return }
+        let failure = refreshing.timeline.failure
         throw AgentError(
             failure?.code ?? .network, "token refresh is backing off: \(failure?.message ?? "an earlier failure")",
             retryAfter: wait)
@@ -194,15 +181,15 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
     func refresh(reason: String, scheduled: RefreshTimeline<C.Instant>.Reason? = nil) async throws(AgentError)
         -> TokenSet
     {
-        if let inFlight { return try await RefreshTask.value(of: inFlight) }
+        if let inFlight = refreshing.inFlight { return try await RefreshTask.value(of: inFlight) }
         guard tokens != nil else { throw AgentError(.notPaired, "the device is not paired") }
-        if let heldBecause { throw AgentError(.notPaired, heldBecause) }
+        if let refusal = serialHold.refusal { throw refusal }
         let task = Task { try await self.performRefresh(reason: reason, scheduled: scheduled) }
-        inFlight = task
+        refreshing.inFlight = task
         notifyChange()
         let result: Result<TokenSet, AgentError>
         do { result = .success(try await RefreshTask.value(of: task)) } catch { result = .failure(error) }
-        inFlight = nil
+        refreshing.inFlight = nil
         notifyChange()
         return try result.get()
     }
@@ -215,10 +202,11 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
         logger.debug("refreshing access token", metadata: ["token.reason": "\(reason)"])
         // The lifetime counts from when the request left, not from when the answer came: LWA may take up to the
         // request timeout to answer, and the token's clock started when LWA made it.
-        let sentAt = wallTime()
+        let sentAt = time.wallTime()
         do throws(AgentError) {
             let lwa = lwa
-            let grant = try await RefreshTask.finishingWithinTheStopGrace(clock: clock) { () async throws(AgentError) in
+            let grant = try await RefreshTask.finishingWithinTheStopGrace(clock: time.clock) {
+                () async throws(AgentError) in
                 try await lwa.refresh(refreshToken: current.refreshToken, clientId: current.clientId)
             }
             // The customer may have unpaired or paired again while LWA answered: this grant belongs to a pairing
@@ -230,15 +218,15 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
                 clientId: current.clientId, refreshToken: grant.refreshToken ?? current.refreshToken,
                 accessToken: grant.accessToken, accessTokenExpiresAt: sentAt + grant.expiresIn,
                 accessTokenLifetime: grant.expiresIn, pairingId: current.pairingId,
-                identity: current.identity ?? identity)
+                identity: current.identity ?? serialHold.identity)
             // The new refresh token is written before anything uses the new access token. If the write fails,
             // LWA may already have invalidated the old token: the new set is kept in memory (the only copy of
             // the pairing now), the old one is never sent again, and the write is retried on a timer.
             await save(next)
-            tokens = next
-            timeline.refreshed(scheduled, at: clock.now)
-            secretUnchecked = nil
-            waker.ring()
+            held = .paired(next)
+            refreshing.timeline.refreshed(scheduled, at: time.clock.now, using: &time.random)
+            refreshing.secretUnchecked = nil
+            time.waker.ring()
             logger.info(
                 "access token refreshed",
                 metadata: [
@@ -258,8 +246,9 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
         } catch  where error.code == .notPaired {
             throw error
         } catch {
-            let (delay, attempt, log) = timeline.refreshFailed(error, at: clock.now)
-            waker.ring()
+            let (delay, attempt, log) = refreshing.timeline.refreshFailed(
+                error, at: time.clock.now, using: &time.random)
+            time.waker.ring()
             if log {
                 logger.warning(
                     "token refresh failed",
@@ -272,19 +261,14 @@ actor TokenManager<C: Clock> where C.Duration == Duration {
         }
     }
 
-    private func clearRetryState() {
-        secretUnchecked = nil
-        timeline.pairingChanged()
-    }
-
     /// Writes `next`; on failure keeps it as unsaved and plans another write (5 s doubling to 5 minutes).
     func save(_ next: TokenSet) async {
         do {
             try await store.save(next, isolation: self)
-            if unsaved { logger.notice("the refreshed tokens are written now") }
-            timeline.written(failedRetryingIn: nil, at: clock.now)
+            if refreshing.unsaved { logger.notice("the refreshed tokens are written now") }
+            refreshing.timeline.written(failedRetryingIn: nil, at: time.clock.now)
         } catch {
-            let (delay, attempt) = timeline.writeFailed(at: clock.now)
+            let (delay, attempt) = refreshing.timeline.writeFailed(at: time.clock.now, using: &time.random)
             logger.error(
                 "could not write the tokens; keeping them in memory and trying again",
                 metadata: [

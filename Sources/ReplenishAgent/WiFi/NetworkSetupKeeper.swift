@@ -192,7 +192,7 @@ actor NetworkSetupKeeper<C: Clock> where C.Duration == Duration {
         guard let deadline = machine.deadline, let input else { return }
         let clock = clock
         timer = Task {
-            do { try await clock.sleep(until: deadline, tolerance: nil) } catch { return }
+            do { try await clock.loopSleep(until: deadline) } catch { return }
             input.yield(.tick)
         }
     }
