@@ -10,6 +10,11 @@
 #   - every `replenish-agent SUBCOMMAND` in a fenced code block is a subcommand (its --help shows its usage);
 #   - every table row of docs/benchmarks.md that holds a figure names the command that produced it;
 #   - every warning, error and critical log line of Sources/ReplenishAgent is in docs/troubleshooting.md;
+#   - every `file.swift:N` citation of docs/architecture.md names a file of the repository and a line it has, and
+#     in a walk table's row (`| 3 | GPIO/InputPipeline.swift:123 | `receive` | … |`) that line holds the
+#     identifier of the row's third column;
+#   - every target (a folder of Sources/) and every folder of Sources/ReplenishAgent/ is named in the folder tables
+#     of docs/architecture.md ("What is in the repository?");
 #   - the licence files match the build (scripts/check-license.sh: every package of Package.resolved is in
 #     packaging/debian/copyright).
 # Usage: scripts/check-docs.sh [AGENT]  (AGENT: a built replenish-agent; default: the debug build)
@@ -178,8 +183,73 @@ for my $file (@ARGV) {
 PERL
 )
 
+# Citations in docs/architecture.md, outside code blocks: `path.swift:N` (a path under Sources/ReplenishAgent/, or
+# one from Sources/, Tests/ or cloud/; a leading ../ is the doc's own) names a file and a line it has. In a table
+# row whose second column is a citation (the walk tables: | # | file:line | function | what happens |), the first
+# identifier of the third column is on that line: `receive` of "`receive` → `settle`", `save` of
+# "`FileTokenStore.save`" (the last part of a dotted name).
+architecture=docs/architecture.md
+citations=0
+while IFS=$'\t' read -r where path line identifier; do
+  citations=$((citations + 1))
+  path=${path#../}
+  case "$path" in
+    Sources/* | Tests/* | cloud/*) file=$path ;;
+    *) file=Sources/ReplenishAgent/$path ;;
+  esac
+  if [ ! -f "$file" ]; then
+    fail "$where: the citation $path:$line names $file, which does not exist"
+    continue
+  fi
+  length=$(wc -l <"$file")
+  if [ "$line" -lt 1 ] || [ "$line" -gt "$length" ]; then
+    fail "$where: the citation $path:$line is past the end of $file ($length lines)"
+    continue
+  fi
+  case "$identifier" in
+    -) ;;
+    '?') fail "$where: the walk row citing $path:$line names no function in its third column" ;;
+    *)
+      text=$(sed -n "${line}p" "$file")
+      grep -qw -- "$identifier" <<<"$text" ||
+        fail "$where: $path:$line does not hold \`$identifier\` (the row's function); the line reads: ${text#"${text%%[! ]*}"}"
+      ;;
+  esac
+done < <(awk '/^```/ { code = !code; next } code { next }
+  {
+    walk = ""; identifier = "-"
+    if ($0 ~ /^\|/) {
+      split($0, cells, "|")
+      second = cells[3]; gsub(/`/, "", second); gsub(/^ +| +$/, "", second)
+      if (second ~ /^[A-Za-z0-9_.\/+-]+\.swift:[0-9]+$/) {
+        walk = second; identifier = "?"; third = cells[4]; gsub(/`/, "", third)
+        if (match(third, /[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*/)) {
+          identifier = substr(third, RSTART, RLENGTH); sub(/.*\./, "", identifier)
+        }
+      }
+    }
+    rest = $0
+    while (match(rest, /[A-Za-z0-9_.\/+-]+\.swift:[0-9]+/)) {
+      cited = substr(rest, RSTART, RLENGTH); rest = substr(rest, RSTART + RLENGTH)
+      colon = index(cited, ":")
+      print FILENAME ":" FNR "\t" substr(cited, 1, colon - 1) "\t" substr(cited, colon + 1) "\t" (cited == walk ? identifier : "-")
+      if (cited == walk) walk = ""
+    }
+  }' "$architecture")
+
+# Every target and every folder of the agent is in the folder tables of docs/architecture.md (the section "What is
+# in the repository?"), in backticks: `Sources/X/` or `X/` (an agent folder also as `Sources/ReplenishAgent/X/`).
+folder_tables=$(awk '/^## / { inside = ($0 ~ /^## What is in the repository\?/) } inside' "$architecture")
+[ -n "$folder_tables" ] || fail "$architecture has no section 'What is in the repository?' (the folder tables)"
+for folder in Sources/*/ Sources/ReplenishAgent/*/; do
+  folder=${folder%/}
+  name=${folder##*/}
+  grep -qF -e "\`$name/\`" -e "\`$folder/\`" <<<"$folder_tables" ||
+    fail "$architecture: the folder tables (What is in the repository?) do not name $folder/ (as \`$name/\` or \`$folder/\`)"
+done
+
 # The licence files (LICENSE, packaging/debian/copyright against Package.resolved).
 bash scripts/check-license.sh >&2 || fail "scripts/check-license.sh failed (above)"
 
 [ "$failures" -eq 0 ] || { echo "check-docs: $failures problem(s)" >&2; exit 1; }
-echo "ok: docs: links resolve, nothing points outside the repository (docs or sources), external links go to allowed sites, no commit hash, one figure per quantity, the subcommand count of docs/commands.md, $(wc -w <<<"$subcommands") subcommands named in code blocks exist, every benchmark figure names its command, every warning and error log line is in docs/troubleshooting.md, the licence files cover Package.resolved"
+echo "ok: docs: links resolve, nothing points outside the repository (docs or sources), external links go to allowed sites, no commit hash, one figure per quantity, the subcommand count of docs/commands.md, $(wc -w <<<"$subcommands") subcommands named in code blocks exist, every benchmark figure names its command, every warning and error log line is in docs/troubleshooting.md, $citations file:line citations of docs/architecture.md hold, every source folder is in its folder tables, the licence files cover Package.resolved"

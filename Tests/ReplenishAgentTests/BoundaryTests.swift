@@ -4,9 +4,9 @@ import Testing
 @testable import ReplenishAgent
 
 /// The one typed C boundary: each C library is called from its own folder of `Sources/ReplenishAgent` (libcurl
-/// from `Curl/`, libgpiod from `Gpiod/`, libcrypto from `Crypto/`, libavahi-client from `Avahi/`, the C library's
-/// system calls from `System/`)
-/// and from nowhere else, and every unsafe pointer use in the agent says why it is safe.
+/// from `Curl/`, libgpiod from `Gpiod/`, libcrypto from `Crypto/`, libavahi-client from `Avahi/`, libdbus-1 from
+/// `NetworkManager/`, the C library's system calls from `System/`) and from nowhere else, and every unsafe pointer
+/// use in the agent says why it is safe.
 ///
 /// Imports alone do not show it: `NIOPosix` re-exports Glibc, so a file that imports it for SwiftNIO could call
 /// `geteuid()` without importing Glibc. So the sources are also scanned for the C library's calls and constants.

@@ -137,11 +137,11 @@ import Testing
         let config = try config(mode: "code")
         await ShownStatusBook(runtimeDirectory: config.runtimeDirectory, logger: .init(label: "test"))
             .recordLinkingCode(code)
-        func encoded(_ report: StatusCommand.Report) throws -> [String: Any] {
+        func encoded(_ report: StatusReport) throws -> [String: Any] {
             try JSONSerialization.jsonObject(with: JSONEncoder().encode(report)) as? [String: Any] ?? [:]
         }
 
-        let shown = StatusCommand.report(config: config, now: 1_800_000_000)
+        let shown = StatusReport(config: config, now: 1_800_000_000)
         #expect(
             shown.linking
                 == .init(
@@ -157,20 +157,20 @@ import Testing
                     "expiresAt": "2027-01-15T08:10:00Z",
                 ])
         // Expired: gone (a stopped agent's code is not offered past its time).
-        let expired = StatusCommand.report(config: config, now: 1_800_000_600)
+        let expired = StatusReport(config: config, now: 1_800_000_600)
         #expect(try expired.linking == nil && encoded(expired)["linking"] == nil)
         #expect(expired.pairingState.contains("no code to enter yet"))
         // Companion mode never shows one.
         let companion = try self.config(mode: "companion")
         await ShownStatusBook(runtimeDirectory: companion.runtimeDirectory, logger: .init(label: "test"))
             .recordLinkingCode(code)
-        #expect(StatusCommand.report(config: companion, now: 1_800_000_000).linking == nil)
+        #expect(StatusReport(config: companion, now: 1_800_000_000).linking == nil)
         // Paired: gone, whatever the file says.
         try await FileTokenStore(stateDirectory: config.stateDirectory).save(
             TokenSet(
                 clientId: "c", refreshToken: Secret("Atzr|r"), accessToken: Secret("Atza|a"),
                 accessTokenExpiresAt: 1_800_003_600, accessTokenLifetime: 3600))
-        let paired = StatusCommand.report(config: config, now: 1_800_000_000)
+        let paired = StatusReport(config: config, now: 1_800_000_000)
         #expect(paired.paired && paired.linking == nil)
     }
 

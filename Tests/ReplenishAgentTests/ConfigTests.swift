@@ -171,11 +171,6 @@ import Testing
         #expect(found.contains { $0.hasPrefix("lwa.tokenURL:") } == !accepted)
     }
 
-    @Test func boardFileMustExist() throws {
-        let found = try problems { $0["board"] = "missing.json" }
-        #expect(found.contains { $0.hasPrefix("board: no board file at") })
-    }
-
     @Test func buttonsMustNameBoardInputsAndSafeSlots() throws {
         let found = try problems {
             $0["buttons"] = [
@@ -186,6 +181,27 @@ import Testing
         #expect(found.contains("buttons[0].input: the board file has no input named \"nope\""))
         #expect(found.contains { $0.hasPrefix("buttons[0].slot:") })
         #expect(found.contains("buttons[2].input: \"button\" is mapped twice"))
+    }
+
+    @Test func aSlotsQuantitiesAreOptionalAndChecked() throws {
+        var config = Self.validConfig()
+        config["buttons"] = [["input": "button", "slot": "s", "quantity": 10, "remainingWhenLow": 2.5]]
+        let loaded = try #require(try load(config).0)
+        #expect(loaded.buttons.first?.quantity == 10 && loaded.buttons.first?.remainingWhenLow == 2.5)
+        #expect(try load(Self.validConfig()).0?.buttons.first?.quantity == nil)
+        let cases: [([String: Any], String)] = [
+            (["quantity": 0], "buttons[0].quantity: must be a number"),
+            (["quantity": "10"], "buttons[0].quantity: must be a number"),
+            (["quantity": 10, "remainingWhenLow": 10], "buttons[0].remainingWhenLow: must be less than quantity"),
+            (["remainingWhenLow": 1], "buttons[0].remainingWhenLow: needs quantity"),
+            (["quantity": 10, "remainingWhenLow": -1], "buttons[0].remainingWhenLow: must be a number"),
+        ]
+        for (extra, expected) in cases {
+            let problems = try problems { config in
+                config["buttons"] = [["input": "button", "slot": "s"].merging(extra) { $1 }]
+            }
+            #expect(problems.contains { $0.contains(expected) }, "\(extra): \(problems)")
+        }
     }
 
     @Test func pairingListenMustBeHostAndPort() throws {
@@ -239,29 +255,6 @@ import Testing
     @Test func caFileMustBeReadable() throws {
         let found = try problems { $0["tls"] = ["caFile": "/nonexistent/ca.pem"] }
         #expect(found.contains { $0.hasPrefix("tls.caFile:") })
-    }
-
-    @Test func boardFileRules() throws {
-        let board: [String: Any] = [
-            "backend": "gpiod", "inputs": [["name": "button", "bias": "sideways", "wat": 1], ["name": "button"]],
-            "outputs": [["name": "led"]],
-        ]
-        let found = try problems({ _ in }, board: board)
-        let file = found.first.map { String($0.prefix { $0 != ":" }) } ?? ""
-        #expect(file.hasSuffix("board.json"))
-        #expect(found.contains { $0.hasSuffix("chip: is required") })
-        #expect(found.contains { $0.hasSuffix("inputs[0].line: is required on a gpiod board") })
-        #expect(found.contains { $0.contains("inputs[0].bias: must be") })
-        #expect(found.contains { $0.hasSuffix("inputs[0].wat: unknown key") })
-        #expect(found.contains { $0.hasSuffix("inputs[1].name: \"button\" is used twice") })
-        #expect(found.contains { $0.hasSuffix("outputs[0].line: is required on a gpiod board") })
-    }
-
-    /// A board file that is not an object is named as the board file's problem, not the config's.
-    @Test func aBoardFileThatIsNotAnObjectNamesTheBoardFile() throws {
-        var problems = Problems()
-        #expect(BoardFile.parse(.array([]), file: "board.json", problems: &problems) == nil)
-        #expect(problems.lines == ["board.json: (top level): must be an object, found an array"])
     }
 
     @Test func shippedConfigsAndBoardsAreValid() throws {
@@ -337,25 +330,6 @@ import Testing
         #expect(found.contains { $0.hasPrefix("\(directory)/board.json: inputs[0].name: appears twice") }, "\(found)")
     }
 
-    /// One chip line is one input or one LED: two inputs, an input and an LED, or two LEDs on a line are refused,
-    /// naming both.
-    @Test func aLineUsedTwiceIsNamedWithBothUsers() throws {
-        let board: [String: Any] = [
-            "backend": "gpiod", "chip": "gpiochip0",
-            "inputs": [
-                ["name": "button", "line": 17], ["name": "button2", "line": 17], ["name": "tank", "line": 5],
-            ],
-            "outputs": [["name": "led", "line": 5], ["name": "led2", "line": 6], ["name": "led3", "line": 6]],
-        ]
-        let found = try problems({ _ in }, board: board)
-        #expect(
-            found.contains { $0.contains("inputs[1].line: line 17 is also used by inputs[0] (button);") }, "\(found)")
-        #expect(found.contains { $0.contains("outputs[0].line: line 5 is also used by inputs[2] (tank);") }, "\(found)")
-        #expect(
-            found.contains { $0.contains("outputs[2].line: line 6 is also used by outputs[1] (led2);") }, "\(found)")
-        #expect(found.count == 3, "\(found)")
-    }
-
     /// A device file (or a FIFO: the process test, since a FIFO would block the unfixed read forever) is not read
     /// as the config, the board file or the CA file: refused with the key path, without reading a byte.
     @Test func aDeviceFileIsRefusedAsTheConfigBoardOrCAFile() throws {
@@ -376,38 +350,5 @@ import Testing
         var problems = Problems()
         #expect(AgentConfig.parse(path: directory + "/agent.json", problems: &problems) == nil)
         #expect(problems.lines == ["\(directory)/agent.json:1:3: 'n' where a key in double quotes was expected"])
-    }
-}
-
-/// The package's root folder, found from this file's path.
-func packageRoot(file: String = #filePath) -> String {
-    var path = file
-    while let slash = path.lastIndex(of: "/") {
-        path = String(path[..<slash])
-        if FileManager.default.fileExists(atPath: path + "/Package.swift") { return path }
-    }
-    return "."
-}
-
-extension ConfigTests {
-    @Test func aSlotsQuantitiesAreOptionalAndChecked() throws {
-        var config = Self.validConfig()
-        config["buttons"] = [["input": "button", "slot": "s", "quantity": 10, "remainingWhenLow": 2.5]]
-        let loaded = try #require(try load(config).0)
-        #expect(loaded.buttons.first?.quantity == 10 && loaded.buttons.first?.remainingWhenLow == 2.5)
-        #expect(try load(Self.validConfig()).0?.buttons.first?.quantity == nil)
-        let cases: [([String: Any], String)] = [
-            (["quantity": 0], "buttons[0].quantity: must be a number"),
-            (["quantity": "10"], "buttons[0].quantity: must be a number"),
-            (["quantity": 10, "remainingWhenLow": 10], "buttons[0].remainingWhenLow: must be less than quantity"),
-            (["remainingWhenLow": 1], "buttons[0].remainingWhenLow: needs quantity"),
-            (["quantity": 10, "remainingWhenLow": -1], "buttons[0].remainingWhenLow: must be a number"),
-        ]
-        for (extra, expected) in cases {
-            let problems = try problems { config in
-                config["buttons"] = [["input": "button", "slot": "s"].merging(extra) { $1 }]
-            }
-            #expect(problems.contains { $0.contains(expected) }, "\(extra): \(problems)")
-        }
     }
 }

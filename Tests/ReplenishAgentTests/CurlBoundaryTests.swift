@@ -14,7 +14,7 @@ import Testing
     }
 
     @Test func aRefusedConnectionIsATypedCurlError() throws {
-        let port = try Harness.freePort()  // bound and released: nothing listens there
+        let port = try FreePorts.take()  // bound and released: nothing listens there
         do {
             _ = try CurlEasy(options: .init()).perform(HTTPRequest(method: .post, url: "http://127.0.0.1:\(port)/x"))
             Issue.record("a request to a closed port succeeded")

@@ -198,4 +198,21 @@ import Testing
         // Another unit's passphrase is another.
         #expect(SetupAccessPoint(serial: "SN0002", key: key).passphrase != accessPoint.passphrase)
     }
+
+    /// A join's end as NetworkManager reports it (its active connection's state, its device's reason): a visible
+    /// network "not found" is tried once more as a hidden one; that try timing out is "not found" too.
+    @Test func aJoinsEndingFromNetworkManagersStateAndReason() {
+        let join = NetworkManagerJoin(active: "/a/1", profile: "/p/1", retry: (Array("Home".utf8), "pass"))
+        #expect(join.ending(state: 1, reason: 0) == nil)
+        #expect(join.ending(state: 2, reason: 0) == .succeeded)
+        #expect(join.ending(state: 4, reason: 7) == .failed(.wrongPassphrase))
+        #expect(join.ending(state: 4, reason: 53) == .retryAsHidden(ssid: Array("Home".utf8), passphrase: "pass"))
+        #expect(join.ending(state: 4, reason: 11) == .failed(.timedOut))
+        let retried = NetworkManagerJoin(active: "/a/2", profile: "/p/2", retried: true)
+        #expect(retried.ending(state: 4, reason: 53) == .failed(.notFound))
+        #expect(retried.ending(state: 3, reason: 11) == .failed(.notFound))
+        #expect(retried.ending(state: 4, reason: 16) == .failed(.noDHCP))
+        let hidden = NetworkManagerJoin(active: "/a/3", profile: "")
+        #expect(hidden.ending(state: 4, reason: 53) == .failed(.notFound))
+    }
 }

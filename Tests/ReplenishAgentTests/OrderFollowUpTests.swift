@@ -167,9 +167,10 @@ extension OrderFollowUpTests {
     }
 }
 
-/// The order history in the status record: what each answer, follow-up, press and cancellation changes.
+/// The order history in the outbox record (`Outbox.slots`, `Outbox.orders`): what each answer, follow-up, press
+/// and cancellation changes.
 @Suite(.tags(.unit)) struct OrderHistoryTests {
-    /// The press count comes from `status.json`: a hand-edited Int.max must not trap the next press.
+    /// The press count comes from `outbox.json`: a hand-edited Int.max must not trap the next press.
     @Test func aPressCountAtIntMaxInTheOutboxFileStaysThere() throws {
         let json = #"""
             {"version":1,"entries":[],"slots":{"a":{"orderOpen":true,"lastEventInstanceId":"o1"}},

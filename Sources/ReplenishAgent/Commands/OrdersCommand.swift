@@ -43,7 +43,7 @@ struct OrdersCommand: AsyncParsableCommand {
     static func report(config: AgentConfig) -> Report {
         var problems: [String] = []
         var outbox =
-            (try? StatusCommand.readState(StateStore<Outbox>.outbox(stateDirectory: config.stateDirectory), &problems))
+            (try? StatusReport.readState(StateStore<Outbox>.outbox(stateDirectory: config.stateDirectory), &problems))
             ?? Outbox()
         // Files of an earlier build that no agent of this one has started on yet.
         outbox.adoptLegacyOrders(

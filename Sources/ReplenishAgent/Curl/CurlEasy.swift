@@ -1,5 +1,4 @@
 import CCurl
-import Synchronization
 
 /// One libcurl easy handle. The `Curl/` folder holds every raw libcurl call of the agent (a test fails if one
 /// appears elsewhere). A `CurlEasy` is used by one thread at a time (its client's worker), so it needs no lock.
@@ -287,22 +286,5 @@ final class CurlEasy {
         // SAFETY: libcurl returns a NUL-terminated string it allocated; copied, then given back with curl_free.
         defer { curl_free(escaped) }
         return String(cString: escaped)
-    }
-}
-
-/// Ends a transfer in flight from another thread (`CurlEasy.perform(_:abort:)`): set when the task that waits
-/// for the answer is cancelled (a stop), read by libcurl's progress callback on the lane's thread.
-final class TransferAbort: Sendable {
-    private let flag = Atomic<Bool>(false)
-    func abort() { flag.store(true, ordering: .relaxed) }
-    var isAborted: Bool { flag.load(ordering: .relaxed) }
-}
-
-extension Substring {
-    func trimmingCharacters(in set: String) -> String {
-        var slice = self[...]
-        while let first = slice.first, set.contains(first) { slice = slice.dropFirst() }
-        while let last = slice.last, set.contains(last) { slice = slice.dropLast() }
-        return String(slice)
     }
 }

@@ -18,16 +18,7 @@ final class DBusNetworkManager: NetworkManagerControl {
         var station = ""
         var accessPointDevice = ""
         var accessPoint: String?
-        var join: String?
-        /// The saved profile of the join under way: deleted if the join fails, so that a wrong passphrase is not
-        /// tried again by NetworkManager's autoconnect.
-        var joinProfile: String?
-        /// A visible network's join, kept for one more try as a hidden network (a directed probe) when
-        /// NetworkManager answers "SSID not found": its list of access points can lose a network it just
-        /// listed (a scan on the radio that also holds the access point came back empty on a loaded booted
-        /// device). `retried` once that try is made.
-        var retry: (ssid: [UInt8], passphrase: String?)?
-        var retried = false
+        var join: NetworkManagerJoin?
         var last: (online: Bool, saved: Bool)?
     }
 
@@ -63,12 +54,7 @@ final class DBusNetworkManager: NetworkManagerControl {
         // Closed on the pool's thread, after the wait it may be in: never under a call that uses the connection.
         let shared = shared
         pool.submit { _ in
-            if let manager = shared.lock.withLock({ value in
-                defer { value.manager = nil }
-                return value.manager
-            }) {
-                cnm_close(manager)
-            }
+            if let manager = shared.lock.withLock({ $0.manager.take() }) { cnm_close(manager) }
         }
         pool.shutdownGracefully { _ in }
     }
@@ -79,25 +65,16 @@ final class DBusNetworkManager: NetworkManagerControl {
             guard let manager = cnm_open(address, &error, error.count) else {
                 return .failure(.init(reason: Self.text(error)))
             }
-            var station = [CChar](repeating: 0, count: 256)
-            var accessPoint = [CChar](repeating: 0, count: 256)
-            guard cnm_wifi_device(manager, stationInterface, &station, station.count, &error, error.count) == 0,
-                cnm_wifi_device(
-                    manager, accessPointInterface.isEmpty ? stationInterface : accessPointInterface, &accessPoint,
-                    accessPoint.count, &error, error.count) == 0
+            let accessPointName = accessPointInterface.isEmpty ? stationInterface : accessPointInterface
+            guard let station = Self.wifiDevice(manager, stationInterface, &error),
+                let accessPoint = Self.wifiDevice(manager, accessPointName, &error)
             else {
                 cnm_close(manager)
                 return .failure(.init(reason: Self.text(error)))
             }
-            shared.lock.withLock {
-                $0.manager = manager
-                $0.station = Self.text(station)
-                $0.accessPointDevice = Self.text(accessPoint)
-            }
-            guard let now = observe(manager) else {
-                return .failure(.init(reason: "NetworkManager did not answer its state"))
-            }
-            return .success(now)
+            shared.lock.withLock { ($0.manager, $0.station, $0.accessPointDevice) = (manager, station, accessPoint) }
+            return observe(manager).map(Result.success)
+                ?? .failure(.init(reason: "NetworkManager did not answer its state"))
         }
         let now = try started.get()
         watch()
@@ -112,13 +89,16 @@ final class DBusNetworkManager: NetworkManagerControl {
         var error = [CChar](repeating: 0, count: 512)
         guard let manager = cnm_open(nil, &error, error.count) else { return text(error) }
         defer { cnm_close(manager) }
-        var path = [CChar](repeating: 0, count: 256)
         for name in [interface, accessPointInterface] where name == interface || !name.isEmpty {
-            guard cnm_wifi_device(manager, name, &path, path.count, &error, error.count) == 0 else {
-                return text(error)
-            }
+            guard wifiDevice(manager, name, &error) != nil else { return text(error) }
         }
         return nil
+    }
+
+    /// The object path of the Wi-Fi device `name` (empty: NetworkManager's first), or nil with `error` set.
+    private static func wifiDevice(_ manager: OpaquePointer, _ name: String, _ error: inout [CChar]) -> String? {
+        var path = [CChar](repeating: 0, count: 256)
+        return cnm_wifi_device(manager, name, &path, path.count, &error, error.count) == 0 ? text(path) : nil
     }
 
     func openAccessPoint(ssid: String, passphrase: String, channel: Int) async throws {
@@ -126,45 +106,36 @@ final class DBusNetworkManager: NetworkManagerControl {
     }
 
     func closeAccessPoint() async {
-        await onThread { [self] in
-            let (manager, active) = shared.lock.withLock { ($0.manager, $0.accessPoint) }
-            guard let manager, let active else { return }
-            var error = [CChar](repeating: 0, count: 512)
-            _ = cnm_deactivate(manager, active, &error, error.count)
+        _ = try? await onConnection { [shared] (manager, state, error) -> Void? in
+            if let active = state.accessPoint { _ = cnm_deactivate(manager, active, &error, error.count) }
             shared.lock.withLock { $0.accessPoint = nil }
+            return ()
         }
     }
 
     func networks() async throws -> [VisibleNetwork] {
-        let listed: Result<[VisibleNetwork], NetworkManagerUnavailable> = await onThread { [self] in
-            let (manager, device) = shared.lock.withLock { ($0.manager, $0.station) }
-            guard let manager else { return .failure(.init(reason: "NetworkManager is not connected")) }
-            final class Found { var networks: [VisibleNetwork] = [] }
-            let found = Found()
-            var error = [CChar](repeating: 0, count: 512)
-            let status = withExtendedLifetime(found) {
+        try await onConnection { manager, state, error in
+            var found: [VisibleNetwork] = []
+            // SAFETY: the pointer to `found` is valid for the whole call, and the callback runs only during it.
+            let status = withUnsafeMutablePointer(to: &found) { found in
                 cnm_networks(
-                    manager, device,
+                    manager, state.station,
                     { ssid, length, strength, frequency, secured, unsupported, userdata in
                         guard let ssid, let userdata else { return }
-                        // SAFETY: `userdata` is `found`, kept alive by withExtendedLifetime for the whole call,
-                        // and the callback runs only during cnm_networks.
-                        let found = Unmanaged<Found>.fromOpaque(userdata).takeUnretainedValue()
+                        // SAFETY: `userdata` is the pointer to `found` given below, valid during cnm_networks.
+                        let found = userdata.assumingMemoryBound(to: [VisibleNetwork].self)
                         // SAFETY: cnm_networks passes the SSID's `length` bytes, valid during the callback.
                         let name = String(decoding: UnsafeBufferPointer(start: ssid, count: length), as: UTF8.self)
-                        found.networks.append(
+                        found.pointee.append(
                             VisibleNetwork(
                                 ssid: name, signal: Int(strength),
                                 security: unsupported != 0 ? .unsupported : secured != 0 ? .wpa : .open,
                                 channel: VisibleNetwork.channel(frequency: frequency)))
                     },
-                    // SAFETY: unretained: `found` outlives the call (withExtendedLifetime above).
-                    Unmanaged.passUnretained(found).toOpaque(), &error, error.count)
+                    found, &error, error.count)
             }
-            guard status == 0 else { return .failure(.init(reason: Self.text(error))) }
-            return .success(Self.strongestFirst(found.networks))
+            return status == 0 ? VisibleNetwork.strongestFirst(found) : nil
         }
-        return try listed.get()
     }
 
     func join(ssid: String, passphrase: String?, hidden: Bool) async throws {
@@ -172,78 +143,59 @@ final class DBusNetworkManager: NetworkManagerControl {
     }
 
     func cancelJoin() async {
-        await onThread { [self] in
-            let (manager, active, profile) = shared.lock.withLock { ($0.manager, $0.join, $0.joinProfile) }
-            guard let manager, let active else { return }
-            var error = [CChar](repeating: 0, count: 512)
-            _ = cnm_deactivate(manager, active, &error, error.count)
+        _ = try? await onConnection { [shared] (manager, state, error) -> Void? in
+            guard let join = state.join else { return () }
+            _ = cnm_deactivate(manager, join.active, &error, error.count)
             // A join given up (timed out, or setup closed during it) is not kept for autoconnect.
-            if let profile, !profile.isEmpty { _ = cnm_delete_connection(manager, profile, &error, error.count) }
-            shared.lock.withLock { (value: inout State) in (value.join, value.joinProfile) = (nil, nil) }
+            if !join.profile.isEmpty { _ = cnm_delete_connection(manager, join.profile, &error, error.count) }
+            shared.lock.withLock { $0.join = nil }
+            return ()
         }
     }
 
     func reconnectSaved() async throws -> Bool {
-        let asked: Result<Bool, NetworkManagerUnavailable> = await onThread { [self] in
-            let (manager, device) = shared.lock.withLock { ($0.manager, $0.station) }
-            guard let manager else { return .failure(.init(reason: "NetworkManager is not connected")) }
+        try await onConnection { manager, state, error in
             var connection = [CChar](repeating: 0, count: 256)
-            var error = [CChar](repeating: 0, count: 512)
-            let status = cnm_reconnect(manager, device, &connection, connection.count, &error, error.count)
-            guard status >= 0 else { return .failure(.init(reason: Self.text(error))) }
-            return .success(status == 0)
-        }
-        return try asked.get()
-    }
-
-    /// One network per SSID (the strongest of its access points), strongest first.
-    static func strongestFirst(_ networks: [VisibleNetwork]) -> [VisibleNetwork] {
-        var best: [String: VisibleNetwork] = [:]
-        for network in networks where (best[network.ssid]?.signal ?? -1) < network.signal {
-            best[network.ssid] = network
-        }
-        return best.values.sorted { ($0.signal, $1.ssid) > ($1.signal, $0.ssid) }
-    }
-
-    /// A join's end from NetworkManager's device reason (`NMDeviceStateReason`).
-    static func failure(reason: UInt32) -> NetworkSetupJoinFailure {
-        switch reason {
-        case 7, 8, 9: .wrongPassphrase  // no secrets; the supplicant disconnected or refused the key
-        case 53: .notFound  // SSID not found
-        case 15, 16, 17: .noDHCP  // DHCP could not start, failed, or timed out
-        case 11: .timedOut  // the supplicant timed out
-        default: .dropped
+            let status = cnm_reconnect(manager, state.station, &connection, connection.count, &error, error.count)
+            return status >= 0 ? status == 0 : nil
         }
     }
 
     private func activate(ssid: String, passphrase: String?, accessPoint: Bool, channel: Int, hidden: Bool) async throws
     {
-        let done: Result<Void, NetworkManagerUnavailable> = await onThread { [self] in
-            let (manager, device) = shared.lock.withLock {
-                ($0.manager, accessPoint ? $0.accessPointDevice : $0.station)
-            }
-            guard let manager else { return .failure(.init(reason: "NetworkManager is not connected")) }
-            var profile = [CChar](repeating: 0, count: 256)
-            var active = [CChar](repeating: 0, count: 256)
-            var error = [CChar](repeating: 0, count: 512)
+        try await onConnection { [shared] (manager, state, error) -> Void? in
             let bytes = Array(ssid.utf8)
-            let status = cnm_activate(
-                manager, device, bytes, bytes.count, passphrase, accessPoint ? 1 : 0, UInt32(max(0, channel)),
-                hidden ? 1 : 0, &profile, &active, active.count, &error, error.count)
-            guard status == 0 else { return .failure(.init(reason: Self.text(error))) }
+            guard
+                let started = Self.activation(
+                    manager, device: accessPoint ? state.accessPointDevice : state.station, ssid: bytes,
+                    passphrase: passphrase, accessPoint: accessPoint, channel: channel, hidden: hidden, error: &error)
+            else { return nil }
             shared.lock.withLock {
                 if accessPoint {
-                    $0.accessPoint = Self.text(active)
+                    $0.accessPoint = started.active
                 } else {
-                    $0.join = Self.text(active)
-                    $0.joinProfile = Self.text(profile)
-                    $0.retry = hidden ? nil : (bytes, passphrase)
-                    $0.retried = false
+                    $0.join = NetworkManagerJoin(
+                        active: started.active, profile: started.profile, retry: hidden ? nil : (bytes, passphrase))
                 }
             }
-            return .success(())
+            return ()
         }
-        try done.get()
+    }
+
+    /// Starts a connection on `device`: the access point, or a join (`hidden`: NetworkManager probes for the
+    /// network by name). Its active connection's and its profile's object paths, or nil with `error` set.
+    private static func activation(
+        _ manager: OpaquePointer, device: String, ssid: [UInt8], passphrase: String?, accessPoint: Bool = false,
+        channel: Int = 0, hidden: Bool, error: inout [CChar]
+    ) -> (active: String, profile: String)? {
+        var profile = [CChar](repeating: 0, count: 256)
+        var active = [CChar](repeating: 0, count: 256)
+        guard
+            cnm_activate(
+                manager, device, ssid, ssid.count, passphrase, accessPoint ? 1 : 0, UInt32(max(0, channel)),
+                hidden ? 1 : 0, &profile, &active, active.count, &error, error.count) == 0
+        else { return nil }
+        return (text(active), text(profile))
     }
 
     /// Waits a turn for NetworkManager's signals, reports what changed, and goes again until NetworkManager goes.
@@ -293,43 +245,43 @@ final class DBusNetworkManager: NetworkManagerControl {
         var active: UInt32 = 0
         var reason: UInt32 = 0
         var error = [CChar](repeating: 0, count: 512)
-        guard cnm_active_state(manager, join, device, &active, &reason, &error, error.count) == 0 else { return }
-        switch active {
-        case 2:
-            shared.lock.withLock { (value: inout State) in (value.join, value.joinProfile) = (nil, nil) }
-            continuation.yield(.joinSucceeded)
-        case 3, 4:
-            let (profile, retry, retried) = shared.lock.withLock { value in
-                defer { (value.join, value.joinProfile, value.retry) = (nil, nil, nil) }
-                return (value.joinProfile, value.retry, value.retried)
+        guard cnm_active_state(manager, join.active, device, &active, &reason, &error, error.count) == 0,
+            let ending = join.ending(state: active, reason: reason)
+        else { return }
+        shared.lock.withLock { $0.join = nil }
+        if ending != .succeeded, !join.profile.isEmpty {
+            _ = cnm_delete_connection(manager, join.profile, &error, error.count)
+        }
+        switch ending {
+        case .succeeded: continuation.yield(.joinSucceeded)
+        case .failed(let failure): continuation.yield(.joinFailed(failure))
+        case .retryAsHidden(let ssid, let passphrase):
+            guard
+                let started = Self.activation(
+                    manager, device: device, ssid: ssid, passphrase: passphrase, hidden: true, error: &error)
+            else {
+                continuation.yield(.joinFailed(NetworkManagerJoin.failure(reason: reason)))
+                return
             }
-            if let profile, !profile.isEmpty { _ = cnm_delete_connection(manager, profile, &error, error.count) }
-            if reason == 53, let retry, retryAsHidden(manager, device: device, retry) { return }
-            // The try as a hidden network timing out means the same: no such network in range.
-            let failure: NetworkSetupJoinFailure = retried && reason == 11 ? .notFound : Self.failure(reason: reason)
-            continuation.yield(.joinFailed(failure))
-        default: break
+            shared.lock.withLock {
+                $0.join = NetworkManagerJoin(active: started.active, profile: started.profile, retried: true)
+            }
         }
     }
 
-    /// The join again as a hidden network (NetworkManager then probes for it by name); true when it started.
-    private func retryAsHidden(_ manager: OpaquePointer, device: String, _ retry: (ssid: [UInt8], passphrase: String?))
-        -> Bool
-    {
-        var profile = [CChar](repeating: 0, count: 256)
-        var active = [CChar](repeating: 0, count: 256)
-        var error = [CChar](repeating: 0, count: 512)
-        guard
-            cnm_activate(
-                manager, device, retry.ssid, retry.ssid.count, retry.passphrase, 0, 0, 1, &profile, &active,
-                active.count, &error, error.count) == 0
-        else { return false }
-        shared.lock.withLock {
-            $0.join = Self.text(active)
-            $0.joinProfile = Self.text(profile)
-            $0.retried = true
+    /// Runs `call` on the thread with the connection, the state and an error buffer; its nil is a failure that
+    /// carries NetworkManager's message from the buffer.
+    private func onConnection<T: Sendable>(
+        _ call: @escaping @Sendable (OpaquePointer, State, inout [CChar]) -> T?
+    ) async throws -> T {
+        let result: Result<T, NetworkManagerUnavailable> = await onThread { [shared] in
+            let state = shared.lock.withLock { $0 }
+            guard let manager = state.manager else { return .failure(.init(reason: "NetworkManager is not connected")) }
+            var error = [CChar](repeating: 0, count: 512)
+            guard let value = call(manager, state, &error) else { return .failure(.init(reason: Self.text(error))) }
+            return .success(value)
         }
-        return true
+        return try result.get()
     }
 
     private func onThread<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {

@@ -70,4 +70,13 @@ struct VisibleNetwork: Sendable, Equatable {
         default: 0
         }
     }
+
+    /// One network per SSID (the strongest of its access points), strongest first.
+    static func strongestFirst(_ networks: [VisibleNetwork]) -> [VisibleNetwork] {
+        var best: [String: VisibleNetwork] = [:]
+        for network in networks where (best[network.ssid]?.signal ?? -1) < network.signal {
+            best[network.ssid] = network
+        }
+        return best.values.sorted { ($0.signal, $1.ssid) > ($1.signal, $0.ssid) }
+    }
 }

@@ -75,7 +75,7 @@ import Testing
         let key = try harness.writeSetupKey()
         let keyHex = try String(contentsOfFile: key, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         _ = try harness.emulator(emulator, .post, "/admin/units", body: #"{"unit":"\#(unit)","setupKey":"\#(keyHex)"}"#)
-        let port = try Harness.freePort()
+        let port = try FreePorts.take()
         let nginx = directory + "/nginx"
         let conf = """
             \(nginxPrelude(nginx))

@@ -79,7 +79,7 @@ private let cloudEndToEndConfigured =
         var copies: [(port: Int, arguments: [String], environment: [String: String])] = []
         var processes: [Process] = []
         for index in 0..<2 {
-            let port = try Harness.freePort()
+            let port = try FreePorts.take()
             let arguments = [
                 "serve", "--port", "\(port)", "--database", databaseURL, "--catalogue", directory + "/catalogue.json",
                 "--gateway", plain + "/v3/events", "--lwa-token-url", plain + "/auth/o2/token",
@@ -102,7 +102,7 @@ private let cloudEndToEndConfigured =
         // nginx: mutual TLS, the subject passed on, the copies as one upstream; the lost-answers switch.
         let nginx = directory + "/nginx"
         let loseAnswers = directory + "/lose-answers"
-        let port = try Harness.freePort()
+        let port = try FreePorts.take()
         let conf = """
             \(AlexaProgramTests.nginxPrelude(nginx))
               upstream clouds {

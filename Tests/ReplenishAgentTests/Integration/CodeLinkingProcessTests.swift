@@ -100,7 +100,7 @@ import Testing
     @Test func lwaUnreachableThenFaultedThenBack() throws {
         let harness = Harness()
         // Nothing listens yet where the config points.
-        let port = try Harness.freePort()
+        let port = try FreePorts.take()
         let config = try harness.writeConfig(emulator: "http://127.0.0.1:\(port)", codeLinking: true)
         let agent = try harness.startAgent(config: config)
         try harness.waitUntil("two failed code pair requests") {

@@ -10,11 +10,11 @@ import Testing
     @Test func theBenchCompanionPairsThroughLWAsConsentAndItsRedirectURI() throws {
         let harness = Harness()
         let emulator = try harness.startEmulator(["--slots", "slot-1", "--consent-page"])
-        let port = try Harness.freePort()
+        let port = try FreePorts.take()
         let config = try harness.writeConfig(emulator: emulator, pairingPort: port, setupKey: true)
         try harness.startAgent(config: config)
         try harness.waitUntil("the pairing endpoints") { Harness.pairingPortAnswers(port) }
-        let redirectPort = try Harness.freePort()
+        let redirectPort = try FreePorts.take()
         let companion = try harness.start(
             "replenish-companion",
             [

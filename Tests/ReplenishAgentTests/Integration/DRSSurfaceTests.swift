@@ -10,7 +10,7 @@ import Testing
         let harness = Harness()
         let emulator = try harness.startEmulator(["--slots", "slot-1,slot-2"])
         _ = try harness.emulator(emulator, .post, "/admin/subscription/slot-2?subscribed=false")
-        let pairingPort = try Harness.freePort()
+        let pairingPort = try FreePorts.take()
         let config = try harness.writeConfig(
             emulator: emulator, pairingPort: pairingPort, slots: ["slot-1", "slot-2"])
         try harness.startAgent(config: config)
@@ -43,7 +43,7 @@ extension DRSSurfaceTests {
     @Test func aButtonWithQuantitiesReportsSlotStatusInItsOwnUnits() throws {
         let harness = Harness()
         let emulator = try harness.startEmulator(["--slots", "slot-1"])
-        let pairingPort = try Harness.freePort()
+        let pairingPort = try FreePorts.take()
         let config = try harness.writeConfig(
             emulator: emulator, pairingPort: pairingPort, buttonExtra: #","quantity":12,"remainingWhenLow":2"#)
         try harness.startAgent(config: config)

@@ -34,10 +34,10 @@ import Testing
     @Test(arguments: [true, false]) func tokensOrdersAndEventsSurviveAKilledEmulator(keepState: Bool) throws {
         let harness = Harness()
         let stateFile = keepState ? harness.directory + "/emulator-state.json" : nil
-        let port = String(try Harness.freePort())
+        let port = String(try FreePorts.take())
         let emulator = "http://127.0.0.1:\(port)"
         let first = try serve(harness, port: port, stateFile: stateFile, log: "emulator-1.log")
-        let pairingPort = try Harness.freePort()
+        let pairingPort = try FreePorts.take()
         let config = try harness.writeConfig(emulator: emulator, pairingPort: pairingPort)
         _ = try harness.startAgent(config: config)
         try harness.pair(emulator: emulator, pairingPort: pairingPort)

@@ -9,7 +9,7 @@ import Testing
     @Test func pairPressOrderAndRefreshWithoutLeakingSecrets() throws {
         let harness = Harness()
         let emulator = try harness.startEmulator(["--access-token-lifetime", "10", "--slots", "slot-1,slot-2"])
-        let pairingPort = try Harness.freePort()
+        let pairingPort = try FreePorts.take()
         let config = try harness.writeConfig(emulator: emulator, pairingPort: pairingPort, slots: ["slot-1", "slot-2"])
         #expect(try harness.run("replenish-agent", ["check-config", "--config", config]).status == 0)
         let agent = try harness.startAgent(config: config)
@@ -154,7 +154,7 @@ import Testing
         #expect(made.status == 0, "\(made.error)")
         let ca = tls + "/ca.pem"
         let emulator = try harness.startEmulator(["--slots", "slot-1"], tls: tls)
-        let pairingPort = try Harness.freePort()
+        let pairingPort = try FreePorts.take()
 
         // Without tls.caFile the agent does not trust the emulator: redeeming the code fails (502), unpaired.
         let untrusting = try harness.startAgent(

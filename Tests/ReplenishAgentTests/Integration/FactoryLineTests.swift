@@ -35,7 +35,7 @@ import Testing
     func aKeyIsRotatedOnlyOnAnUnpairedUnit() throws {
         let harness = Harness()
         let emulator = try harness.startEmulator(["--slots", "slot-1"])
-        let port = try Harness.freePort()
+        let port = try FreePorts.take()
         let config = try harness.writeConfig(emulator: emulator, pairingPort: port, setupKey: true)
         let keyFile = harness.directory + "/setup-key"
         func key() throws -> String { try String(contentsOfFile: keyFile, encoding: .utf8) }
@@ -78,7 +78,7 @@ import Testing
     @Test func aTypedLabelWithATypoIsMistypedBeforeAnyDeviceIsAsked() throws {
         let harness = Harness()
         let emulator = try harness.startEmulator(["--slots", "slot-1", "--consent-page"])
-        let port = try Harness.freePort()
+        let port = try FreePorts.take()
         let config = try harness.writeConfig(emulator: emulator, pairingPort: port, setupKey: true)
         try harness.startAgent(config: config)
         try harness.waitUntil("the pairing endpoints") { Harness.pairingPortAnswers(port) }
@@ -89,7 +89,7 @@ import Testing
                 [
                     "--serial", serial, "--key", key, "--client-id", "amzn1.application-oa2-client.emulator",
                     "--device", "http://127.0.0.1:\(port)", "--authorize-url", emulator + "/ap/oa",
-                    "--redirect-port", "\(try Harness.freePort())", "--timeout", "2",
+                    "--redirect-port", "\(try FreePorts.take())", "--timeout", "2",
                 ], timeout: 30)
         }
         // One digit off (in the key, then in the serial): a typo, said before any device is asked.

@@ -97,7 +97,7 @@ import Testing
         let shim = try buildShim(harness)
         let flushLog = harness.directory + "/flushes.log"
         let emulator = try harness.startEmulator(["--slots", "slot-1", "--access-token-lifetime", "30"])
-        let pairingPort = try Harness.freePort()
+        let pairingPort = try FreePorts.take()
         let config = try harness.writeConfig(emulator: emulator, pairingPort: pairingPort)
         var environment = ProcessInfo.processInfo.environment.merging(extra) { $1 }
         environment["LD_PRELOAD"] = shim

@@ -31,7 +31,7 @@ import Testing
     @Test func aNonSocketAtTheControlSocketPathIsMovedAsideAndTheAgentStarts() throws {
         let harness = Harness()
         let emulator = try harness.startEmulator()
-        let config = try harness.writeConfig(emulator: emulator, pairingPort: try Harness.freePort())
+        let config = try harness.writeConfig(emulator: emulator, pairingPort: try FreePorts.take())
         let state = harness.directory + "/state"
         let socket = state + "/control.sock"
         #expect(mkdir(state, 0o700) == 0)
@@ -69,7 +69,7 @@ import Testing
     /// and exits 78, the configuration's exit status (no restart under systemd).
     @Test func aStateDirectoryTooLongForTheControlSocketIsACheckConfigError() throws {
         let harness = Harness()
-        let written = try harness.writeConfig(emulator: "http://127.0.0.1:9", pairingPort: try Harness.freePort())
+        let written = try harness.writeConfig(emulator: "http://127.0.0.1:9", pairingPort: try FreePorts.take())
         let long = harness.directory + "/" + String(repeating: "d", count: 99 - harness.directory.utf8.count)
         #expect(long.utf8.count == 100)
         let text = try String(contentsOfFile: written, encoding: .utf8)
@@ -146,7 +146,7 @@ import Testing
     /// A FIFO as the config, the board file or the CA file: every command says which, at once, never hangs.
     @Test func aFIFOGivenAsTheConfigBoardOrCAFileIsRefusedAtOnce() throws {
         let harness = Harness()
-        let written = try harness.writeConfig(emulator: "http://127.0.0.1:9", pairingPort: try Harness.freePort())
+        let written = try harness.writeConfig(emulator: "http://127.0.0.1:9", pairingPort: try FreePorts.take())
         let text = try String(contentsOfFile: written, encoding: .utf8)
         let fifo = harness.directory + "/fifo"
         #expect(mkfifo(fifo, 0o600) == 0)
@@ -181,7 +181,7 @@ import Testing
 
     @Test func aDuplicateKeyIsACheckConfigErrorNamingIt() throws {
         let harness = Harness()
-        let written = try harness.writeConfig(emulator: "http://127.0.0.1:9", pairingPort: try Harness.freePort())
+        let written = try harness.writeConfig(emulator: "http://127.0.0.1:9", pairingPort: try FreePorts.take())
         let text = try String(contentsOfFile: written, encoding: .utf8)
             .replacingOccurrences(of: #""serial":"TEST0001","#, with: #""serial":"TEST0001","serial":"OTHER0002","#)
         try text.write(toFile: written, atomically: true, encoding: .utf8)
@@ -201,7 +201,7 @@ import Testing
          "outputs":[{"name":"led","line":22}]}
         """#.write(toFile: board, atomically: true, encoding: .utf8)
         let written = try harness.writeConfig(
-            emulator: "http://127.0.0.1:9", pairingPort: try Harness.freePort(), board: board)
+            emulator: "http://127.0.0.1:9", pairingPort: try FreePorts.take(), board: board)
         let check = try #require(bounded(harness, ["check-config", "--config", written]))
         #expect(check.status == 1)
         #expect(
@@ -218,7 +218,7 @@ import Testing
     @Test(.enabled(if: geteuid() != 0 || FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")))
     func theEmulatorServesAnUnprivilegedUser() throws {
         let harness = Harness()
-        let port = try Harness.freePort()
+        let port = try FreePorts.take()
         let serve = ["serve", "--listen", "127.0.0.1:\(port)", "--slots", "slot-1"]
         let emulator: Process
         if geteuid() == 0 {
@@ -244,7 +244,7 @@ import Testing
     func theRunningAgentIsNotDumpable() throws {
         let harness = Harness()
         let emulator = try harness.startEmulator()
-        let config = try harness.writeConfig(emulator: emulator, pairingPort: try Harness.freePort())
+        let config = try harness.writeConfig(emulator: emulator, pairingPort: try FreePorts.take())
         let uid: uid_t
         let agent: Process
         let run = ["run", "--config", config]
@@ -278,7 +278,7 @@ import Testing
     @Test func aCrashLeavesOneLineWithTheSignalTheOffsetsAndTheBuild() throws {
         let harness = Harness()
         let emulator = try harness.startEmulator()
-        let config = try harness.writeConfig(emulator: emulator, pairingPort: try Harness.freePort())
+        let config = try harness.writeConfig(emulator: emulator, pairingPort: try FreePorts.take())
         let agent = try harness.start("replenish-agent", ["run", "--config", config], log: "agent-crash.log")
         defer { if agent.isRunning { kill(agent.processIdentifier, SIGKILL) } }
         try harness.waitUntil("the agent's control socket") {

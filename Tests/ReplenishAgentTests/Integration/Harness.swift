@@ -166,7 +166,7 @@ final class Harness: @unchecked Sendable {
             emulators.append((plain, nil))
             return plain
         }
-        let tlsPort = try Self.freePort()
+        let tlsPort = try FreePorts.take()
         try start(
             "/usr/bin/socat",
             [
@@ -190,37 +190,6 @@ final class Harness: @unchecked Sendable {
 
     /// `emulator`'s plain-HTTP URL (itself when it has no TLS terminator).
     func plainURL(_ emulator: String) -> String { plainBases[emulator] ?? emulator }
-
-    /// The ports `freePort` handed out in this test process: never twice. The kernel may give a port just
-    /// released to the next bind of port 0, so two tests running side by side got the same port before either
-    /// agent had bound it (a clean-clone run: one test's companion paired the other test's agent).
-    private static let portsHandedOut = Mutex<Set<Int>>([])
-
-    /// A free TCP port on loopback (bound and released; the agent binds it right after), not handed out before.
-    static func freePort() throws -> Int {
-        for _ in 0..<1000 {
-            let port = try releasedPort()
-            if portsHandedOut.withLock({ $0.insert(port).inserted }) { return port }
-        }
-        throw AgentError(.network, "no free port that was not handed out already")
-    }
-
-    private static func releasedPort() throws -> Int {
-        let fd = socket(AF_INET, streamSocket, 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
-                bind(fd, pointer, length) == 0 && getsockname(fd, pointer, &length) == 0
-            }
-        }
-        guard bound else { throw AgentError(.network, "no free port") }
-        return Int(UInt16(bigEndian: address.sin_port))
-    }
 
     /// Writes an agent config for the simulated board against `emulator`; returns its path. `codeLinking`: the
     /// config of code-based linking (`pairing.mode` `code`, `lwa.codePairURL` on the emulator), no pairing port.
@@ -306,7 +275,7 @@ final class Harness: @unchecked Sendable {
         -> (emulator: String, config: String, agent: Process, pairingPort: Int)
     {
         let emulator = try startEmulator(emulatorArguments + ["--slots", slots.joined(separator: ",")])
-        let pairingPort = try Harness.freePort()
+        let pairingPort = try FreePorts.take()
         let config = try writeConfig(emulator: emulator, pairingPort: pairingPort, slots: slots)
         let agent = try startAgent(config: config, environment: agentEnvironment, launcher: agentLauncher)
         try pair(emulator: emulator, pairingPort: pairingPort)

@@ -158,7 +158,7 @@ extension IdentityTests {
     @Test func aWrongClientSecretFailsThePairingAndTheRightOnePairs() throws {
         let harness = Harness()
         let emulator = try harness.startEmulator(["--slots", "slot-1", "--client-secret", "the-right-secret"])
-        let pairingPort = try Harness.freePort()
+        let pairingPort = try FreePorts.take()
         var config = try withSecret(harness, emulator: emulator, pairingPort: pairingPort, secret: "a-wrong-secret")
         let agent = try harness.startAgent(config: config)
         try harness.waitUntil("the pairing endpoints") { Harness.pairingPortAnswers(pairingPort) }

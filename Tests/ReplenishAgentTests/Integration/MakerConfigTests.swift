@@ -37,7 +37,7 @@ import Testing
     /// One image for every unit: the serial in a file the factory writes, shown by `check-config` and `status`.
     @Test func aSerialFromTheFactorysFileIsShownByStatusAndCheckConfig() throws {
         let harness = Harness()
-        let written = try harness.writeConfig(emulator: "http://127.0.0.1:9", pairingPort: try Harness.freePort())
+        let written = try harness.writeConfig(emulator: "http://127.0.0.1:9", pairingPort: try FreePorts.take())
         let text = try String(contentsOfFile: written, encoding: .utf8)
             .replacingOccurrences(of: #""serial":"TEST0001""#, with: #""serialFile":"serial""#)
         try text.write(toFile: written, atomically: true, encoding: .utf8)

@@ -24,7 +24,7 @@ import Testing
     @Test func statusSaysWhetherTheAgentRunsBeforeItsFirstStartWhileItRunsAndAfterItStopped() throws {
         let harness = Harness()
         let emulator = try harness.startEmulator(["--slots", "slot-1"])
-        let pairingPort = try Harness.freePort()
+        let pairingPort = try FreePorts.take()
         let config = try harness.writeConfig(emulator: emulator, pairingPort: pairingPort)
 
         // Never started: no state directory yet.

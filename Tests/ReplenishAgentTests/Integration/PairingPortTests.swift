@@ -21,7 +21,7 @@ import Testing
     func startUnpairedAgent() throws -> (Harness, emulator: String, port: Int, config: String, agent: Process) {
         let harness = Harness()
         let emulator = try harness.startEmulator(["--slots", "slot-1"])
-        let port = try Harness.freePort()
+        let port = try FreePorts.take()
         let config = try harness.writeConfig(emulator: emulator, pairingPort: port)
         let agent = try harness.startAgent(config: config)
         try harness.waitUntil("the pairing endpoints") { Harness.pairingPortAnswers(port) }
@@ -31,7 +31,7 @@ import Testing
     @Test func everyBadClientGetsItsAnswerOrIsClosedAndThePortKeepsServing() throws {
         let harness = Harness()
         let emulator = try harness.startEmulator()
-        let port = try Harness.freePort()
+        let port = try FreePorts.take()
         let config = try harness.writeConfig(emulator: emulator, pairingPort: port)
         let agent = try harness.startAgent(config: config)
         let deviceInfo = {
@@ -96,7 +96,7 @@ import Testing
     @Test func theWindowIsOpenAtStartClosedOncePairedAndOpenAgainAfterAReset() throws {
         let harness = Harness()
         let emulator = try harness.startEmulator(["--slots", "slot-1"])
-        let port = try Harness.freePort()
+        let port = try FreePorts.take()
         let config = try harness.writeConfig(emulator: emulator, pairingPort: port, pairingWindowMinutes: 1)
         let started = Date()
         try harness.startAgent(config: config)

@@ -13,7 +13,7 @@ import Testing
     func startAgentWithAKey() throws -> (harness: Harness, emulator: String, port: Int, config: String, key: SetupKey) {
         let harness = Harness()
         let emulator = try harness.startEmulator(["--slots", "slot-1"])
-        let port = try Harness.freePort()
+        let port = try FreePorts.take()
         let config = try harness.writeConfig(emulator: emulator, pairingPort: port, setupKey: true)
         try harness.startAgent(config: config)
         try harness.waitUntil("the pairing endpoints") { Harness.pairingPortAnswers(port) }

@@ -18,11 +18,11 @@ import Testing
     {
         let harness = Harness()
         let emulator = try harness.startEmulator(["--slots", "slot-1"] + (consentPage ? ["--consent-page"] : []))
-        let port = try Harness.freePort()
+        let port = try FreePorts.take()
         let config = try harness.writeConfig(emulator: emulator, pairingPort: port, setupKey: true)
         try harness.startAgent(config: config)
         try harness.waitUntil("the pairing endpoints") { Harness.pairingPortAnswers(port) }
-        let relayPort = try Harness.freePort()
+        let relayPort = try FreePorts.take()
         try harness.start(
             "/usr/bin/python3",
             [
@@ -44,7 +44,7 @@ import Testing
             "replenish-companion",
             [
                 "--setup", payload, "--client-id", clientId, "--device", relay, "--authorize-url", emulator + "/ap/oa",
-                "--redirect-port", "\(try Harness.freePort())", "--timeout", "5",
+                "--redirect-port", "\(try FreePorts.take())", "--timeout", "5",
             ], timeout: 30)
     }
 

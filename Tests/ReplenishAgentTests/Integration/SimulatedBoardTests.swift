@@ -30,7 +30,7 @@ import Testing
     @Test func bouncesCooldownLongPressRepairingSensorAndLED() throws {
         let harness = Harness()
         let emulator = try harness.startEmulator(["--slots", "slot-1,slot-9"])
-        let pairingPort = try Harness.freePort()
+        let pairingPort = try FreePorts.take()
         let config = try harness.writeConfig(
             emulator: emulator, pairingPort: pairingPort, cooldownSeconds: 600,
             tankSlot: "slot-9", board: try fastBoard(harness))
@@ -98,7 +98,7 @@ import Testing
     @Test func killedHeldPressesDoNotTakeTheAnswersOfLaterPresses() throws {
         let harness = Harness()
         let emulator = try harness.startEmulator(["--slots", "slot-1"])
-        let pairingPort = try Harness.freePort()
+        let pairingPort = try FreePorts.take()
         let config = try harness.writeConfig(emulator: emulator, pairingPort: pairingPort, cooldownSeconds: 600)
         _ = try harness.startAgent(config: config)
         try harness.pair(emulator: emulator, pairingPort: pairingPort)
@@ -131,7 +131,7 @@ import Testing
     @Test func aSensorThatOrderedDoesNotOrderAgainAfterARestartWhileStillLow() throws {
         let harness = Harness()
         let emulator = try harness.startEmulator(["--slots", "slot-1,slot-9"])
-        let pairingPort = try Harness.freePort()
+        let pairingPort = try FreePorts.take()
         let config = try harness.writeConfig(
             emulator: emulator, pairingPort: pairingPort, tankSlot: "slot-9", board: try fastBoard(harness))
         let first = try harness.startAgent(config: config)

@@ -16,7 +16,7 @@ import Testing
     @Test func aSecondRunOnTheSameStateDirectoryExitsAtOnceWithTheReason() throws {
         let harness = Harness()
         let emulator = try harness.startEmulator()
-        let pairingPort = try Harness.freePort()
+        let pairingPort = try FreePorts.take()
         let config = try harness.writeConfig(emulator: emulator, pairingPort: pairingPort)
         let state = harness.directory + "/state"
         let first = try harness.startAgent(config: config)
@@ -49,7 +49,7 @@ import Testing
     @Test func badStateFilesAreMovedAsideAndTheAgentStarts() throws {
         let harness = Harness()
         let emulator = try harness.startEmulator(["--slots", "slot-1"])
-        let pairingPort = try Harness.freePort()
+        let pairingPort = try FreePorts.take()
         let config = try harness.writeConfig(emulator: emulator, pairingPort: pairingPort)
         let state = harness.directory + "/state"
         #expect(mkdir(state, 0o700) == 0)
@@ -94,7 +94,7 @@ import Testing
     /// problems `run` deals with itself are notes, so they never keep the agent from starting and repairing them.
     @Test func checkConfigNamesEachFileAndBeforeRunLetsTheAgentRepairThem() throws {
         let harness = Harness()
-        let config = try harness.writeConfig(emulator: "http://127.0.0.1:9", pairingPort: try Harness.freePort())
+        let config = try harness.writeConfig(emulator: "http://127.0.0.1:9", pairingPort: try FreePorts.take())
         let state = harness.directory + "/state"
         #expect(mkdir(state, 0o700) == 0)
         #expect(mkfifo(state + "/outbox.json", 0o600) == 0)
@@ -125,7 +125,7 @@ import Testing
     func anAgentThatIsNotRootMovesAsideAFileItCannotOpen() throws {
         let harness = Harness()
         let emulator = try harness.startEmulator()
-        let pairingPort = try Harness.freePort()
+        let pairingPort = try FreePorts.take()
         let config = try harness.writeConfig(emulator: emulator, pairingPort: pairingPort)
         let state = harness.directory + "/state"
         let uid: uid_t = 4243

@@ -60,7 +60,7 @@ import Testing
         // 30 s access tokens: the agent refreshes on its own about every 22 s.
         let emulator = try harness.startEmulator(
             Self.rotating + ["--slots", "slot-1", "--access-token-lifetime", "30"])
-        let pairingPort = try Harness.freePort()
+        let pairingPort = try FreePorts.take()
         let config = try harness.writeConfig(emulator: emulator, pairingPort: pairingPort)
         var environment = ProcessInfo.processInfo.environment
         environment["LD_PRELOAD"] = shim

@@ -10,7 +10,7 @@ import Testing
     @Test func readyStatusWatchdogAndStoppingFromTheRealAgent() throws {
         let harness = Harness()
         let emulator = try harness.startEmulator(["--slots", "slot-1"])
-        let pairingPort = try Harness.freePort()
+        let pairingPort = try FreePorts.take()
         let config = try harness.writeConfig(emulator: emulator, pairingPort: pairingPort)
         let socket = try NotifySocket()
 

@@ -137,7 +137,7 @@ import Testing
     /// orders: it never uses a proxy (through one, the `http://` case would send tokens in clear text).
     @Test func proxyVariablesInTheEnvironmentAreIgnored() throws {
         let harness = Harness()
-        let proxy = "http://127.0.0.1:\(try Harness.freePort())"
+        let proxy = "http://127.0.0.1:\(try FreePorts.take())"
         var environment = ProcessInfo.processInfo.environment
         for name in ["no_proxy", "NO_PROXY"] { environment[name] = nil }
         for name in ["http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"] {

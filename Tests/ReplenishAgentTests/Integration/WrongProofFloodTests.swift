@@ -98,7 +98,7 @@ import Testing
     @Test func aFloodOfWrongProofsIsThrottledLoggedAsCountsAndLeavesNoMemoryBehind() throws {
         let harness = Harness()
         let emulator = try harness.startEmulator(["--slots", "slot-1"])
-        let port = try Harness.freePort()
+        let port = try FreePorts.take()
         let config = try harness.writeConfig(emulator: emulator, pairingPort: port, setupKey: true)
         let agent = try harness.startAgent(config: config)
         try harness.waitUntil("the pairing endpoints") { Harness.pairingPortAnswers(port) }

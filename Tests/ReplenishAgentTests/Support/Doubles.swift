@@ -1,3 +1,4 @@
+import Foundation
 import Synchronization
 
 @testable import ReplenishAgent
@@ -84,6 +85,16 @@ func json(_ status: Int, _ text: String, headers: [(String, String)] = []) -> HT
 func temporaryDirectory() -> String {
     var template = Array("/tmp/replenish-test-XXXXXX".utf8CString)
     return template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
+}
+
+/// The package's root folder, found from this file's path.
+func packageRoot(file: String = #filePath) -> String {
+    var path = file
+    while let slash = path.lastIndex(of: "/") {
+        path = String(path[..<slash])
+        if FileManager.default.fileExists(atPath: path + "/Package.swift") { return path }
+    }
+    return "."
 }
 
 #if canImport(Glibc)

@@ -1,8 +1,8 @@
 import Foundation
 
 /// The Alexa smart home messages the service writes (payload version 3): directive answers and the events it
-/// sends to the gateway. Each is checked by `AlexaSchemaTests` against Amazon's published schema, or against
-/// the checks written from Amazon's pages where the schema has no entry (`docs/cloud.md`).
+/// sends to the gateway. Each is checked by `scripts/alexa-schema-check.py` against Amazon's published schema, or
+/// against the checks written from Amazon's pages where the schema has no entry (`docs/cloud.md`).
 public enum AlexaMessage {
     static func header(
         _ namespace: String, _ name: String, messageId: String = UUID().uuidString.lowercased(),
