@@ -125,8 +125,8 @@ extension ConfigTests {
         #expect(problems == ["\(directory)/agent.json:3:14: '\"' where a : after the key was expected"])
     }
 
-    /// docs/configuration.md ("How the files are checked") calls the format strict JSON: a trailing comma (object or array) and comments are refused, with
-    /// where they are; the column counts characters, not bytes.
+    /// docs/configuration.md ("How the files are checked") calls the format strict JSON: a trailing comma (object or
+    /// array) and comments are refused, with where they are; the column counts characters, not bytes.
     @Test func trailingCommasAndCommentsAreRefused() throws {
         let cases: [(String, String)] = [
             ("{\"a\": 1,\n}", "1:8: a comma before }: strict JSON allows no trailing comma (remove it)"),

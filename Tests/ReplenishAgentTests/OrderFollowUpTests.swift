@@ -3,7 +3,7 @@ import Testing
 
 @testable import ReplenishAgent
 
-/// The slots' orders in memory, as the follow-up sees them in `Orders`.
+/// The slots' orders in memory, as the follow-up sees them in `DeliveryLoop`.
 actor MemoryOrderBook: FollowedOrders {
     private(set) var outbox = Outbox()
 

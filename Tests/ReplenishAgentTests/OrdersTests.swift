@@ -34,8 +34,8 @@ import Testing
         run: AgentRun = AgentRun(boot: "this-boot", id: "this-run"),
         clockSynchronized: @escaping @Sendable () -> Bool = { false },
         sinceBoot: @escaping @Sendable () -> Double = { 60 }
-    ) throws -> Orders<ManualClock> {
-        Orders(
+    ) throws -> DeliveryLoop<ManualClock> {
+        DeliveryLoop(
             book: try OrderBook(
                 stateDirectory: directory, run: run, wallTime: wallTime, clockSynchronized: clockSynchronized,
                 sinceBoot: sinceBoot, random: .seeded(state: 4), logger: .init(label: "test")),

@@ -33,12 +33,12 @@ import Testing
             store: store, lwa: lwa, clock: clock, wallTime: wallTime, random: .seeded(state: 1),
             logger: .init(label: "test"))
         // A status file of a build before issue 30, with the order history in it: the start moves the history
-        // into outbox.json (`Orders.movingLegacyOrders`).
+        // into outbox.json (`OrderBook.movingLegacyOrders`).
         try #"""
         {"version":1,"slots":{"slot-1":{"subscribed":true}},"orders":[{"slot":"slot-1","detailCode":"STANDARD_ORDER_PLACED","eventInstanceId":"e1","answeredAt":\#(epoch - 60),"open":true}]}
         """#.write(toFile: SubscriptionBook.path(stateDirectory: directory), atomically: true, encoding: .utf8)
         let status = try SubscriptionBook(stateDirectory: directory) { _ in }
-        let orders = Orders(
+        let orders = DeliveryLoop(
             book: try OrderBook(
                 stateDirectory: directory, run: .unknown, wallTime: wallTime, clockSynchronized: { true },
                 logger: .init(label: "test")),
@@ -48,7 +48,7 @@ import Testing
         let queue = DeregistrationQueue(
             stateDirectory: directory, lwa: lwa, drs: drs, clock: clock, logger: .init(label: "test"))
         return FactoryReset(
-            stateDirectory: directory, tokens: tokens, orders: orders, status: status, deregistration: queue,
+            stateDirectory: directory, tokens: tokens, orders: orders, subscriptionBook: status, deregistration: queue,
             logger: .init(label: "test"))
     }
 

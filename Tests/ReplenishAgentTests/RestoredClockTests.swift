@@ -167,9 +167,9 @@ import Testing
     func orders(
         _ directory: String, drs: ScriptedHTTPClient, wallTime: (@Sendable () -> Double)? = nil,
         run: AgentRun = AgentRun(boot: "boot-now", id: "run-now"), sinceBoot: @escaping @Sendable () -> Double
-    ) throws -> Orders<ManualClock> {
+    ) throws -> DeliveryLoop<ManualClock> {
         let tokens = try tokenManager()
-        return Orders(
+        return DeliveryLoop(
             book: try OrderBook(
                 stateDirectory: directory, run: run, wallTime: wallTime ?? self.wallTime, clockSynchronized: { false },
                 sinceBoot: sinceBoot, logger: .init(label: "test")),
@@ -249,7 +249,7 @@ import Testing
     /// A press of slot-1, then ten minutes: DRS heard two calls (`why`), and the outbox keeps nothing of the
     /// press (acknowledged, not parked).
     func expectAPressSentTwiceAndAcknowledged(
-        _ service: Orders<ManualClock>, drs: ScriptedHTTPClient, directory: String, _ why: Comment,
+        _ service: DeliveryLoop<ManualClock>, drs: ScriptedHTTPClient, directory: String, _ why: Comment,
         sourceLocation: SourceLocation = #_sourceLocation
     ) async throws {
         let driver = StepDriver(clock: clock, service.step)

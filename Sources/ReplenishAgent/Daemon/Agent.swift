@@ -6,8 +6,8 @@ import ServiceLifecycle
 /// `ServiceGroup` until SIGTERM/SIGINT. Nothing here decides anything: what the start decides (the pairing
 /// against this device's identity, the LED's and the pairing's start, serving) is `StartUp`'s, called at its
 /// two moments; docs/architecture.md's walk of the parts is this file.
-/// - a button press: `GPIOBackend` → `InputPipeline` (debounce) → `PressHandler` → `Orders.accept`
-///   (durable outbox) → `Orders.run` → `DRSSession` (the one caller of `DRSClient`);
+/// - a button press: `GPIOBackend` → `InputPipeline` (debounce) → `PressHandler` → `DeliveryLoop.accept`
+///   (durable outbox) → `DeliveryLoop.run` → `DRSSession` (the one caller of `DRSClient`);
 /// - streams: `TokenManager.events`, `OrderBook.updates`, `PairingWindowKeeper.changes` and (code mode)
 ///   `CodeLinker.changes`, each read by the services that follow it in their own tasks (lights, status
 ///   file, systemd, pairing window or code linking, duties).
@@ -56,21 +56,22 @@ struct Agent {
             loadingOn: lane)
         // Every DRS call of the pairing goes through this one session (token, one refresh on a rejection).
         let session = DRSSession(client: drs, tokens: tokens)
-        let status = try SubscriptionBook(
+        let subscriptionBook = try SubscriptionBook(
             stateDirectory: config.stateDirectory, onCorrupt: { logger.error("\($0)") }, loadingOn: lane)
         let shown = ShownStatusBook(runtimeDirectory: config.runtimeDirectory, logger: logger)
         // This boot, known under the unit's sandbox too (its /proc hides the kernel's boot id), and this run.
         let boot = StartUp<Clock>.thisBoot(runtimeDirectory: config.runtimeDirectory, logger: logger, on: lane)
         let run = AgentRun(boot: boot, id: stateDirectory.run)
         let subscriptions = Subscriptions(
-            drs: session, status: status, slots: config.slots, clock: clock, wallTime: wallTime, logger: logger)
-        let orders = Orders(
+            drs: session, subscriptionBook: subscriptionBook, slots: config.slots, clock: clock, wallTime: wallTime,
+            logger: logger)
+        let orders = DeliveryLoop(
             book: try OrderBook(
                 stateDirectory: config.stateDirectory, run: run, wallTime: wallTime, logger: logger, loadingOn: lane),
             slots: config.slots, drs: session, notSubscribed: { await subscriptions.refused(slot: $0) }, clock: clock,
             logger: logger)
         let duties = Duties(
-            drs: session, tokens: tokens, status: status,
+            drs: session, tokens: tokens, subscriptionBook: subscriptionBook,
             checkSubscriptions: { () throws(AgentError) in try await subscriptions.check() }, clock: clock,
             wallTime: wallTime, clockTrusted: { WallClock.isTrusted() }, logger: logger)
         let tracker = OrderTracker(
@@ -88,7 +89,8 @@ struct Agent {
             stateDirectory: config.stateDirectory, lwa: lwa, drs: drs, clock: clock, logger: logger)
         let owner = OwnerCommands(
             reset: FactoryReset(
-                stateDirectory: config.stateDirectory, tokens: tokens, orders: orders, status: status,
+                stateDirectory: config.stateDirectory, tokens: tokens, orders: orders,
+                subscriptionBook: subscriptionBook,
                 deregistration: deregistration, logger: logger, pairingAgain: pairingEntry.afterReset,
                 afterWipe: pairingEntry.afterWipe),
             testOrders: TestOrderCancellation(
@@ -150,7 +152,7 @@ struct Agent {
                 linking: linkingChanges()),
             LoopPart(service: tokens, description: "tokens"),
             TokenFollowingPart(
-                service: orders, tokens: tokens.events.subscribe { $0.letsOrdersGo }, description: "orders"),
+                service: orders, tokens: tokens.events.subscribe { $0.letsOrdersGo }, description: "delivery"),
             TokenFollowingPart(
                 service: duties, tokens: tokens.events.subscribe { $0 == .paired }, description: "duties"),
             OrderTracker.Part(tracker: tracker, orders: orders.book.updates.subscribe()),

@@ -69,7 +69,7 @@ extension ClockWatch {
     struct Part<C: Clock>: DaemonPart where C.Duration == Duration {
         let clock: C
         let tokens: TokenManager<C>
-        let orders: Orders<C>
+        let orders: DeliveryLoop<C>
         let logger: Logger
         var description: String { "clock" }
         var mayEnd: Bool { true }

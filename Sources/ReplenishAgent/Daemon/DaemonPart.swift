@@ -50,7 +50,7 @@ protocol LoopingActor: Actor {
 }
 
 /// A looping actor that also follows the token events: a pairing lets it go, a lost pairing stops it
-/// (`Orders`, `Duties`, `CodeLinker`).
+/// (`DeliveryLoop`, `Duties`, `CodeLinker`).
 protocol TokenFollower: LoopingActor {
     nonisolated func follow(tokens: AsyncStream<TokenEvent>) async
 }

@@ -9,7 +9,7 @@ actor Duties<C: Clock> where C.Duration == Duration {
 
     private let drs: DRSSession
     private let tokens: TokenManager<C>
-    private let status: SubscriptionBook
+    private let subscriptionBook: SubscriptionBook
     /// Checked with device status, at the same times (`Subscriptions.check`).
     private let checkSubscriptions: @Sendable () async throws(AgentError) -> Void
     private let clock: C
@@ -23,7 +23,7 @@ actor Duties<C: Clock> where C.Duration == Duration {
     private let clockTrusted: @Sendable () -> Bool
 
     init(
-        drs: DRSSession, tokens: TokenManager<C>, status: SubscriptionBook,
+        drs: DRSSession, tokens: TokenManager<C>, subscriptionBook: SubscriptionBook,
         checkSubscriptions: @escaping @Sendable () async throws(AgentError) -> Void, clock: C,
         wallTime: @escaping @Sendable () -> Double, clockTrusted: @escaping @Sendable () -> Bool = { true },
         logger: Logger
@@ -31,7 +31,7 @@ actor Duties<C: Clock> where C.Duration == Duration {
         self.clockTrusted = clockTrusted
         self.drs = drs
         self.tokens = tokens
-        self.status = status
+        self.subscriptionBook = subscriptionBook
         self.checkSubscriptions = checkSubscriptions
         self.clock = clock
         self.wallTime = wallTime
@@ -107,7 +107,7 @@ actor Duties<C: Clock> where C.Duration == Duration {
         let now = wallTime()
         try await drs.sendExpectingSuccess(.deviceStatus(mostRecentlyActive: now))
         logger.info("device status sent")
-        try await status.recordDeviceStatus(at: now)
+        try await subscriptionBook.recordDeviceStatus(at: now)
         try await checkSubscriptions()
     }
 }

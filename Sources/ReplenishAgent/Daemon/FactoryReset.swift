@@ -9,8 +9,8 @@ import Logging
 struct FactoryReset<C: Clock>: Sendable where C.Duration == Duration {
     let stateDirectory: String
     let tokens: TokenManager<C>
-    let orders: Orders<C>
-    let status: SubscriptionBook
+    let orders: DeliveryLoop<C>
+    let subscriptionBook: SubscriptionBook
     let deregistration: DeregistrationQueue<C>
     let logger: Logger
     /// How the device pairs again, for the answer (the pairing window, or code-based linking).
@@ -60,11 +60,11 @@ struct FactoryReset<C: Clock>: Sendable where C.Duration == Duration {
             switch scope {
             case .everything:
                 try await orders.wipe()
-                try await status.wipe()
+                try await subscriptionBook.wipe()
             case .pairing:
                 // The queued presses go; the order history stays for the owner to read.
                 try await orders.forgetAccount(reason: reason)
-                try await status.forgetAccount()
+                try await subscriptionBook.forgetAccount()
             }
             try await StateStore<ResetWipe.Mark>.resetMark(stateDirectory: directory).onLane {
                 lane throws(AgentError) in try ResetWipe.end(stateDirectory: directory, on: lane)
@@ -217,11 +217,11 @@ enum ResetWipe {
         }
         try store.file.shredNow(on: lane)
         let outbox = StateStore<Outbox>.outbox(stateDirectory: stateDirectory)
-        let status = StateStore<SubscriptionRecord>.subscriptionRecord(stateDirectory: stateDirectory)
+        let subscriptions = StateStore<SubscriptionRecord>.subscriptionRecord(stateDirectory: stateDirectory)
         switch scope {
         case .everything:
             try outbox.shredNow(on: lane)
-            try status.shredNow(on: lane)
+            try subscriptions.shredNow(on: lane)
         case .pairing:
             // The queued presses go; the order history stays for the owner to read.
             if var orders = try outbox.load(on: lane, onCorrupt: report) {
@@ -230,10 +230,10 @@ enum ResetWipe {
                 orders.forgetAccount(reason: "the pairing was reset", at: POSIX.wallTime())
                 if orders != before { try outbox.saveNow(orders, on: lane) }
             }
-            if var record = try status.load(on: lane, onCorrupt: report) {
+            if var record = try subscriptions.load(on: lane, onCorrupt: report) {
                 let before = record
                 record.forgetAccount()
-                if record != before { try status.saveNow(record, on: lane) }
+                if record != before { try subscriptions.saveNow(record, on: lane) }
             }
         }
         return old

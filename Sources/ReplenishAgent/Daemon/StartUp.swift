@@ -14,7 +14,7 @@ import Synchronization
 struct StartUp<C: Clock>: Sendable where C.Duration == Duration {
     let config: AgentConfig
     let tokens: TokenManager<C>
-    let orders: Orders<C>
+    let orders: DeliveryLoop<C>
     let reset: FactoryReset<C>
     let pairing: PairingByMode<C>
     let shown: ShownStatusBook

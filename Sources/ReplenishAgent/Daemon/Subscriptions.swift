@@ -7,7 +7,7 @@ import Logging
 /// `status.json` (`SubscriptionBook.recordSubscriptions`, called from here only).
 actor Subscriptions<C: Clock> where C.Duration == Duration {
     private let drs: DRSSession
-    private let status: SubscriptionBook
+    private let subscriptionBook: SubscriptionBook
     private let slots: [String]
     private let clock: C
     private let wallTime: @Sendable () -> Double
@@ -16,11 +16,11 @@ actor Subscriptions<C: Clock> where C.Duration == Duration {
     private var recheck = PressRecheckLimit<C.Instant, String, Never>()
 
     init(
-        drs: DRSSession, status: SubscriptionBook, slots: [String], clock: C,
+        drs: DRSSession, subscriptionBook: SubscriptionBook, slots: [String], clock: C,
         wallTime: @escaping @Sendable () -> Double,
         logger: Logger
     ) {
-        (self.drs, self.status, self.slots) = (drs, status, slots)
+        (self.drs, self.subscriptionBook, self.slots) = (drs, subscriptionBook, slots)
         (self.clock, self.wallTime, self.logger) = (clock, wallTime, logger)
     }
 
@@ -28,7 +28,7 @@ actor Subscriptions<C: Clock> where C.Duration == Duration {
     func check() async throws(AgentError) {
         let answer = try await drs.sendExpectingSuccess(.subscriptionInfo)
         let info = try SubscriptionInfo.decode(answer.body)
-        try await status.recordSubscriptions(info, slots: slots, at: wallTime())
+        try await subscriptionBook.recordSubscriptions(info, slots: slots, at: wallTime())
         logger.info(
             "subscriptions checked",
             metadata: ["drs.subscribed": "\(slots.filter { info.slots[$0]?.subscribed == true }.count)/\(slots.count)"])
@@ -38,7 +38,7 @@ actor Subscriptions<C: Clock> where C.Duration == Duration {
     /// once a minute; within it, or when DRS cannot be asked, the recorded answer stands) does not find it
     /// subscribed now.
     func allowsPress(slot: String) async -> Bool {
-        guard await status.subscribed(slot) == false else { return true }
+        guard await subscriptionBook.subscribed(slot) == false else { return true }
         // The spacing counts from the attempt: a failing DRS is not asked again on every press either.
         guard case .ask = recheck.decide("subscriptions", at: clock.now) else { return false }
         do throws(AgentError) {
@@ -48,7 +48,7 @@ actor Subscriptions<C: Clock> where C.Duration == Duration {
                 "subscription re-check failed", metadata: ["order.slot": "\(slot)", "error": "\(error.message)"])
             return false
         }
-        let subscribed = await status.subscribed(slot) == true
+        let subscribed = await subscriptionBook.subscribed(slot) == true
         if subscribed {
             logger.notice("the slot is subscribed now; taking the press", metadata: ["order.slot": "\(slot)"])
         }
@@ -58,7 +58,7 @@ actor Subscriptions<C: Clock> where C.Duration == Duration {
     /// DRS refused an order of `slot` as not subscribed: presses are refused at the button until a check finds
     /// it subscribed.
     func refused(slot: String) async {
-        do { try await status.recordNotSubscribed(slot: slot) } catch {
+        do { try await subscriptionBook.recordNotSubscribed(slot: slot) } catch {
             logger.error(
                 "could not record that the slot is not subscribed",
                 metadata: ["order.slot": "\(slot)", "error": "\(error.message)"])

@@ -1,4 +1,4 @@
-/// The entries whose "sent, answer unknown" mark was written with the press (`Orders.accept`), before their call
+/// The entries whose "sent, answer unknown" mark was written with the press (`DeliveryLoop.accept`), before their call
 /// left, each as it was before: what the mark goes back to when the call does not leave after all. In memory
 /// only: after a restart a mark on disk is a call whose answer is unknown.
 struct AcceptMarks: Sendable {

@@ -10,7 +10,7 @@ protocol AccessTokens: Sendable {
 }
 
 /// What the delivery loop knows of the pairing: its tag (stamped on each press), and whether an access token is
-/// at hand now (a press's call then leaves at once, `Orders.accept`).
+/// at hand now (a press's call then leaves at once, `DeliveryLoop.accept`).
 struct TokenPairing: Sendable, Equatable {
     var pairingId: String?
     var hasUsableAccessToken: Bool
@@ -25,7 +25,7 @@ extension TokenManager: AccessTokens {}
 /// goes to `DeliveryPolicy`, a duty's to `requireSuccess`, whose error carries the server's `Retry-After`.
 ///
 /// A replenish is the exception in one way: each of its tries is made durable in the outbox before it leaves
-/// (`Orders`), so it takes the token and makes each try itself (`token`, `sendOnce`,
+/// (`DeliveryLoop`), so it takes the token and makes each try itself (`token`, `sendOnce`,
 /// `tokenReplacing`), with the same one-refresh rule in `DeliveryPolicy`.
 struct DRSSession: Sendable {
     let client: DRSClient

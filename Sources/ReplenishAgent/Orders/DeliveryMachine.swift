@@ -1,4 +1,4 @@
-/// The delivery loop's decisions as a value, in the shape of Hummingbird's connection state machines: `Orders`
+/// The delivery loop's decisions as a value, in the shape of Hummingbird's connection state machines: `DeliveryLoop`
 /// hands it each event (a look at the outbox and the pairing, a press recorded, what came of a try, a write's
 /// result, new tokens, the wall clock set, a wipe) with the current instant, and carries out the action it
 /// returns. It reads no clock, no file and makes no call.
@@ -53,7 +53,7 @@ struct DeliveryMachine<Instant: InstantProtocol>: Sendable where Instant.Duratio
 
     init() {}
 
-    /// A look at the pending entries and the pairing (read once, `Orders.step`): what to do now.
+    /// A look at the pending entries and the pairing (read once, `DeliveryLoop.step`): what to do now.
     mutating func next(pending: [PendingSlot], paired: Bool, at now: Instant) -> Action {
         if let at = writeRetryAt { return at <= now ? .retryWrite : .wait(until: at) }
         if pending.contains(where: { $0.parkReason != nil }) { return .park }

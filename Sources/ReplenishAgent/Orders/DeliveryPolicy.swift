@@ -1,7 +1,7 @@
 import FoundationEssentials
 
 /// What to do after one replenish attempt. Pure: the answer (or the lack of one) goes in, a decision comes
-/// out; `Orders` carries it out.
+/// out; `DeliveryLoop` carries it out.
 enum DeliveryPolicy {
     enum Decision: Equatable, Sendable {
         /// DRS accepted the press: an order was placed, or one is already in progress (DRS de-duplicated).

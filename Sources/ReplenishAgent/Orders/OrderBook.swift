@@ -2,7 +2,7 @@ import Logging
 
 /// The owner of the order facts: the outbox (presses still to send), each slot's orders, consumption and level
 /// latch, and the order history, all in `outbox.json`. Every change is one `commit`, written on the outbox's
-/// disk lane before anyone sees it; `Orders` (the delivery loop), `OrderTracker`, the press and the owner
+/// disk lane before anyone sees it; `DeliveryLoop` (the delivery loop), `OrderTracker`, the press and the owner
 /// commands change the facts only through here, and read only what they need.
 actor OrderBook {
     /// `outbox.json`, on the outbox's own lane (`StateStore.outbox`).
@@ -67,7 +67,7 @@ actor OrderBook {
     }
 
     /// Whether the call that follows the press may be marked "sent, answer unknown" in the press's own write:
-    /// `Orders` knows whether it leaves at once (a token at hand, the slot not backing off), for a new entry and
+    /// `DeliveryLoop` knows whether it leaves at once (a token at hand, the slot not backing off), for a new entry and
     /// for a press counted on the pending one. The entry as it was before the mark is kept here (`marks`), for
     /// the try that takes it (`markSending`) or gives it back (`unmarkAccepted`).
     struct MarkNow: Sendable, Equatable {

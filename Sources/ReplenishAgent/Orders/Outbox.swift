@@ -72,7 +72,7 @@ struct Outbox: Codable, Sendable, Equatable {
     var version = 1
     private(set) var entries: [Entry] = []
     /// What the device knows of each slot's orders (`SlotOrders`): kept with the presses, so that a press and
-    /// its answer are each one write of one file (`OrderHistory` says how answers change it).
+    /// its answer are each one write of one file (`Orders/OrderHistory.swift` says how answers change it).
     var slots: [String: SlotOrders] = [:]
     /// The newest answered replenish calls (`OrderRecord`), newest last, for `replenish-agent orders`.
     var orders: [OrderRecord]?

@@ -156,7 +156,7 @@ protocol PressEffects: Sendable {
 /// The daemon's press effects: the outbox and its delivery loop, the tokens, the order follow-up, the
 /// subscriptions, the duties, the pairing entry and the reset.
 struct DaemonPressEffects<C: Clock>: PressEffects where C.Duration == Duration {
-    let orders: Orders<C>
+    let orders: DeliveryLoop<C>
     let tokens: TokenManager<C>
     let tracker: OrderTracker<C>
     let subscriptions: Subscriptions<C>

@@ -16,7 +16,8 @@ enum SystemdNotifications {
     /// the GPIO lines are held (the backend exists) and every other service has been started. `gpioBeats`: the
     /// GPIO thread's heartbeat count (libgpiod's backend; nil for the simulated board).
     static func make<C: Clock>(
-        notifier: SystemdNotifier, tokens: TokenManager<C>, orders: Orders<C>, gpioBeats: (@Sendable () -> UInt64)?,
+        notifier: SystemdNotifier, tokens: TokenManager<C>, orders: DeliveryLoop<C>,
+        gpioBeats: (@Sendable () -> UInt64)?,
         group: any EventLoopGroup, pairingMode: AgentConfig.PairingMode = .companion, logger: Logger
     ) async -> Part<C>? where C.Duration == Duration {
         guard notifier.isEnabled else { return nil }

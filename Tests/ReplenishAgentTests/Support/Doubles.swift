@@ -121,10 +121,10 @@ extension Duties where C == ManualClock {
         let session = DRSSession(
             client: DRSClient(http: drs, baseURL: try EndpointURL("http://127.0.0.1:1")), tokens: tokens)
         let subscriptions = Subscriptions(
-            drs: session, status: status, slots: slots, clock: clock, wallTime: wallTime,
+            drs: session, subscriptionBook: status, slots: slots, clock: clock, wallTime: wallTime,
             logger: .init(label: "test"))
         let duties = Duties(
-            drs: session, tokens: tokens, status: status,
+            drs: session, tokens: tokens, subscriptionBook: status,
             checkSubscriptions: { () throws(AgentError) in try await subscriptions.check() }, clock: clock,
             wallTime: wallTime, clockTrusted: clockTrusted, logger: .init(label: "test"))
         return (duties, subscriptions)
