@@ -25,8 +25,8 @@ extension TokenManager: AccessTokens {}
 /// goes to `DeliveryPolicy`, a duty's to `requireSuccess`, whose error carries the server's `Retry-After`.
 ///
 /// A replenish is the exception in one way: each of its tries is made durable in the outbox before it leaves
-/// (`DeliveryLoop`), so it takes the token and makes each try itself (`token`, `sendOnce`,
-/// `tokenReplacing`), with the same one-refresh rule in `DeliveryPolicy`.
+/// (`DeliveryLoop`), so it takes its token from `tokens` (the pairing, a token, one refresh after a rejection) and
+/// makes each try itself (`sendOnce`), with the same one-refresh rule in `DeliveryPolicy`.
 struct DRSSession: Sendable {
     let client: DRSClient
     let tokens: any AccessTokens
@@ -77,17 +77,6 @@ struct DRSSession: Sendable {
         guard !(200..<300).contains(answer.status) else { return }
         let rejected = DRSClient.isTokenRejection(answer) ? ": DRS rejected the access token" : ""
         throw AgentError(.server, "\(call.name) answered \(answer.status)\(rejected)", retryAfter: answer.retryAfter)
-    }
-
-    /// A token for a caller that makes its tries itself (`sendOnce`).
-    func token() async throws(AgentError) -> Secret { try await tokens.accessToken() }
-
-    /// The pairing the tokens belong to, nil when not paired.
-    func pairing() async -> TokenPairing? { await tokens.pairing() }
-
-    /// After a rejection of `rejected`, for a caller that makes its tries itself.
-    func tokenReplacing(_ rejected: Secret) async throws(AgentError) -> Secret {
-        try await tokens.accessTokenReplacing(rejected)
     }
 
     /// Exactly one request with `token`; nothing is retried here.

@@ -37,7 +37,7 @@ actor DeliveryLoop<C: Clock> where C.Duration == Duration {
 
     /// Accepts a press for `slot` (`fromSensor`: a level sensor's low): durable when this returns; refused unpaired.
     func accept(slot: String, fromSensor: Bool = false) async throws(AgentError) -> OrderBook.Acceptance {
-        guard let pairing = await drs.pairing() else {
+        guard let pairing = await drs.tokens.pairing() else {
             throw AgentError(
                 .notPaired,
                 "not paired: pair the device first (the companion app, or the code replenish-agent status shows)")
@@ -92,7 +92,7 @@ actor DeliveryLoop<C: Clock> where C.Duration == Duration {
         var worked = false
         while !Task.isCancelled {
             // The pairing's tag is known only while paired; unpaired, entries wait for the next pairing to judge.
-            let pairingId: String?? = await drs.pairing().map { .some($0.pairingId) } ?? .none
+            let pairingId: String?? = await drs.tokens.pairing().map { .some($0.pairingId) } ?? .none
             let pending = await book.look(configuredSlots: configuredSlots, pairingId: pairingId)
             switch machine.next(pending: pending, paired: pairingId != nil, at: clock.now) {
             case .retryWrite:
@@ -123,7 +123,7 @@ actor DeliveryLoop<C: Clock> where C.Duration == Duration {
         var refreshed = false
         while true {
             let token: Secret
-            do { token = try await drs.token() } catch {
+            do { token = try await drs.tokens.accessToken() } catch {
                 await noToken(slot: slot, error)
                 return
             }
@@ -156,7 +156,7 @@ actor DeliveryLoop<C: Clock> where C.Duration == Duration {
                 refreshed = true
                 logger.info("DRS rejected the access token; refreshing once", metadata: ["order.slot": "\(slot)"])
                 do throws(AgentError) {
-                    _ = try await drs.tokenReplacing(token)
+                    _ = try await drs.tokens.accessTokenReplacing(token)
                     continue
                 } catch {
                     // The call was answered (the rejection); the refresh's failure is what the LED shows.
