@@ -14,7 +14,7 @@
 #     in a walk table's row (`| 3 | GPIO/InputPipeline.swift:123 | `receive` | … |`) that line holds the
 #     identifier of the row's third column;
 #   - every target (a folder of Sources/) and every folder of Sources/ReplenishAgent/ is named in the folder tables
-#     of docs/architecture.md ("What is in the repository?");
+#     of docs/architecture.md ("What is in the repository?"); each walk's "N hops over M files" is its table's;
 #   - the licence files match the build (scripts/check-license.sh: every package of Package.resolved is in
 #     packaging/debian/copyright).
 # Usage: scripts/check-docs.sh [AGENT]  (AGENT: a built replenish-agent; default: the debug build)
@@ -237,6 +237,27 @@ done < <(awk '/^```/ { code = !code; next } code { next }
     }
   }' "$architecture")
 
+# Each walk's count ("**N hops over M files**", said before its table) is its table's: N rows, M distinct files.
+walks=0
+while IFS=$'\t' read -r where said counted; do
+  walks=$((walks + 1))
+  [ "$said" = "$counted" ] || fail "$where: the walk says $said, its table holds $counted"
+done < <(awk '/^```/ { code = !code; next } code { next }
+  match($0, /\*\*[0-9]+ hops over [0-9]+ files\*\*/) {
+    claim = substr($0, RSTART + 2, RLENGTH - 4); where = FILENAME ":" FNR; rows = 0; delete files; nfiles = 0; next
+  }
+  /^\|/ {
+    split($0, cells, "|"); second = cells[3]; gsub(/`/, "", second); gsub(/^ +| +$/, "", second)
+    if (second ~ /\.swift:[0-9]+$/) {
+      rows++; sub(/:[0-9]+$/, "", second); if (!(second in files)) { files[second] = 1; nfiles++ }
+      next
+    }
+  }
+  rows > 0 && claim != "" { print where "\t" claim "\t" rows " hops over " nfiles " files"; claim = ""; rows = 0 }
+  rows > 0 && claim == "" { print FILENAME ":" FNR "\tno count\t" rows " hops over " nfiles " files"; rows = 0 }
+  END { if (rows > 0) print where "\t" claim "\t" rows " hops over " nfiles " files" }' "$architecture")
+[ "$walks" -ge 2 ] || fail "$architecture: the press's and the refresh's walks, each with its count, are missing"
+
 # Every target and every folder of the agent is in the folder tables of docs/architecture.md (the section "What is
 # in the repository?"), in backticks: `Sources/X/` or `X/` (an agent folder also as `Sources/ReplenishAgent/X/`).
 folder_tables=$(awk '/^## / { inside = ($0 ~ /^## What is in the repository\?/) } inside' "$architecture")
@@ -252,4 +273,4 @@ done
 bash scripts/check-license.sh >&2 || fail "scripts/check-license.sh failed (above)"
 
 [ "$failures" -eq 0 ] || { echo "check-docs: $failures problem(s)" >&2; exit 1; }
-echo "ok: docs: links resolve, nothing points outside the repository (docs or sources), external links go to allowed sites, no commit hash, one figure per quantity, the subcommand count of docs/commands.md, $(wc -w <<<"$subcommands") subcommands named in code blocks exist, every benchmark figure names its command, every warning and error log line is in docs/troubleshooting.md, $citations file:line citations of docs/architecture.md hold, every source folder is in its folder tables, the licence files cover Package.resolved"
+echo "ok: docs: links resolve, nothing points outside the repository (docs or sources), external links go to allowed sites, no commit hash, one figure per quantity, the subcommand count of docs/commands.md, $(wc -w <<<"$subcommands") subcommands named in code blocks exist, every benchmark figure names its command, every warning and error log line is in docs/troubleshooting.md, $citations file:line citations of docs/architecture.md hold, its $walks walks' counts are their tables', every source folder is in its folder tables, the licence files cover Package.resolved"
