@@ -92,7 +92,7 @@ struct FactoryReset<C: Clock>: Sendable where C.Duration == Duration {
         switch scope {
         case .everything:
             logger.notice("factory reset", metadata: ["reset.reason": "\(reason)"])
-            return .success("reset: \(deregistered); tokens, queued presses and status wiped; \(pairingAgain)")
+            return .success("reset: \(deregistered); tokens, queued presses and subscriptions wiped; \(pairingAgain)")
         case .pairing:
             logger.notice("deregistered", metadata: ["reset.reason": "\(reason)"])
             return .success("deregister: \(deregistered); tokens and queued presses wiped; \(pairingAgain)")
@@ -112,8 +112,8 @@ struct FactoryReset<C: Clock>: Sendable where C.Duration == Duration {
         let old = try ResetWipe.wipeFiles(.everything, stateDirectory: stateDirectory, on: lane) { _ in }
         try ResetWipe.end(stateDirectory: stateDirectory, on: lane)
         return old != nil
-            ? "reset: tokens, queued presses and status wiped; the agent deregisters from DRS when it next runs"
-            : "reset: tokens, queued presses and status wiped (the device was not paired)"
+            ? "reset: tokens, queued presses and subscriptions wiped; the agent deregisters from DRS when it next runs"
+            : "reset: tokens, queued presses and subscriptions wiped (the device was not paired)"
     }
 
     /// Every moved-aside copy (`*.corrupt-*`), a directory that once stood where a state file belongs too.

@@ -1,6 +1,6 @@
-/// The state directory holds the tokens, the outbox, the status and the control socket: mode 0700, owned by the
-/// agent's user, every file in it 0600. `run` opens it with `open(_:report:)`: created when missing, refused when
-/// others can reach it, locked for one agent, swept of what a killed agent left.
+/// The state directory holds the tokens, the outbox, the subscriptions file (`status.json`) and the control socket:
+/// mode 0700, owned by the agent's user, every file in it 0600. `run` opens it with `open(_:report:)`: created when
+/// missing, refused when others can reach it, locked for one agent, swept of what a killed agent left.
 enum StateDirectory {
     /// The state files, each read by its own loader through `StateFile`.
     static let stateFileNames = ["tokens.json", "outbox.json", "status.json"]
