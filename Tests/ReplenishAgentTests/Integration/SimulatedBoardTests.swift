@@ -15,13 +15,15 @@ import Testing
             ?? ""
     }
 
-    /// A copy of the simulated board with short long-press and sensor times, so the tests run quickly.
+    /// A copy of the simulated board with short long-press and sensor times, so the tests run quickly. The sensor's
+    /// full must last 4 s to be a refill: the flapping below (a `level` command per change) stays well under it on
+    /// a machine busy with other builds, where a command's start took over 1.5 s.
     func fastBoard(_ harness: Harness) throws -> String {
         let path = harness.directory + "/fast-board.json"
         try """
         {"name":"fast simulated board","backend":"simulated","inputs":[
           {"name":"button","kind":"button","debounceMs":30,"longPressMs":1000},
-          {"name":"tank","kind":"level","minActiveMs":500,"minInactiveMs":1500}],
+          {"name":"tank","kind":"level","minActiveMs":500,"minInactiveMs":4000}],
          "outputs":[{"name":"led"}]}
         """.write(toFile: path, atomically: true, encoding: .utf8)
         return path
