@@ -42,13 +42,7 @@ struct OrdersCommand: AsyncParsableCommand {
 
     static func report(config: AgentConfig) -> Report {
         var problems: [String] = []
-        var outbox =
-            (try? StatusReport.readState(StateStore<Outbox>.outbox(stateDirectory: config.stateDirectory), &problems))
-            ?? Outbox()
-        // Files of an earlier build that no agent of this one has started on yet.
-        outbox.adoptLegacyOrders(
-            stateDirectory: config.stateDirectory, owner: StateDirectory.agentUID(config.stateDirectory),
-            on: DiskLane.Context.beforeServing())
+        let outbox = StatusReport.readOutbox(config: config, &problems)
         let queued = outbox.entries.map {
             Report.Queued(
                 slot: $0.slot, presses: $0.pressedAt.count, firstPressAt: $0.pressedAt.first.map(ISO8601.format),

@@ -104,13 +104,7 @@ extension StatusReport {
         } catch {
             problems.append(error.message)
         }
-        var outbox =
-            (try? Self.readState(StateStore<Outbox>.outbox(stateDirectory: config.stateDirectory), &problems))
-            ?? Outbox()
-        // Files of an earlier build that no agent of this one has started on yet.
-        outbox.adoptLegacyOrders(
-            stateDirectory: config.stateDirectory, owner: StateDirectory.agentUID(config.stateDirectory),
-            on: DiskLane.Context.beforeServing())
+        let outbox = Self.readOutbox(config: config, &problems)
         let record =
             (try? Self.readState(
                 StateStore<SubscriptionRecord>.subscriptionRecord(stateDirectory: config.stateDirectory), &problems))
@@ -221,6 +215,17 @@ extension StatusReport {
     }
 
     /// A state file as the commands read it: nil when it is missing, or unusable (then a line in `problems`).
+    /// The outbox as a command shows it (`status`, `orders`), with the orders of an earlier build's files that no
+    /// agent of this one has started on yet; an unusable file is a problem, and an empty outbox.
+    static func readOutbox(config: AgentConfig, _ problems: inout [String]) -> Outbox {
+        var outbox =
+            (try? readState(StateStore<Outbox>.outbox(stateDirectory: config.stateDirectory), &problems)) ?? Outbox()
+        outbox.adoptLegacyOrders(
+            stateDirectory: config.stateDirectory, owner: StateDirectory.agentUID(config.stateDirectory),
+            on: DiskLane.Context.beforeServing())
+        return outbox
+    }
+
     static func readState<T: StateFormat>(_ store: StateStore<T>, _ problems: inout [String]) throws -> T? {
         switch try store.read(
             on: DiskLane.Context.beforeServing(), owner: StateDirectory.agentUID(POSIX.parentDirectory(of: store.path)))
