@@ -153,15 +153,15 @@ struct Agent {
         ]
         services += startUpParts
         if let wifiSetup { services.append(WiFiSetup<Clock>.Part(setup: wifiSetup)) }
-        // Last, so that graceful shutdown stops it first (STOPPING=1 as the shutdown begins).
-        if let part = await SystemdNotifications.make(
+        // Last, so that graceful shutdown stops it first (STOPPING=1 as the shutdown begins); the pairing starts
+        // once READY=1 is out.
+        let notifications = await SystemdNotifications.make(
             notifier: systemd, tokens: tokens, orders: orders, gpioBeats: board.beats, group: group,
-            pairingMode: config.pairingMode, logger: logger)
-        {
-            services.append(part)
-        }
-        // The start-up's second moment, every follower subscribed: the LED's and the pairing's start, "starting".
-        await startUp.begin(lights: lights)
+            pairingMode: config.pairingMode, logger: logger, afterReady: { await startUp.startPairing() })
+        if let notifications { services.append(notifications) }
+        // The start-up's second moment, every follower subscribed: the LED's start, "starting" (and without
+        // systemd the pairing's start).
+        await startUp.begin(lights: lights, startsPairing: notifications == nil)
         let result = await Result { try await Self.runGroup(services, logger: logger) }
         // Nobody polls for a linking code any more: `status` must not offer it (the next start gets a new one).
         await shown.recordLinkingCode(nil)
