@@ -182,6 +182,7 @@ latency() { json_field "$1" "['latency']['$2']"; }
 echo
 echo "machine: $(nproc) cores, $(uname -m), $(. /etc/os-release && echo "$PRETTY_NAME"), kernel $(uname -r), $(swift --version 2>/dev/null | head -n 1 | sed 's/ (.*//')"
 echo "run: scripts/bench.sh $idle $orders $presses $starts at commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- Sources Package.swift bench scripts || echo ' (with uncommitted changes)')"
+[ -n "${AGENT_BIN:-}" ] && echo "agent binary: $AGENT_BIN (AGENT_BIN)"
 echo "orders placed: agent $agent_placed of $orders, C floor $c_placed of $orders; hold ${hold_ms} ms, debounce ${debounce_ms} ms"
 echo
 echo "| figure | agent (static) | C floor | agent / C |"
