@@ -16,10 +16,11 @@
 // libavahi-client is loaded while a pairing window is open (or `check-config` asks), with dlopen, not linked, and
 // unloaded with dlclose once the last holder lets it go (the window closed, its advertisement stopped and Avahi's
 // thread joined): a device that is paired, whether at its start or during this run, maps none of it nor the D-Bus
-// and systemd libraries it pulls in (eight to ten shared libraries, about 1.2 MB of RSS), and starts as fast as
-// without it. None of them is marked NODELETE (`readelf -d`: FLAGS_1 is NOW only), and libdbus-1 stays mapped
-// while CNetworkManager holds it too (dlopen counts each holder). The package recommends it with avahi-daemon;
-// without it the agent pairs as before and says the port is not advertised, and why.
+// and systemd libraries it pulls in (nine shared libraries beside the agent's own: docs/benchmarks.md), and starts
+// as fast as without it. None of them is marked NODELETE (`readelf -d`: FLAGS_1 is NOW only; bench/avahi-dlclose.c
+// shows them leave), and libdbus-1 stays mapped while CNetworkManager holds it too (dlopen counts each holder).
+// The package recommends it with avahi-daemon; without it the agent pairs as before and says the port is not
+// advertised, and why.
 #define CAVAHI_SYMBOLS(X)                                                                                              \
     X(avahi_client_new)                                                                                                \
     X(avahi_client_free)                                                                                               \
