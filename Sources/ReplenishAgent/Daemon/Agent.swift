@@ -4,8 +4,8 @@ import ServiceLifecycle
 
 /// The daemon's assembly: builds the services and the streams that join them, and runs them as one
 /// `ServiceGroup` until SIGTERM/SIGINT. Nothing here decides anything: what the start decides (the pairing
-/// against this device's identity, the LED's and the pairing's start, serving) is `StartUp`'s, called at its
-/// two moments; docs/architecture.md's walk of the parts is this file.
+/// against this device's identity, the LED's start, serving, the pairing's start after `READY=1`) is `StartUp`'s,
+/// called at its moments; docs/architecture.md's walk of the parts is this file.
 /// - a button press: `GPIOBackend` → `InputPipeline` (debounce) → `PressHandler` → `Orders.accept`
 ///   (durable outbox) → `Orders.run` → `DRSSession` (the one caller of `DRSClient`);
 /// - streams: `TokenManager.events`, `OrderBook.updates`, `PairingWindowKeeper.changes` and (code mode)
