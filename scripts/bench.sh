@@ -33,7 +33,11 @@
 #   over every thread alive at both ends, per minute; the agent's own requests at the emulator meanwhile
 #   (its timers: order follow-up, duties) are printed so they can be told apart. Per-thread breakdown below.
 # - exec → ready: STARTS starts of each with $NOTIFY_SOCKET on a datagram socket the driver listens on, from
-#   just before the spawn to READY=1 (the agent paired, on a copy of its state; stopped with SIGTERM).
+#   just before the spawn to READY=1 (the agent paired, on a copy of its state; stopped with SIGTERM); and STARTS
+#   starts of the agent unpaired (the same config, a state directory without tokens: its pairing window opens).
+# - After a pairing in this run: the agent that was started unpaired and has just paired with the emulator's
+#   companion, once its window has closed (libavahi-client unloaded, or 5 s): its RSS and the shared libraries
+#   it maps (distinct `.so` files in /proc/PID/maps), beside the same count for the agent started paired.
 # - Binary: stripped size (`strip`), and `ldd`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -62,6 +66,9 @@ pids=()
 trap 'stop_all; if [ -n "${BENCH_KEEP:-}" ]; then echo "kept $work"; else rm -rf "$work"; fi' EXIT
 driver() { python3 "$root/bench/driver.py" "$@"; }
 rss() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
+# The shared libraries a process maps now (distinct files), and whether libavahi-client is one of them.
+mapped_libraries() { awk '$6 ~ /\.so/ {print $6}' "/proc/$1/maps" | sort -u | wc -l; }
+maps_avahi() { grep -q libavahi-client "/proc/$1/maps"; }
 # Anonymous RSS (heap, stacks, pages written after load such as relocated data): the part a smaller or
 # better-ordered binary does not reduce, and that the kernel cannot drop under memory pressure.
 anon() { awk '/RssAnon/ {print $2}' "/proc/$1/status"; }
@@ -77,6 +84,12 @@ pick_pairing_port
 write_config "$root/bench/board.json" 0 BENCH0001
 start_agent
 pair
+# The window closed at the pairing: its advertisement stops and libavahi-client is unloaded on Avahi's lane.
+wait_for "the pairing window's libraries to be unloaded" 5 bash -c "! grep -q libavahi-client /proc/$agent_pid/maps" ||
+  true
+agent_rss_paired_here=$(rss "$agent_pid")
+agent_libraries_paired_here=$(mapped_libraries "$agent_pid")
+agent_avahi_paired_here=$(maps_avahi "$agent_pid" && echo "libavahi-client still mapped" || echo "libavahi-client not mapped")
 stop_all_but_emulator() { kill -TERM "$agent_pid"; wait "$agent_pid" || true; pids=("${pids[0]}"); }
 stop_all_but_emulator
 
@@ -84,6 +97,9 @@ echo "== exec → ready, $starts starts each"
 cp -a "$work/state" "$work/state-copy"
 sed "s|$work/state\"|$work/state-copy\"|" "$work/agent.json" >"$work/agent-copy.json"
 agent_ready=$(driver ready --count "$starts" -- "${agent_cmd[@]}" run --config "$work/agent-copy.json")
+mkdir -m 0700 "$work/state-unpaired"
+sed "s|$work/state\"|$work/state-unpaired\"|" "$work/agent.json" >"$work/agent-unpaired.json"
+agent_ready_unpaired=$(driver ready --count "$starts" -- "${agent_cmd[@]}" run --config "$work/agent-unpaired.json")
 python3 -c "import json; print(json.load(open('$work/state/tokens.json'))['accessToken'])" >"$work/token"
 mkfifo "$work/line"
 mkdir -m 0700 "$work/c-state"
@@ -99,11 +115,13 @@ device_status_sent() { (($(stat_of "['deviceStatusCalls']") > device_status_befo
 wait_for "the agent's start-up duties" 40 device_status_sent
 sleep 2
 agent_rss_start=$(rss "$agent_pid")
+agent_libraries_start=$(mapped_libraries "$agent_pid")
 "${c_command[@]}" 2>"$work/c-agent.log" &
 c_pid=$!
 pids+=($c_pid)
 sleep 1
 c_rss_start=$(rss "$c_pid")
+c_libraries=$(mapped_libraries "$c_pid")
 
 echo "== 1 order each"
 agent_first=$(driver presses --target agent --emulator "$emulator" --slot slot-1 --state "$work/state" \
@@ -164,6 +182,7 @@ latency() { json_field "$1" "['latency']['$2']"; }
 echo
 echo "machine: $(nproc) cores, $(uname -m), $(. /etc/os-release && echo "$PRETTY_NAME"), kernel $(uname -r), $(swift --version 2>/dev/null | head -n 1 | sed 's/ (.*//')"
 echo "run: scripts/bench.sh $idle $orders $presses $starts at commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- Sources Package.swift bench scripts || echo ' (with uncommitted changes)')"
+[ -n "${AGENT_BIN:-}" ] && echo "agent binary: $AGENT_BIN (AGENT_BIN)"
 echo "orders placed: agent $agent_placed of $orders, C floor $c_placed of $orders; hold ${hold_ms} ms, debounce ${debounce_ms} ms"
 echo
 echo "| figure | agent (static) | C floor | agent / C |"
@@ -184,6 +203,15 @@ row "exec → READY=1, median of $starts (min-max)" \
   "$(ms "$agent_ready" median) ms ($(ms "$agent_ready" min)-$(ms "$agent_ready" max))" \
   "$(ms "$c_ready" median) ms ($(ms "$c_ready" min)-$(ms "$c_ready" max))" \
   "$(ms "$agent_ready" median)" "$(ms "$c_ready" median)"
+row "exec → READY=1 unpaired (pairing window opens), median of $starts (min-max)" \
+  "$(ms "$agent_ready_unpaired" median) ms ($(ms "$agent_ready_unpaired" min)-$(ms "$agent_ready_unpaired" max))" \
+  "$(ms "$c_ready" median) ms (no window)" "$(ms "$agent_ready_unpaired" median)" "$(ms "$c_ready" median)"
+row "RSS after a pairing in this run (window closed)" "$(kb "$agent_rss_paired_here")" "$(kb "$c_rss_start")" \
+  "$agent_rss_paired_here" "$c_rss_start"
+row "shared libraries mapped, started paired" "$agent_libraries_start" "$c_libraries" "$agent_libraries_start" \
+  "$c_libraries"
+row "shared libraries mapped after a pairing in this run" "$agent_libraries_paired_here" "$c_libraries" \
+  "$agent_libraries_paired_here" "$c_libraries"
 row "press → request at the emulator, p50 ($presses presses)" "$(latency "$agent_run" p50) ms" \
   "$(latency "$c_run" p50) ms" "$(latency "$agent_run" p50)" "$(latency "$c_run" p50)"
 row "press → request at the emulator, p99" "$(latency "$agent_run" p99) ms" "$(latency "$c_run" p99) ms" \
@@ -193,6 +221,7 @@ row "binary, stripped" "$(stat -c %s "$work/agent.stripped") bytes" "$(stat -c %
 row "shared libraries (\`ldd\`)" "$(ldd "$agent_bin" | wc -l)" "$(ldd "$work/c-agent" | wc -l)" \
   "$(ldd "$agent_bin" | wc -l)" "$(ldd "$work/c-agent" | wc -l)"
 echo
+echo "after the pairing in this run: $agent_avahi_paired_here"
 echo "the agent's own requests at the emulator during the idle ${idle} s: $idle_requests (timers: order follow-up, duties)"
 echo "libraries only the agent links: $(comm -23 <(ldd "$agent_bin" | awk '{print $1}' | sort) \
   <(ldd "$work/c-agent" | awk '{print $1}' | sort) | tr '\n' ' ')"

@@ -64,8 +64,9 @@ write_config() {
 JSON
 }
 
+# start_agent: $agent_cmd when the caller set it (bench.sh: AGENT_BIN, AGENT_PRELOAD), else the build's agent.
 start_agent() {
-  "$bin/replenish-agent" run --config "$work/agent.json" 2>"$work/agent.log" &
+  "${agent_cmd[@]:-$bin/replenish-agent}" run --config "$work/agent.json" 2>"$work/agent.log" &
   agent_pid=$!
   pids+=($agent_pid)
   # Any answer will do (404 for /): probing deviceInfo would start a rate-limited pairing session.

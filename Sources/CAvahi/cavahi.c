@@ -13,10 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-// libavahi-client is loaded when the pairing window first opens (or `check-config` asks), with dlopen, not linked:
-// a paired device, nearly always, maps none of it nor the D-Bus and systemd libraries it pulls in (nine shared
-// libraries, about 1.5 MB of RSS), and starts as fast as without it. The package recommends it with
-// avahi-daemon; without it the agent pairs as before and says the port is not advertised, and why.
+// libavahi-client is loaded while a pairing window is open (or `check-config` asks), with dlopen, not linked, and
+// unloaded with dlclose once the last holder lets it go (the window closed, its advertisement stopped and Avahi's
+// thread joined): a device that is paired, whether at its start or during this run, maps none of it nor the D-Bus
+// and systemd libraries it pulls in (nine shared libraries beside the agent's own: docs/benchmarks.md), and starts
+// as fast as without it. None of them is marked NODELETE (`readelf -d`: FLAGS_1 is NOW only; bench/avahi-dlclose.c
+// shows them leave), and libdbus-1 stays mapped while CNetworkManager holds it too (dlopen counts each holder).
+// The package recommends it with avahi-daemon; without it the agent pairs as before and says the port is not
+// advertised, and why.
 #define CAVAHI_SYMBOLS(X)                                                                                              \
     X(avahi_client_new)                                                                                                \
     X(avahi_client_free)                                                                                               \
@@ -49,25 +53,40 @@ static struct {
 #undef CAVAHI_POINTER
 } sym;
 
-static pthread_once_t load_once = PTHREAD_ONCE_INIT;
-static int loaded;
+// The library and its holders (cavahi_hold; each advertisement holds it too, from cavahi_start to cavahi_stop).
+// The pointers in `sym` are read without the lock: only by a holder, and the library is not closed while one is.
+static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *library;
+static unsigned holders;
 
-/// dlopen of libavahi-client (whose dependencies hold the avahi-common functions, found by dlsym through it);
-/// every function is looked up, or none is used.
-static void load(void) {
-    void *library = dlopen("libavahi-client.so.3", RTLD_NOW | RTLD_LOCAL);
-    if (!library) return;
+int cavahi_hold(void) {
+    pthread_mutex_lock(&load_lock);
+    if (!library) {
+        // libavahi-client's dependencies hold the avahi-common functions, found by dlsym through it; every
+        // function is looked up, or none is used.
+        void *opened = dlopen("libavahi-client.so.3", RTLD_NOW | RTLD_LOCAL);
+        int found = opened != NULL;
 #define CAVAHI_LOOKUP(name)                                                                                            \
-    if (!(sym.p_##name = (__typeof__(sym.p_##name))dlsym(library, #name))) return;
-    CAVAHI_SYMBOLS(CAVAHI_LOOKUP)
+    if (found && !(sym.p_##name = (__typeof__(sym.p_##name))dlsym(opened, #name))) found = 0;
+        CAVAHI_SYMBOLS(CAVAHI_LOOKUP)
 #undef CAVAHI_LOOKUP
-    loaded = 1;
+        if (found) library = opened;
+        else if (opened) dlclose(opened);
+    }
+    int result = library ? 0 : CAVAHI_NOT_INSTALLED;
+    if (library) holders++;
+    pthread_mutex_unlock(&load_lock);
+    return result;
 }
 
-/// Whether libavahi-client is loaded (loading it at the first call).
-static int ready(void) {
-    pthread_once(&load_once, load);
-    return loaded;
+void cavahi_release(void) {
+    pthread_mutex_lock(&load_lock);
+    if (holders > 0 && --holders == 0 && library) {
+        memset(&sym, 0, sizeof sym);
+        dlclose(library);
+        library = NULL;
+    }
+    pthread_mutex_unlock(&load_lock);
 }
 
 // From here on every Avahi call goes through the looked-up pointers.
@@ -232,13 +251,14 @@ static AvahiStringList *txt_from_lines(const char *lines) {
 
 cavahi_advertisement *cavahi_start(const char *name, const char *type, uint16_t port, const char *txt_lines,
                                    cavahi_callback callback, void *userdata, int *error) {
-    if (!ready()) {
+    if (cavahi_hold() != 0) {
         *error = CAVAHI_NOT_INSTALLED;
         return NULL;
     }
     cavahi_advertisement *a = calloc(1, sizeof *a);
     if (!a) {
         *error = AVAHI_ERR_NO_MEMORY;
+        cavahi_release();
         return NULL;
     }
     a->name = avahi_strdup(name);
@@ -277,22 +297,27 @@ void cavahi_stop(cavahi_advertisement *a) {
     avahi_free(a->name);
     avahi_free(a->type);
     free(a);
+    // Avahi's thread has been joined and nothing of the advertisement is left: its hold on the library ends.
+    cavahi_release();
 }
 
 const char *cavahi_strerror(int error) {
     if (error == CAVAHI_NOT_INSTALLED) return "libavahi-client3 is not installed (apt-get install libavahi-client3)";
     if (error == CAVAHI_NO_BUS) return "no system bus (dbus-daemon) answers";
-    if (!ready()) return "an Avahi error";
-    return avahi_strerror(error);
+    // Avahi's own texts while a holder keeps the library loaded (every caller does: Avahi's thread, a start).
+    pthread_mutex_lock(&load_lock);
+    const char *text = library ? avahi_strerror(error) : "an Avahi error";
+    pthread_mutex_unlock(&load_lock);
+    return text;
 }
 
 int cavahi_probe(void) {
-    if (!ready()) return CAVAHI_NOT_INSTALLED;
+    if (cavahi_hold() != 0) return CAVAHI_NOT_INSTALLED;
     AvahiSimplePoll *poll = avahi_simple_poll_new();
-    if (!poll) return AVAHI_ERR_NO_MEMORY;
-    int error = 0;
-    AvahiClient *client = avahi_client_new(avahi_simple_poll_get(poll), 0, NULL, NULL, &error);
+    int error = AVAHI_ERR_NO_MEMORY;
+    AvahiClient *client = poll ? avahi_client_new(avahi_simple_poll_get(poll), 0, NULL, NULL, &error) : NULL;
     if (client) avahi_client_free(client);
-    avahi_simple_poll_free(poll);
+    if (poll) avahi_simple_poll_free(poll);
+    cavahi_release();
     return client ? 0 : error;
 }

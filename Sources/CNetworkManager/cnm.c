@@ -10,8 +10,11 @@
 #include <string.h>
 
 // libdbus-1 is loaded when setup mode is first needed, with dlopen, not linked (like libavahi-client in CAvahi):
-// a unit on its network never maps it. Its headers are not needed either: the few types below are the ones
-// libdbus-1 has kept unchanged since 1.0 (its ABI is stable: dbus-message.h, dbus-errors.h, dbus-protocol.h).
+// a unit on its network never maps it. Unlike CAvahi's, it is never unloaded: a setup mode that woke follows
+// NetworkManager until the agent stops (an outage opens the access point again, docs/wifi-setup.md), so its
+// connection and the library are in use for the rest of the run. Its headers are not needed either: the few types
+// below are the ones libdbus-1 has kept unchanged since 1.0 (its ABI is stable: dbus-message.h, dbus-errors.h,
+// dbus-protocol.h).
 typedef uint32_t dbus_bool_t;
 typedef struct DBusConnection DBusConnection;
 typedef struct DBusMessage DBusMessage;

@@ -23,8 +23,8 @@ typedef enum {
     CAVAHI_ENDED = 4,
 } cavahi_state;
 
-/// The error of `cavahi_start` and `cavahi_probe` when libavahi-client cannot be loaded (it is loaded with
-/// dlopen at the first call, not linked: see cavahi.c).
+/// The error of `cavahi_hold`, `cavahi_start` and `cavahi_probe` when libavahi-client cannot be loaded (it is loaded
+/// with dlopen while held, not linked: see cavahi.c).
 #define CAVAHI_NOT_INSTALLED (-10000)
 
 /// The error of `cavahi_start` (and of CAVAHI_ENDED) when no system bus answers: libdbus found no socket, or
@@ -36,6 +36,13 @@ typedef enum {
 typedef void (*cavahi_callback)(cavahi_state state, int error, const char *host_name, void *userdata);
 
 typedef struct cavahi_advertisement cavahi_advertisement;
+
+/// Holds libavahi-client loaded (dlopen at the first hold): 0, or CAVAHI_NOT_INSTALLED (nothing held). Every hold
+/// ends with one `cavahi_release`; an advertisement holds it too, from `cavahi_start` until `cavahi_stop` returns.
+int cavahi_hold(void);
+
+/// Ends one hold; the last one unloads libavahi-client and the libraries it pulled in (dlclose).
+void cavahi_release(void);
 
 /// Starts advertising `name` of `type` on `port` with the TXT strings in `txt_lines`, one a line (copied). Returns
 /// NULL with `*error` set when Avahi's thread or client cannot be made at all (out of memory); a missing daemon
@@ -49,7 +56,7 @@ cavahi_advertisement *cavahi_start(const char *name, const char *type, uint16_t 
 /// The callback is not called any more once this returns.
 void cavahi_stop(cavahi_advertisement *advertisement);
 
-/// Avahi's text for an error code.
+/// Avahi's text for an error code (Avahi's own while the library is held, a generic one otherwise).
 const char *cavahi_strerror(int error);
 
 /// Whether an avahi-daemon answers on the system bus now (0), or the error code why not (check-config).

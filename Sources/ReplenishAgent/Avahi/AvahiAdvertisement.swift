@@ -85,6 +85,9 @@ final class AvahiAdvertisement: Sendable {
         name: String, type: String, port: Int, txt: [String], onChange: @escaping @Sendable (Change) -> Void
     ) throws(AgentError) -> AvahiAdvertisement {
         OffLoop.check("libavahi-client's start (dlopen, a D-Bus handshake)", name)
+        // Held for the start's own failure too, so that its reason is Avahi's text (the advertisement holds it on).
+        let held = cavahi_hold() == 0
+        defer { if held { cavahi_release() } }
         // SAFETY: the receiver is retained here and released by `stopBlocking` (or below on failure), after
         // cavahi_stop has returned, so Avahi's thread never calls back into a freed receiver.
         let receiver = Unmanaged.passRetained(Receiver(onChange))
@@ -98,6 +101,26 @@ final class AvahiAdvertisement: Sendable {
             throw AgentError(.network, "libavahi-client: \(describe(error))")
         }
         return AvahiAdvertisement(handle: handle, receiver: receiver)
+    }
+
+    /// Holds libavahi-client loaded (on the lane: dlopen of it and of the D-Bus and systemd libraries it pulls
+    /// in) until `releaseLibrary`: a pairing window holds it while open, so that a start tried again every few
+    /// seconds (no system bus yet) loads nothing anew. False when it is not installed (nothing held).
+    static func holdLibrary() async -> Bool {
+        await onLane(bound: nil) { abandoned in
+            guard !abandoned else { return false }
+            OffLoop.check("libavahi-client's load (dlopen)", "the DNS-SD advertisement")
+            return cavahi_hold() == 0
+        } leftover: { held in
+            if held { cavahi_release() }
+        } ?? false
+    }
+
+    /// Ends a hold of `holdLibrary`. Runs on the lane after what was submitted there before it (the stop of the
+    /// window's advertisement, Avahi's thread joined), not waited for: the last hold unloads the libraries
+    /// (dlclose), and a paired device maps none of them again.
+    static func releaseLibrary() {
+        lane.submit { _ in cavahi_release() }
     }
 
     /// Withdraws the service: closes the client's connection to the system bus, whose end tells avahi-daemon to

@@ -4,8 +4,8 @@ import ServiceLifecycle
 
 /// The daemon's assembly: builds the services and the streams that join them, and runs them as one
 /// `ServiceGroup` until SIGTERM/SIGINT. Nothing here decides anything: what the start decides (the pairing
-/// against this device's identity, the LED's and the pairing's start, serving) is `StartUp`'s, called at its
-/// two moments; docs/architecture.md's walk of the parts is this file.
+/// against this device's identity, the LED's start, serving, the pairing's start after `READY=1`) is `StartUp`'s,
+/// called at its moments; docs/architecture.md's walk of the parts is this file.
 /// - a button press: `GPIOBackend` → `InputPipeline` (debounce) → `PressHandler` → `DeliveryLoop.accept`
 ///   (durable outbox) → `DeliveryLoop.run` → `DRSSession` (the one caller of `DRSClient`);
 /// - streams: `TokenManager.events`, `OrderBook.updates`, `PairingWindowKeeper.changes` and (code mode)
@@ -124,12 +124,14 @@ struct Agent {
         let wifiSetup = Self.wifiSetup(
             config: config, clock: clock, group: group, lights: lights, shown: shown, logger: logger,
             joined: { if await !tokens.isPaired { _ = await pairingEntry.open() } })
+        var wifiLongPress: (@Sendable () async -> String?)?
+        if let wifiSetup { wifiLongPress = { await wifiSetup.longPress() } }
         let presses = PressHandler(
             config: config,
             effects: DaemonPressEffects(
                 orders: orders, tokens: tokens, tracker: tracker, subscriptions: subscriptions, duties: duties,
                 signals: signals, openWindow: pairingEntry.open, reset: owner.resetConfirmedWithTheButton,
-                wifiSetup: Self.longPress(wifiSetup)),
+                wifiSetup: wifiLongPress),
             clock: clock, logger: logger)
         let waiters = PressWaiters()
         let inputs = InputPipeline(
@@ -166,15 +168,15 @@ struct Agent {
         ]
         services += startUpParts
         if let wifiSetup { services.append(WiFiSetup<Clock>.Part(setup: wifiSetup)) }
-        // Last, so that graceful shutdown stops it first (STOPPING=1 as the shutdown begins).
-        if let part = await SystemdNotifications.make(
+        // Last, so that graceful shutdown stops it first (STOPPING=1 as the shutdown begins); the pairing starts
+        // once READY=1 is out.
+        let notifications = await SystemdNotifications.make(
             notifier: systemd, tokens: tokens, orders: orders, gpioBeats: board.beats, group: group,
-            pairingMode: config.pairingMode, logger: logger)
-        {
-            services.append(part)
-        }
-        // The start-up's second moment, every follower subscribed: the LED's and the pairing's start, "starting".
-        await startUp.begin(lights: lights)
+            pairingMode: config.pairingMode, logger: logger, afterReady: { await startUp.startPairing() })
+        if let notifications { services.append(notifications) }
+        // The start-up's second moment, every follower subscribed: the LED's start, "starting" (and without
+        // systemd the pairing's start).
+        await startUp.begin(lights: lights, startsPairing: notifications == nil)
         let result = await Result { try await Self.runGroup(services, logger: logger) }
         // Nobody polls for a linking code any more: `status` must not offer it (the next start gets a new one).
         await shown.recordLinkingCode(nil)
@@ -261,11 +263,6 @@ struct Agent {
                 await shown.recordWiFiSetup(state?.description)
                 await lights.update { $0.wifiSetupOpen = state?.isOpen ?? false }
             }, joined: joined)
-    }
-
-    private static func longPress(_ setup: WiFiSetup<Clock>?) -> (@Sendable () async -> String?)? {
-        guard let setup else { return nil }
-        return { await setup.longPress() }
     }
 
     /// A subscription to `broadcast`, or a stream that has ended when there is none (the other pairing mode).

@@ -8,9 +8,9 @@ import Synchronization
 /// - `checkIdentity()`, before any part follows a stream (so a reset here reaches no follower): the pairing
 ///   checked against this device's identity, forgotten or held; what it returns (the serial watch, when the
 ///   serial is in doubt) is added to the group;
-/// - `begin(lights:)`, once every follower is subscribed and just before the group runs: the LED's and the
-///   pairing's start, the "starting" line, and from then on a durable write on the event loop stops a debug
-///   build (`OffLoop`).
+/// - `begin(lights:)`, once every follower is subscribed and just before the group runs: the LED's start, the
+///   "starting" line, and from then on a durable write on the event loop stops a debug build (`OffLoop`);
+/// - `startPairing()`, right after `READY=1` (the systemd part calls it), or with `begin` without systemd.
 struct StartUp<C: Clock>: Sendable where C.Duration == Duration {
     let config: AgentConfig
     let tokens: TokenManager<C>
@@ -64,12 +64,13 @@ struct StartUp<C: Clock>: Sendable where C.Duration == Duration {
         return [watch]
     }
 
-    /// The start, once every follower is subscribed: the LED shows the state files as loaded, a device that is
-    /// not paired opens its window or starts asking for a code, and the "starting" line says what runs.
-    func begin(lights: Lights<C>) async {
+    /// The start, once every follower is subscribed: the LED shows the state files as loaded, and the "starting"
+    /// line says what runs. `startsPairing`: the pairing starts here too (no systemd part to start it after
+    /// `READY=1`).
+    func begin(lights: Lights<C>, startsPairing: Bool) async {
         let paired = await tokens.isPaired
         await lights.start(paired: paired, outbox: await orders.book.snapshot)
-        await pairing.start(paired: paired)
+        if startsPairing { await startPairing() }
         logger.info(
             "replenish-agent starting",
             metadata: [
@@ -82,6 +83,12 @@ struct StartUp<C: Clock>: Sendable where C.Duration == Duration {
         OffLoop.onLoop.withLock { $0 = { MultiThreadedEventLoopGroup.currentEventLoop != nil } }
         OffLoop.serving.store(true, ordering: .relaxed)
     }
+
+    /// The pairing's start: a device that is not paired opens its window (the port bound, its DNS-SD
+    /// advertisement started, libavahi-client loaded on its lane) or starts asking for a code. Under systemd it
+    /// follows `READY=1`, which promises only that the state files are loaded and the GPIO lines held: an
+    /// unpaired start says it as soon as a paired one, and its window's work does not compete with it.
+    func startPairing() async { await pairing.start(paired: await tokens.isPaired) }
 
     /// This boot (`BootIdentity`, its mark made when missing); a runtime directory the agent cannot use is
     /// logged as an error, never a silent mode.

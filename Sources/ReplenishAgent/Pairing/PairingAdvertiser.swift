@@ -34,7 +34,11 @@ struct PairingAdvertiser<C: Clock>: Sendable where C.Duration == Duration {
         var retrying: Task<Void, Never>?
         var lastFailure: String?
         var generation = 0
+        // libavahi-client stays loaded while the window is open, and is unloaded once it closed and its
+        // advertisement stopped: a device paired in this run maps none of it after.
+        var holding = false
         func start() async {
+            if !holding { holding = await AvahiAdvertisement.holdLibrary() }
             generation += 1
             let made = generation
             do {
@@ -64,6 +68,10 @@ struct PairingAdvertiser<C: Clock>: Sendable where C.Duration == Duration {
             if let running = current {
                 current = nil
                 await withdraw(running)
+            }
+            if holding {
+                holding = false
+                AvahiAdvertisement.releaseLibrary()
             }
             await shown.recordAdvertisement(nil)
         }

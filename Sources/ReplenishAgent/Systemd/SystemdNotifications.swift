@@ -14,11 +14,13 @@ enum SystemdNotifications {
     /// The service to run last in the group (so graceful shutdown stops it first and `STOPPING=1` goes out
     /// as the shutdown begins), or nil without systemd. Its start is "ready": the state files are loaded,
     /// the GPIO lines are held (the backend exists) and every other service has been started. `gpioBeats`: the
-    /// GPIO thread's heartbeat count (libgpiod's backend; nil for the simulated board).
+    /// GPIO thread's heartbeat count (libgpiod's backend; nil for the simulated board). `afterReady`: what waits
+    /// for `READY=1` to be out (the pairing's start: `StartUp.startPairing`).
     static func make<C: Clock>(
         notifier: SystemdNotifier, tokens: TokenManager<C>, orders: DeliveryLoop<C>,
         gpioBeats: (@Sendable () -> UInt64)?,
-        group: any EventLoopGroup, pairingMode: AgentConfig.PairingMode = .companion, logger: Logger
+        group: any EventLoopGroup, pairingMode: AgentConfig.PairingMode = .companion, logger: Logger,
+        afterReady: @escaping @Sendable () async -> Void = {}
     ) async -> Part<C>? where C.Duration == Duration {
         guard notifier.isEnabled else { return nil }
         let outbox = await orders.book.snapshot
@@ -49,7 +51,7 @@ enum SystemdNotifications {
         }
         return Part(
             notifier: notifier, status: status, tokens: tokenEvents, orders: orderUpdates, probes: probes,
-            logger: logger)
+            logger: logger, afterReady: afterReady)
     }
 
     /// systemd's side as the daemon runs it: the STATUS= line follows the token events and the outbox while
@@ -61,20 +63,23 @@ enum SystemdNotifications {
         let orders: AsyncStream<OrderUpdate>
         let probes: [HealthProbe]
         let logger: Logger
+        var afterReady: @Sendable () async -> Void = {}
         var description: String { "systemd" }
 
         func follow() async { await status.follow(tokens: tokens, orders: orders) }
         func work() async {
             await SystemdNotifications.runNotifications(
-                notifier: notifier, status: status, probes: probes, logger: logger)
+                notifier: notifier, status: status, probes: probes, logger: logger, afterReady: afterReady)
         }
     }
 
-    /// READY=1, then watchdog pings while every probe answers, then STOPPING=1 when cancelled.
+    /// READY=1, then `afterReady`, then watchdog pings while every probe answers, then STOPPING=1 when cancelled.
     static func runNotifications(
-        notifier: SystemdNotifier, status: some StatusLineKeeper, probes healthProbes: [HealthProbe], logger: Logger
+        notifier: SystemdNotifier, status: some StatusLineKeeper, probes healthProbes: [HealthProbe], logger: Logger,
+        afterReady: @Sendable () async -> Void = {}
     ) async {
         if let failure = await status.ready() { logger.warning("systemd: \(failure)") }
+        await afterReady()
         if let interval = notifier.watchdogInterval {
             logger.info("systemd watchdog on", metadata: ["watchdog.ping": "\(interval)"])
             let pinger = WatchdogPinger(

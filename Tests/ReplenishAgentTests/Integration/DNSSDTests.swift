@@ -85,6 +85,8 @@ import Testing
         cat "$dir/companion-ns.log"
         sleep 1
         echo "== one second later"; browse
+        # The window closed at the pairing: libavahi-client and what it pulled in are unloaded (dlclose).
+        echo "== mapped after the pairing"; grep -o 'libavahi-[a-z]*\|libdbus-1\|libsystemd' "/proc/$agent/maps" | sort -u
         echo "== end"
         """#
 
@@ -120,6 +122,7 @@ import Testing
         #expect(pairing.contains("at http://127.0.0.1:8642 proved the label's key"), "found by DNS-SD: \(output)")
         #expect(pairing.contains("replenish-companion: device TEST0001 paired"), "\(output)")
         #expect(section("one second later").trimmingCharacters(in: .whitespacesAndNewlines) == "", "\(output)")
+        #expect(section("mapped after the pairing").isEmpty, "libavahi-client unloaded: \(output)")
         let log = harness.read("agent-ns.log")
         #expect(log.contains("pairing port advertised by DNS-SD") && log.contains("pairing port withdrawn from DNS-SD"))
         let leakedKey = log.contains(try #require(harness.setupKey).hex)
