@@ -119,7 +119,8 @@ import Testing
             #expect(record.lastDeviceStatusAt == 1_763_790_000, "\(fixture)")
             #expect(record.slots["slot-1"]?.subscribed == true, "\(fixture)")
             // The slots' orders of these files are read once, to move them into outbox.json.
-            let legacy = #require(LegacyOrders.read(stateDirectory: directory, on: .beforeServing()), "\(fixture)")
+            let read = LegacyOrders.read(stateDirectory: directory, on: .beforeServing())
+            let legacy = try #require(read, "\(fixture)")
             #expect(legacy.slots?["slot-1"]?.lastResult == "TEST_ORDER_PLACED", "\(fixture)")
             #expect(legacy.slots?["slot-1"]?.lastResultAt == 1_763_790_100, "\(fixture)")
             switch fixture {

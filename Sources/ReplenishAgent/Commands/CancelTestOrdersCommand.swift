@@ -1,5 +1,6 @@
 import ArgumentParser
 import FoundationEssentials
+import Logging
 
 /// `cancel-test-orders [--slot ID]`: cancels the device's test orders at DRS (`TestOrderCancellation`), for
 /// test runs (only the test phase places test orders; certification orders are real); refused in production. The daemon does it when it runs, else the command.
@@ -56,12 +57,24 @@ struct CancelTestOrdersCommand: AsyncParsableCommand {
             return await TestOrderCancellation(
                 phase: config.device.phase, slots: config.slots, tokens: tokens,
                 drs: DRSSession(client: drs, tokens: tokens),
-                record: TestOrderCancellation<ContinuousClock>.recordOffline(
-                    stateDirectory: config.stateDirectory, logger: logger),
+                record: recordOffline(stateDirectory: config.stateDirectory, logger: logger),
                 wallTime: wallTime
             ).perform(slot: slot)
         } catch {
             return .failure(error)
+        }
+    }
+
+    /// Without the daemon (the caller holds the state directory's lock): the outbox file is changed in place.
+    static func recordOffline(stateDirectory: String, logger: Logger)
+        -> @Sendable ([String], Double) async throws(AgentError) -> Void
+    {
+        { slots, at throws(AgentError) in
+            let store = StateStore<Outbox>.outbox(stateDirectory: stateDirectory)
+            let lane = DiskLane.Context.beforeServing()
+            var outbox = try store.load(on: lane) { logger.error("\($0)") } ?? Outbox()
+            outbox.recordTestOrdersCancelled(slots: slots, at: at)
+            try store.saveNow(outbox, on: lane)
         }
     }
 }

@@ -11,7 +11,7 @@ struct TestOrderCancellation<C: Clock>: Sendable where C.Duration == Duration {
     let tokens: TokenManager<C>
     let drs: DRSSession
     /// Records the cancelled slots' orders as cancelled (`OrderBook.recordTestOrdersCancelled` in the daemon,
-    /// `recordOffline` without it).
+    /// `CancelTestOrdersCommand.recordOffline` without it).
     let record: @Sendable (_ slots: [String], _ at: Double) async throws(AgentError) -> Void
     let wallTime: @Sendable () -> Double
 
@@ -76,21 +76,6 @@ enum TestOrders {
         }
         return answer.slotOrderStatuses.prefix(100).map {
             SlotOrderStatus(slotId: LWAClient.sanitize($0.slotId), orderStatus: LWAClient.sanitize($0.orderStatus))
-        }
-    }
-}
-
-extension TestOrderCancellation {
-    /// Without the daemon (the caller holds the state directory's lock): the outbox file is changed in place.
-    static func recordOffline(stateDirectory: String, logger: Logger)
-        -> @Sendable ([String], Double) async throws(AgentError) -> Void
-    {
-        { slots, at throws(AgentError) in
-            let store = StateStore<Outbox>.outbox(stateDirectory: stateDirectory)
-            let lane = DiskLane.Context.beforeServing()
-            var outbox = try store.load(on: lane) { logger.error("\($0)") } ?? Outbox()
-            outbox.recordTestOrdersCancelled(slots: slots, at: at)
-            try store.saveNow(outbox, on: lane)
         }
     }
 }
