@@ -31,10 +31,10 @@ let package = Package(
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         // libavahi-client: the pairing port's DNS-SD advertisement through avahi-daemon, its state machine on
         // Avahi's own thread. Built with Debian's libavahi-client-dev headers; loaded with dlopen when the pairing
-        // window first opens, not linked, so a paired device maps none of it (Sources/CAvahi/cavahi.c).
+        // window first opens, not linked, so a paired device maps none of it (Sources/CAvahi/cavahi_library.c).
         .target(name: "CAvahi"),
         // NetworkManager's D-Bus API for the Wi-Fi setup mode, through libdbus-1 loaded with dlopen when setup mode
-        // is first needed, not linked (Sources/CNetworkManager/cnm.c).
+        // is first needed, not linked (Sources/CNetworkManager/cnm_library.c).
         .target(name: "CNetworkManager"),
         .executableTarget(
             name: "ReplenishAgent",

@@ -1,120 +1,10 @@
-#include "cavahi.h"
+// The advertisement: one service published through avahi-daemon, its state machine on Avahi's own thread (see
+// include/cavahi.h), from cavahi_start to cavahi_stop; and cavahi_probe, which asks whether a daemon answers. Each
+// holds libavahi-client while it runs (cavahi_library.c).
+#include "cavahi_internal.h"
 
-#include <avahi-client/client.h>
-#include <avahi-client/publish.h>
-#include <avahi-common/alternative.h>
-#include <avahi-common/error.h>
-#include <avahi-common/malloc.h>
-#include <avahi-common/simple-watch.h>
-#include <avahi-common/strlst.h>
-#include <avahi-common/thread-watch.h>
-#include <dlfcn.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-
-// libavahi-client is loaded while a pairing window is open (or `check-config` asks), with dlopen, not linked, and
-// unloaded with dlclose once the last holder lets it go (the window closed, its advertisement stopped and Avahi's
-// thread joined): a device that is paired, whether at its start or during this run, maps none of it nor the D-Bus
-// and systemd libraries it pulls in (nine shared libraries beside the agent's own: docs/benchmarks.md), and starts
-// as fast as without it. None of them is marked NODELETE (`readelf -d`: FLAGS_1 is NOW only; bench/avahi-dlclose.c
-// shows them leave), and libdbus-1 stays mapped while CNetworkManager holds it too (dlopen counts each holder).
-// The package recommends it with avahi-daemon; without it the agent pairs as before and says the port is not
-// advertised, and why.
-#define CAVAHI_SYMBOLS(X)                                                                                              \
-    X(avahi_client_new)                                                                                                \
-    X(avahi_client_free)                                                                                               \
-    X(avahi_client_errno)                                                                                              \
-    X(avahi_client_get_host_name_fqdn)                                                                                 \
-    X(avahi_entry_group_new)                                                                                           \
-    X(avahi_entry_group_reset)                                                                                         \
-    X(avahi_entry_group_commit)                                                                                        \
-    X(avahi_entry_group_get_client)                                                                                    \
-    X(avahi_entry_group_add_service_strlst)                                                                            \
-    X(avahi_alternative_service_name)                                                                                  \
-    X(avahi_strerror)                                                                                                  \
-    X(avahi_free)                                                                                                      \
-    X(avahi_strdup)                                                                                                    \
-    X(avahi_string_list_add_arbitrary)                                                                                 \
-    X(avahi_string_list_reverse)                                                                                       \
-    X(avahi_string_list_free)                                                                                          \
-    X(avahi_threaded_poll_new)                                                                                         \
-    X(avahi_threaded_poll_get)                                                                                         \
-    X(avahi_threaded_poll_start)                                                                                       \
-    X(avahi_threaded_poll_stop)                                                                                        \
-    X(avahi_threaded_poll_free)                                                                                        \
-    X(avahi_simple_poll_new)                                                                                           \
-    X(avahi_simple_poll_get)                                                                                           \
-    X(avahi_simple_poll_free)
-
-static struct {
-#define CAVAHI_POINTER(name) __typeof__(&name) p_##name;
-    CAVAHI_SYMBOLS(CAVAHI_POINTER)
-#undef CAVAHI_POINTER
-} sym;
-
-// The library and its holders (cavahi_hold; each advertisement holds it too, from cavahi_start to cavahi_stop).
-// The pointers in `sym` are read without the lock: only by a holder, and the library is not closed while one is.
-static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
-static void *library;
-static unsigned holders;
-
-int cavahi_hold(void) {
-    pthread_mutex_lock(&load_lock);
-    if (!library) {
-        // libavahi-client's dependencies hold the avahi-common functions, found by dlsym through it; every
-        // function is looked up, or none is used.
-        void *opened = dlopen("libavahi-client.so.3", RTLD_NOW | RTLD_LOCAL);
-        int found = opened != NULL;
-#define CAVAHI_LOOKUP(name)                                                                                            \
-    if (found && !(sym.p_##name = (__typeof__(sym.p_##name))dlsym(opened, #name))) found = 0;
-        CAVAHI_SYMBOLS(CAVAHI_LOOKUP)
-#undef CAVAHI_LOOKUP
-        if (found) library = opened;
-        else if (opened) dlclose(opened);
-    }
-    int result = library ? 0 : CAVAHI_NOT_INSTALLED;
-    if (library) holders++;
-    pthread_mutex_unlock(&load_lock);
-    return result;
-}
-
-void cavahi_release(void) {
-    pthread_mutex_lock(&load_lock);
-    if (holders > 0 && --holders == 0 && library) {
-        memset(&sym, 0, sizeof sym);
-        dlclose(library);
-        library = NULL;
-    }
-    pthread_mutex_unlock(&load_lock);
-}
-
-// From here on every Avahi call goes through the looked-up pointers.
-#define CAVAHI_CALL(name) (*sym.p_##name)
-#define avahi_client_new CAVAHI_CALL(avahi_client_new)
-#define avahi_client_free CAVAHI_CALL(avahi_client_free)
-#define avahi_client_errno CAVAHI_CALL(avahi_client_errno)
-#define avahi_client_get_host_name_fqdn CAVAHI_CALL(avahi_client_get_host_name_fqdn)
-#define avahi_entry_group_new CAVAHI_CALL(avahi_entry_group_new)
-#define avahi_entry_group_reset CAVAHI_CALL(avahi_entry_group_reset)
-#define avahi_entry_group_commit CAVAHI_CALL(avahi_entry_group_commit)
-#define avahi_entry_group_get_client CAVAHI_CALL(avahi_entry_group_get_client)
-#define avahi_entry_group_add_service_strlst CAVAHI_CALL(avahi_entry_group_add_service_strlst)
-#define avahi_alternative_service_name CAVAHI_CALL(avahi_alternative_service_name)
-#define avahi_strerror CAVAHI_CALL(avahi_strerror)
-#define avahi_free CAVAHI_CALL(avahi_free)
-#define avahi_strdup CAVAHI_CALL(avahi_strdup)
-#define avahi_string_list_add_arbitrary CAVAHI_CALL(avahi_string_list_add_arbitrary)
-#define avahi_string_list_reverse CAVAHI_CALL(avahi_string_list_reverse)
-#define avahi_string_list_free CAVAHI_CALL(avahi_string_list_free)
-#define avahi_threaded_poll_new CAVAHI_CALL(avahi_threaded_poll_new)
-#define avahi_threaded_poll_get CAVAHI_CALL(avahi_threaded_poll_get)
-#define avahi_threaded_poll_start CAVAHI_CALL(avahi_threaded_poll_start)
-#define avahi_threaded_poll_stop CAVAHI_CALL(avahi_threaded_poll_stop)
-#define avahi_threaded_poll_free CAVAHI_CALL(avahi_threaded_poll_free)
-#define avahi_simple_poll_new CAVAHI_CALL(avahi_simple_poll_new)
-#define avahi_simple_poll_get CAVAHI_CALL(avahi_simple_poll_get)
-#define avahi_simple_poll_free CAVAHI_CALL(avahi_simple_poll_free)
 
 struct cavahi_advertisement {
     AvahiThreadedPoll *poll;
@@ -299,16 +189,6 @@ void cavahi_stop(cavahi_advertisement *a) {
     free(a);
     // Avahi's thread has been joined and nothing of the advertisement is left: its hold on the library ends.
     cavahi_release();
-}
-
-const char *cavahi_strerror(int error) {
-    if (error == CAVAHI_NOT_INSTALLED) return "libavahi-client3 is not installed (apt-get install libavahi-client3)";
-    if (error == CAVAHI_NO_BUS) return "no system bus (dbus-daemon) answers";
-    // Avahi's own texts while a holder keeps the library loaded (every caller does: Avahi's thread, a start).
-    pthread_mutex_lock(&load_lock);
-    const char *text = library ? avahi_strerror(error) : "an Avahi error";
-    pthread_mutex_unlock(&load_lock);
-    return text;
 }
 
 int cavahi_probe(void) {

@@ -24,7 +24,7 @@ typedef enum {
 } cavahi_state;
 
 /// The error of `cavahi_hold`, `cavahi_start` and `cavahi_probe` when libavahi-client cannot be loaded (it is loaded
-/// with dlopen while held, not linked: see cavahi.c).
+/// with dlopen while held, not linked: see cavahi_library.c).
 #define CAVAHI_NOT_INSTALLED (-10000)
 
 /// The error of `cavahi_start` (and of CAVAHI_ENDED) when no system bus answers: libdbus found no socket, or
