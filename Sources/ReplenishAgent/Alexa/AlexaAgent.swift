@@ -29,6 +29,8 @@ struct AlexaAgent {
             onCorrupt: { logger.error("\($0)") }, loadingOn: lane)
         let shown = ShownStatusBook(runtimeDirectory: config.runtimeDirectory, logger: logger)
         _ = StartUp<Clock>.thisBoot(runtimeDirectory: config.runtimeDirectory, logger: logger, on: lane)
+        // Every state file is loaded: from here on, blocking file work runs on a lane.
+        _ = consume lane
 
         let group = MultiThreadedEventLoopGroup.singleton
         let systemd = SystemdNotifier.fromProcess()
