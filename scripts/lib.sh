@@ -1,4 +1,4 @@
-# Shared by demo.sh, bench.sh and order-file.sh: build the release binaries, start the emulator and the agent on the
+# Shared by demo.sh, bench.sh, order-file.sh, program-cost.sh and wifi-setup-cost.sh: build the release binaries, start the emulator and the agent on the
 # simulated board, pair them. Expects $bin (the folder with both binaries; build_release sets it), $root (the
 # repository), $scratch (build_release's scratch folder) and $work (a private temp folder); appends what it starts to
 # the array `pids`; `stop_all` stops them.
@@ -60,6 +60,25 @@ write_config() {
   "board": "$board",
   "buttons": [ { "input": "button", "slot": "slot-1"$cooldown } ],
   "pairing": { "listen": "127.0.0.1:$pairing_port" }
+}
+JSON
+}
+
+# write_idle_config FILE NAME [PAIRING_EXTRA [TOP_EXTRA]]: a DRS unit's config whose servers are a closed port
+# (127.0.0.1:9), so it starts unpaired and stays idle, on the bench board, its state in $work/state-NAME and
+# $work/run-NAME; PAIRING_EXTRA and TOP_EXTRA are added to the pairing object and to the top level (program-cost.sh,
+# wifi-setup-cost.sh).
+write_idle_config() {
+  cat >"$1" <<JSON
+{
+  "device": { "serial": "READY0001", "model": "5f4f1c5e-0000-4000-8000-000000000001", "phase": "test" },
+  "lwa": { "clientId": "amzn1.application-oa2-client.emulator", "tokenURL": "http://127.0.0.1:9/auth/o2/token" },
+  "drs": { "baseURL": "http://127.0.0.1:9" },
+  "stateDirectory": "$work/state-$2",
+  "runtimeDirectory": "$work/run-$2",
+  "board": "$root/bench/board.json",
+  "buttons": [ { "input": "button", "slot": "slot-1" } ],
+  "pairing": { "listen": "127.0.0.1:18642"${3:-} }${4:-}
 }
 JSON
 }

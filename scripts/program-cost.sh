@@ -6,24 +6,12 @@
 # /usr/bin/replenish-agent of two packages (`dpkg-deb -x`). Needs python3 and openssl.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
+source "$root/scripts/lib.sh"
 new=$1 old=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p $work/state-a $work/state-b $work/state-c; chmod 700 $work/state-*
-for v in a b; do
-  cat > $work/agent-$v.json <<JSON
-{
-  "device": { "serial": "READY0001", "model": "5f4f1c5e-0000-4000-8000-000000000001", "phase": "test" },
-  "lwa": { "clientId": "amzn1.application-oa2-client.emulator", "tokenURL": "http://127.0.0.1:9/auth/o2/token" },
-  "drs": { "baseURL": "http://127.0.0.1:9" },
-  "stateDirectory": "$work/state-$v",
-  "runtimeDirectory": "$work/run-$v",
-  "board": "$root/bench/board.json",
-  "buttons": [ { "input": "button", "slot": "slot-1" } ],
-  "pairing": { "listen": "127.0.0.1:18642" }
-}
-JSON
-done
+for v in a b; do write_idle_config $work/agent-$v.json $v; done
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=READY0001 -days 1 \
   -keyout $work/unit.key -out $work/unit.pem 2>/dev/null
 chmod 600 $work/unit.key

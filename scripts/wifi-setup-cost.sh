@@ -6,6 +6,7 @@
 # two packages (`dpkg-deb -x`). Needs python3.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
+source "$root/scripts/lib.sh"
 new=$1 old=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -16,18 +17,7 @@ for v in a b c; do
   [ $v = c ] && extra=', "wifiSetup": { "interface": "wlan0", "accessPointInterface": "ap0" }'
   key=""
   [ $v = c ] && key=', "setupKeyFile": "'$work'/setup-key"'
-  cat > $work/agent-$v.json <<JSON
-{
-  "device": { "serial": "READY0001", "model": "5f4f1c5e-0000-4000-8000-000000000001", "phase": "test" },
-  "lwa": { "clientId": "amzn1.application-oa2-client.emulator", "tokenURL": "http://127.0.0.1:9/auth/o2/token" },
-  "drs": { "baseURL": "http://127.0.0.1:9" },
-  "stateDirectory": "$work/state-$v",
-  "runtimeDirectory": "$work/run-$v",
-  "board": "$root/bench/board.json",
-  "buttons": [ { "input": "button", "slot": "slot-1" } ],
-  "pairing": { "listen": "127.0.0.1:18642"$key }$extra
-}
-JSON
+  write_idle_config $work/agent-$v.json $v "$key" "$extra"
 done
 echo "old (no wifiSetup):      $(python3 $root/bench/driver.py ready --count 20 -- $old run --config $work/agent-a.json)"
 echo "new (no wifiSetup):      $(python3 $root/bench/driver.py ready --count 20 -- $new run --config $work/agent-b.json)"

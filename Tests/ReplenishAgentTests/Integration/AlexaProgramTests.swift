@@ -47,6 +47,18 @@ import Testing
     }
 
     /// nginx in the foreground, its files in `nginx`, and the opening of its `http` block (closed by the caller).
+    /// A server block's TLS lines: `port` on loopback, the test's server certificate, and the client certificate
+    /// required and checked against the units' CA (`unit-ca.pem` in `directory`).
+    static func nginxMutualTLS(port: Int, directory: String) -> String {
+        """
+        listen 127.0.0.1:\(port) ssl;
+            ssl_certificate \(directory)/tls/server.pem;
+            ssl_certificate_key \(directory)/tls/server.key;
+            ssl_client_certificate \(directory)/unit-ca.pem;
+            ssl_verify_client on;
+        """
+    }
+
     static func nginxPrelude(_ nginx: String) -> String {
         """
         daemon off;
@@ -80,11 +92,7 @@ import Testing
         let conf = """
             \(nginxPrelude(nginx))
               server {
-                listen 127.0.0.1:\(port) ssl;
-                ssl_certificate \(directory)/tls/server.pem;
-                ssl_certificate_key \(directory)/tls/server.key;
-                ssl_client_certificate \(directory)/unit-ca.pem;
-                ssl_verify_client on;
+                \(nginxMutualTLS(port: port, directory: directory))
                 error_page 495 496 = @refused;
                 location @refused {
                   default_type application/json;

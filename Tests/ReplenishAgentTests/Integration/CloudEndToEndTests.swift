@@ -110,11 +110,7 @@ private let cloudEndToEndConfigured =
                 server 127.0.0.1:\(copies[1].port) max_fails=0;
               }
               server {
-                listen 127.0.0.1:\(port) ssl;
-                ssl_certificate \(directory)/tls/server.pem;
-                ssl_certificate_key \(directory)/tls/server.key;
-                ssl_client_certificate \(directory)/unit-ca.pem;
-                ssl_verify_client on;
+                \(AlexaProgramTests.nginxMutualTLS(port: port, directory: directory))
                 proxy_next_upstream error timeout http_502;
                 proxy_set_header X-Amzn-Mtls-Clientcert-Subject $ssl_client_s_dn;
                 location / {

@@ -9,11 +9,7 @@ import Testing
 @Suite(.serialized, .onOwnThread, .tags(.process)) struct CompanionToolTests {
     @Test func theBenchCompanionPairsThroughLWAsConsentAndItsRedirectURI() throws {
         let harness = Harness()
-        let emulator = try harness.startEmulator(["--slots", "slot-1", "--consent-page"])
-        let port = try FreePorts.take()
-        let config = try harness.writeConfig(emulator: emulator, pairingPort: port, setupKey: true)
-        try harness.startAgent(config: config)
-        try harness.waitUntil("the pairing endpoints") { Harness.pairingPortAnswers(port) }
+        let (emulator, port, config, _) = try harness.startUnpairedAgent(emulatorArguments: ["--consent-page"])
         let redirectPort = try FreePorts.take()
         let companion = try harness.start(
             "replenish-companion",

@@ -10,16 +10,10 @@ import Testing
 /// bracketed address, refuse it, and pair with the device that proves the key, whichever avahi lists first. In
 /// the DNS-SD test's own namespaces (`DNSSDTests`).
 @Suite(.serialized, .onOwnThread, .tags(.process)) struct DNSSDClaimTests {
+    /// The script run in the namespace after `DNSSDTests.setup`.
     static let script = #"""
-        set -u
-        bin=$1 dir=$2 config=$3 payload=$4 id=$5 relay=$6
-        ip link set lo up && ip link set lo multicast on || exit 90
-        mount -t tmpfs tmpfs /run && mkdir -p /run/dbus /run/avahi-daemon || exit 91
-        dbus-daemon --system --fork --print-pid >"$dir/dbus.pid" 2>/dev/null </dev/null || exit 92
-        printf '[server]\nuse-ipv6=no\nallow-interfaces=lo\n[publish]\npublish-workstation=no\n' >"$dir/avahi.conf"
+        payload=$4 id=$5 relay=$6
         avahi-daemon -f "$dir/avahi.conf" --no-drop-root --no-chroot -D >/dev/null 2>&1 </dev/null || exit 94
-        poll() { for _ in $(seq 100); do eval "$1" && return 0; sleep 0.1; done; return 1; }
-        browse() { avahi-browse -rpt _replenish._tcp 2>/dev/null | grep '^=' || true; }
         "$bin/replenish-emulator" serve --listen 127.0.0.1:8641 --slots slot-1 >"$dir/emulator-ns.log" 2>&1 </dev/null &
         emulator=$!
         "$bin/replenish-agent" run --config "$config" >"$dir/agent-ns.log" 2>&1 </dev/null &
@@ -39,16 +33,7 @@ import Testing
         trap cleanup EXIT
         poll '[ "$(browse | wc -l)" -ge 2 ]' || { echo "not two services"; browse; exit 93; }
         echo "== listed"; browse
-        echo "== pairing"
-        "$bin/replenish-companion" --setup "$payload" --client-id amzn1.application-oa2-client.emulator \
-          --authorize-url http://127.0.0.1:8641/ap/oa --redirect-port 8643 >"$dir/companion-ns.log" 2>&1 </dev/null &
-        companion=$!
-        poll 'grep -q "consent at: " "$dir/companion-ns.log"'
-        url=$(sed -n 's/.*consent at: //p' "$dir/companion-ns.log")
-        location=$(curl -s -o /dev/null -w '%{redirect_url}' "$url")
-        curl -s -o /dev/null "$location"
-        wait "$companion"; echo "companion exit $?"
-        cat "$dir/companion-ns.log"
+        echo "== pairing"; companion_pairs "$payload"
         echo "== relayed"; cat "$dir/relayed.log" 2>/dev/null
         echo "== end"
         """#
@@ -63,7 +48,7 @@ import Testing
         #expect(dualStack != text)
         try dualStack.write(toFile: config, atomically: true, encoding: .utf8)
         let scriptPath = harness.directory + "/claims.sh"
-        try Self.script.write(toFile: scriptPath, atomically: true, encoding: .utf8)
+        try (DNSSDTests.setup + Self.script).write(toFile: scriptPath, atomically: true, encoding: .utf8)
         let id = PairingAdvertisement.id(serial: "TEST0001")
         let run = try harness.run(
             "/usr/bin/unshare",

@@ -34,8 +34,8 @@ import Testing
 
     /// The start of every script run in the namespace (arguments: the bin directory, the harness's directory, the
     /// agent's config): `lo` up with multicast, a private `/run`, a system bus (its pid in `dbus.pid`), avahi's
-    /// config (`avahi.conf`; the daemon is started by the script), `poll` (a condition, at most 10 s) and `browse`
-    /// (the resolved `_replenish._tcp` lines, or nothing).
+    /// config (`avahi.conf`; the daemon is started by the script), `poll` (a condition, at most 10 s), `browse`
+    /// (the resolved `_replenish._tcp` lines, or nothing) and `companion_pairs` (the companion's pairing).
     static let setup = #"""
         set -u
         bin=$1 dir=$2 config=$3
@@ -46,6 +46,19 @@ import Testing
         printf '[server]\nuse-ipv6=no\nallow-interfaces=lo\n[publish]\npublish-workstation=no\n' >"$dir/avahi.conf"
         poll() { for _ in $(seq 100); do eval "$1" && return 0; sleep 0.1; done; return 1; }
         browse() { avahi-browse -rpt _replenish._tcp 2>/dev/null | grep '^=' || true; }
+        # The pairing with the label's payload $1: replenish-companion finds the device by DNS-SD; the emulator's
+        # LWA consents at once, and curl plays the browser that follows LWA's redirect to the redirect URI.
+        companion_pairs() {
+          "$bin/replenish-companion" --setup "$1" --client-id amzn1.application-oa2-client.emulator \
+            --authorize-url http://127.0.0.1:8641/ap/oa --redirect-port 8643 >"$dir/companion-ns.log" 2>&1 </dev/null &
+          local companion=$! url location
+          poll 'grep -q "consent at: " "$dir/companion-ns.log"'
+          url=$(sed -n 's/.*consent at: //p' "$dir/companion-ns.log")
+          location=$(curl -s -o /dev/null -w '%{redirect_url}' "$url")
+          curl -s -o /dev/null "$location"
+          wait "$companion"; echo "companion exit $?"
+          cat "$dir/companion-ns.log"
+        }
 
         """#
 
@@ -71,18 +84,7 @@ import Testing
         avahi-daemon -f "$dir/avahi.conf" --no-drop-root --no-chroot -D >/dev/null 2>&1 </dev/null || exit 95
         poll '[ -n "$(browse)" ]'
         echo "== daemon restarted"; browse
-        echo "== pairing"
-        # replenish-companion finds the device by DNS-SD; the emulator's LWA consents at once, and curl plays the
-        # browser that follows LWA's redirect to the companion's redirect URI.
-        "$bin/replenish-companion" --setup "$payload" --client-id amzn1.application-oa2-client.emulator \
-          --authorize-url http://127.0.0.1:8641/ap/oa --redirect-port 8643 >"$dir/companion-ns.log" 2>&1 </dev/null &
-        companion=$!
-        poll 'grep -q "consent at: " "$dir/companion-ns.log"'
-        url=$(sed -n 's/.*consent at: //p' "$dir/companion-ns.log")
-        location=$(curl -s -o /dev/null -w '%{redirect_url}' "$url")
-        curl -s -o /dev/null "$location"
-        wait "$companion"; echo "companion exit $?"
-        cat "$dir/companion-ns.log"
+        echo "== pairing"; companion_pairs "$payload"
         sleep 1
         echo "== one second later"; browse
         # The window closed at the pairing: libavahi-client and what it pulled in are unloaded (dlclose).

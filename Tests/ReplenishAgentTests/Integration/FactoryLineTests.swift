@@ -77,11 +77,7 @@ import Testing
 
     @Test func aTypedLabelWithATypoIsMistypedBeforeAnyDeviceIsAsked() throws {
         let harness = Harness()
-        let emulator = try harness.startEmulator(["--slots", "slot-1", "--consent-page"])
-        let port = try FreePorts.take()
-        let config = try harness.writeConfig(emulator: emulator, pairingPort: port, setupKey: true)
-        try harness.startAgent(config: config)
-        try harness.waitUntil("the pairing endpoints") { Harness.pairingPortAnswers(port) }
+        let (emulator, port, _, _) = try harness.startUnpairedAgent(emulatorArguments: ["--consent-page"])
         let typed = LabelPayload(serial: "TEST0001", key: try #require(harness.setupKey)).manualEntryKey
         func companion(serial: String, key: String) throws -> Harness.Finished {
             try harness.run(

@@ -267,6 +267,20 @@ final class Harness: @unchecked Sendable {
         }.count
     }
 
+    /// An emulator (slot `slot-1` and `emulatorArguments`) and an unpaired agent whose pairing port answers;
+    /// `setupKey`: the unit has a setup key (`harness.setupKey`).
+    @discardableResult
+    func startUnpairedAgent(emulatorArguments: [String] = [], setupKey: Bool = true) throws
+        -> (emulator: String, port: Int, config: String, agent: Process)
+    {
+        let emulator = try startEmulator(["--slots", "slot-1"] + emulatorArguments)
+        let port = try FreePorts.take()
+        let config = try writeConfig(emulator: emulator, pairingPort: port, setupKey: setupKey)
+        let agent = try startAgent(config: config)
+        try waitUntil("the pairing endpoints") { Self.pairingPortAnswers(port) }
+        return (emulator, port, config, agent)
+    }
+
     /// An emulator, a config and a running agent, paired through the companion flow, its first duties done.
     func startPairedAgent(
         emulatorArguments: [String] = [], slots: [String] = ["slot-1"], agentEnvironment: [String: String]? = nil,

@@ -20,11 +20,7 @@ import Testing
     /// The emulator (slot `slot-1`) and an unpaired agent whose pairing port answers.
     func startUnpairedAgent() throws -> (Harness, emulator: String, port: Int, config: String, agent: Process) {
         let harness = Harness()
-        let emulator = try harness.startEmulator(["--slots", "slot-1"])
-        let port = try FreePorts.take()
-        let config = try harness.writeConfig(emulator: emulator, pairingPort: port)
-        let agent = try harness.startAgent(config: config)
-        try harness.waitUntil("the pairing endpoints") { Harness.pairingPortAnswers(port) }
+        let (emulator, port, config, agent) = try harness.startUnpairedAgent(setupKey: false)
         return (harness, emulator, port, config, agent)
     }
 

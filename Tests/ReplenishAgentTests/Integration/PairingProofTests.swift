@@ -12,11 +12,7 @@ import Testing
     /// An emulator and an unpaired agent with a setup key, whose pairing port answers.
     func startAgentWithAKey() throws -> (harness: Harness, emulator: String, port: Int, config: String, key: SetupKey) {
         let harness = Harness()
-        let emulator = try harness.startEmulator(["--slots", "slot-1"])
-        let port = try FreePorts.take()
-        let config = try harness.writeConfig(emulator: emulator, pairingPort: port, setupKey: true)
-        try harness.startAgent(config: config)
-        try harness.waitUntil("the pairing endpoints") { Harness.pairingPortAnswers(port) }
+        let (emulator, port, config, _) = try harness.startUnpairedAgent()
         return (harness, emulator, port, config, try #require(harness.setupKey))
     }
 

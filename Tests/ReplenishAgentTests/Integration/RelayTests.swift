@@ -17,11 +17,8 @@ import Testing
         -> (harness: Harness, emulator: String, relay: String, config: String)
     {
         let harness = Harness()
-        let emulator = try harness.startEmulator(["--slots", "slot-1"] + (consentPage ? ["--consent-page"] : []))
-        let port = try FreePorts.take()
-        let config = try harness.writeConfig(emulator: emulator, pairingPort: port, setupKey: true)
-        try harness.startAgent(config: config)
-        try harness.waitUntil("the pairing endpoints") { Harness.pairingPortAnswers(port) }
+        let (emulator, port, config, _) = try harness.startUnpairedAgent(
+            emulatorArguments: consentPage ? ["--consent-page"] : [])
         let relayPort = try FreePorts.take()
         try harness.start(
             "/usr/bin/python3",

@@ -97,11 +97,7 @@ import Testing
 
     @Test func aFloodOfWrongProofsIsThrottledLoggedAsCountsAndLeavesNoMemoryBehind() throws {
         let harness = Harness()
-        let emulator = try harness.startEmulator(["--slots", "slot-1"])
-        let port = try FreePorts.take()
-        let config = try harness.writeConfig(emulator: emulator, pairingPort: port, setupKey: true)
-        let agent = try harness.startAgent(config: config)
-        try harness.waitUntil("the pairing endpoints") { Harness.pairingPortAnswers(port) }
+        let (emulator, port, config, agent) = try harness.startUnpairedAgent()
         let pid = agent.processIdentifier
 
         // Warm up every path the flood takes (a session, a wrong proof), then take the agent's RSS.
