@@ -8,25 +8,37 @@ import Testing
 
     func at(_ milliseconds: Int) -> Instant { Instant(offset: .milliseconds(milliseconds)) }
 
-    /// Drives a debouncer with edges and ticks at every deadline, returning the presses.
-    func presses(_ edges: [(Int, Bool)], debounce: Int = 30, longPress: Int = 5000) -> [ButtonDebouncer<Instant>.Action]
-    {
-        var debouncer = ButtonDebouncer<Instant>(debounce: .milliseconds(debounce), longPress: .milliseconds(longPress))
-        var actions: [ButtonDebouncer<Instant>.Action] = []
+    /// A button's line (`InputLine`), debounce and long-press time in milliseconds.
+    func button(debounce: Int = 30, longPress: Int = 5000) -> InputLine<Instant> {
+        InputLine(
+            .init(
+                name: "button", kind: .button, line: nil, activeLow: false, bias: .asIs,
+                debounceMilliseconds: debounce, longPressMilliseconds: longPress))
+    }
+
+    /// Drives a button's line with edges and settles it at every deadline, returning the presses.
+    func presses(_ edges: [(Int, Bool)], debounce: Int = 30, longPress: Int = 5000) -> [ButtonPress.Kind] {
+        var line = button(debounce: debounce, longPress: longPress)
+        var kinds: [ButtonPress.Kind] = []
         for (time, active) in edges {
-            if let deadline = debouncer.deadline, deadline <= at(time), let action = debouncer.tick(at: deadline) {
-                actions.append(action)
-            }
-            debouncer.edge(active: active, at: at(time))
+            if let press = line.edge(active: active, request: nil, at: at(time)) { kinds.append(press.press.kind) }
         }
-        if let deadline = debouncer.deadline, let action = debouncer.tick(at: deadline) { actions.append(action) }
-        return actions
+        if let deadline = line.deadline, let press = line.settle(at: deadline) { kinds.append(press.press.kind) }
+        return kinds
+    }
+
+    /// Whether `edges` make one press held exactly `milliseconds`: long from that long-press time, short below it.
+    func held(_ edges: [(Int, Bool)], _ milliseconds: Int) -> Bool {
+        presses(edges, longPress: milliseconds) == [.long] && presses(edges, longPress: milliseconds + 1) == [.short]
     }
 
     @Test func cleanShortAndLongPresses() {
-        #expect(presses([(0, true), (200, false)]) == [.shortPress(held: .milliseconds(200))])
-        #expect(presses([(0, true), (4999, false)]) == [.shortPress(held: .milliseconds(4999))])
-        #expect(presses([(0, true), (5000, false)]) == [.longPress(held: .milliseconds(5000))])
+        #expect(presses([(0, true), (200, false)]) == [.short])
+        #expect(held([(0, true), (200, false)], 200))
+        #expect(presses([(0, true), (4999, false)]) == [.short])
+        #expect(held([(0, true), (4999, false)], 4999))
+        #expect(presses([(0, true), (5000, false)]) == [.long])
+        #expect(held([(0, true), (5000, false)], 5000))
     }
 
     @Test func glitchShorterThanDebounceIsNoPress() {
@@ -34,13 +46,23 @@ import Testing
         #expect(presses([(0, true), (29, false)]) == [])
     }
 
-    @Test func tickBeforeTheDeadlineDoesNothing() {
-        var debouncer = ButtonDebouncer<Instant>(debounce: .milliseconds(30), longPress: .seconds(5))
-        debouncer.edge(active: true, at: at(0))
-        #expect(debouncer.tick(at: at(29)) == nil)
-        #expect(!debouncer.isActive)
-        #expect(debouncer.tick(at: at(30)) == nil)
-        #expect(debouncer.isActive)
+    @Test func settlingBeforeTheDeadlineDoesNothing() {
+        var line = button(debounce: 30)
+        #expect(line.edge(active: true, request: nil, at: at(0)) == nil)
+        #expect(line.settle(at: at(29)) == nil)
+        #expect(!line.isActive)
+        #expect(line.settle(at: at(30)) == nil)
+        #expect(line.isActive)
+    }
+
+    /// The press is the request's whose edge made the level that settled active, not a later request's.
+    @Test func aPressIsItsAuthorsRequests() {
+        var line = button(debounce: 30)
+        _ = line.edge(active: true, request: 1, at: at(0))
+        _ = line.edge(active: true, request: 2, at: at(100))
+        _ = line.edge(active: false, request: 2, at: at(200))
+        #expect(
+            line.settle(at: at(230)) == RecognisedPress(press: ButtonPress(input: "button", kind: .short), request: 1))
     }
 
     @Test func tenThousandSeededBouncePatternsEachGiveExactlyOnePress() {
@@ -56,15 +78,11 @@ import Testing
             for _ in 0..<Int.random(in: 0...12, using: &random) { line.toggle(thenWait: 1...29, using: &random) }
             if line.level { line.set(false) }
             let edges = line.edges
-            let result = presses(edges)
-            #expect(result.count == 1, "\(edges)")
-            if case .shortPress(let held)? = result.first {
-                // The line sat still for at least 60 ms between the last press edge and the first release edge.
-                #expect(held >= .milliseconds(60))
-                #expect(held <= .milliseconds(edges.last!.0 - pressStart))
-            } else {
-                Issue.record("expected a short press, got \(result)")
-            }
+            #expect(presses(edges) == [.short], "\(edges)")
+            // The line sat still for at least 60 ms between the last press edge and the first release edge: the
+            // press was held at least that long, and no longer than from the last press edge to the last edge.
+            #expect(presses(edges, longPress: 60) == [.long], "\(edges)")
+            #expect(presses(edges, longPress: edges.last!.0 - pressStart + 1) == [.short], "\(edges)")
         }
     }
 

@@ -129,13 +129,13 @@ import Testing
     @Test func pipelineDebouncesOnAManualClockAndSleepsWhenIdle() async throws {
         let clock = ManualClock()
         let seen = Mutex<[ButtonPress]>([])
-        let waiters = PressWaiters()
         let pipeline = InputPipeline(
             board: Self.buttonBoard, clock: clock, logger: Self.quiet,
-            handler: waiters.answering { press in
+            handler: { press in
                 seen.withLock { $0.append(press) }
                 return .success("ok")
             })
+        let waiters = pipeline.waiters
         let driver = StepDriver(clock: clock, pipeline.step)
         let id = waiters.add()
         // A bounce burst at one instant, then held.
@@ -177,6 +177,7 @@ import Testing
                     log.withLock { $0.append("handler started") }
                 }
                 log.withLock { $0.append("handler finished") }
+                return .success("handled")
             })
         let (edges, input) = AsyncStream<InputEdge>.makeStream()
         let running = Task {
@@ -204,10 +205,10 @@ import Testing
     /// down made no press of its own (issue 29, item 7: dead clients' waiters took the next presses' answers).
     @Test func aPressIsAnsweredToTheRequestThatMadeItAndAForgottenOneTakesNothing() async throws {
         let clock = ManualClock()
-        let waiters = PressWaiters()
         let pipeline = InputPipeline(
             board: Self.buttonBoard, clock: clock, logger: Self.quiet,
-            handler: waiters.answering { press in .success("\(press.kind.rawValue)") })
+            handler: { press in .success("\(press.kind.rawValue)") })
+        let waiters = pipeline.waiters
         let driver = StepDriver(clock: clock, pipeline.step)
         // A client that goes away while holding: its press is handled, answered to no one.
         let gone = waiters.add()
@@ -274,7 +275,10 @@ import Testing
         let monotonicNow: @Sendable () -> Duration = { origin + clock.now.offset }
         let pipeline = InputPipeline(
             board: Self.buttonBoard, clock: clock, monotonicNow: monotonicNow, logger: Self.quiet,
-            handler: { seen.append($0.press) })
+            handler: {
+                seen.append($0)
+                return .success("seen")
+            })
         // The kernel's timestamp of an edge that happened at `milliseconds` on the manual clock.
         return (pipeline, seen, { origin + .milliseconds($0) })
     }

@@ -3,11 +3,11 @@ import Testing
 
 @testable import ReplenishAgent
 
-/// `PressHandler` with a double of its effects: which facts a press asks for (each once), which actions it
-/// carries out, in which order, and what it answers (issue 42, point 2).
+/// `PressHandler` with one double of its owners and effects: which facts a press asks for (each once), which
+/// actions it carries out, in which order, and what it answers (issue 42, point 2).
 @Suite(.tags(.unit)) struct PressHandlerTests {
-    /// Records every call; answers from what the test set.
-    final class RecordingEffects: PressEffects {
+    /// Records every call, in one list; answers from what the test set.
+    final class RecordingEffects: PressEffects, PressOutbox, PressBook, OpenOrderCheck, SubscriptionCheck {
         struct Script {
             var paired = true
             var latched = false
@@ -28,12 +28,12 @@ import Testing
             record("isPaired")
             return script.withLock { $0.paired }
         }
-        func sensorLatched(slot: String) async -> Bool {
-            record("sensorLatched \(slot)")
+        func sensorOrderedWhileLow(_ slot: String) async -> Bool {
+            record("sensorOrderedWhileLow \(slot)")
             return script.withLock { $0.latched }
         }
-        func openOrder(slot: String) async -> PressMeaning.OpenOrder? {
-            record("openOrder \(slot)")
+        func recheck(slot: String) async -> PressMeaning.OpenOrder? {
+            record("recheck \(slot)")
             return script.withLock { $0.openOrder }
         }
         func allowsPress(slot: String) async -> Bool {
@@ -74,7 +74,9 @@ import Testing
             .init(input: "button", slot: "slot-1", cooldownSeconds: 60, quantity: quantity, remainingWhenLow: 2),
             .init(input: "sensor", slot: "slot-2", cooldownSeconds: 0),
         ]
-        return PressHandler(config: config, effects: effects, clock: clock, logger: .init(label: "test"))
+        return PressHandler(
+            config: config, outbox: effects, book: effects, tracker: effects, subscriptions: effects, effects: effects,
+            clock: clock, logger: .init(label: "test"))
     }
 
     @Test func aShortPressAsksEachFactOnceAndOrders() async throws {
@@ -84,7 +86,7 @@ import Testing
         // No "is it paired?" for a short press: the accept is where an order's pairing is checked.
         #expect(
             effects.calls.withLock { $0 } == [
-                "openOrder slot-1", "allowsPress slot-1", "accept slot-1 fromSensor=false",
+                "recheck slot-1", "allowsPress slot-1", "accept slot-1 fromSensor=false",
             ])
     }
 
@@ -111,7 +113,7 @@ import Testing
         #expect(try answer.get().contains("already ordered (Processing"))
         #expect(
             effects.calls.withLock { $0 } == [
-                "openOrder slot-1", "recordPressWhileOpen slot-1", "signal alreadyOrdered",
+                "recheck slot-1", "recordPressWhileOpen slot-1", "signal alreadyOrdered",
             ])
     }
 
@@ -143,13 +145,13 @@ import Testing
         _ = await presses.handle(ButtonPress(input: "sensor", kind: .low))
         #expect(
             effects.calls.withLock { $0 } == [
-                "sensorLatched slot-2", "allowsPress slot-2", "accept slot-2 fromSensor=true",
+                "sensorOrderedWhileLow slot-2", "allowsPress slot-2", "accept slot-2 fromSensor=true",
                 "reportSlotStatus slot-2 remaining=0.0 original=1.0",
             ])
         let latched = RecordingEffects(.init(latched: true))
         let answer = try await handler(latched).handle(ButtonPress(input: "sensor", kind: .low))
         #expect(try answer.get() == "slot slot-2 was already ordered while low; waiting for a refill")
-        #expect(latched.calls.withLock { $0 } == ["sensorLatched slot-2"])
+        #expect(latched.calls.withLock { $0 } == ["sensorOrderedWhileLow slot-2"])
         let full = RecordingEffects(.init(refillFails: true))
         let refill = try await handler(full).handle(ButtonPress(input: "sensor", kind: .refilled))
         guard case .failure(let error) = refill else {
@@ -164,6 +166,11 @@ import Testing
         let answer = try await handler(effects).handle(ButtonPress(input: "button", kind: .long))
         #expect(try answer.get() == "pairing window open")
         #expect(effects.calls.withLock { $0 } == ["isPaired", "openPairingWindow"])
+        // Paired: the long press arms re-pairing, and asks nothing of the order side.
+        let paired = RecordingEffects()
+        let armed = try await handler(paired).handle(ButtonPress(input: "button", kind: .long))
+        #expect(try armed.get().hasPrefix("re-pairing armed"))
+        #expect(paired.calls.withLock { $0 } == ["isPaired"])
     }
 }
 

@@ -4,7 +4,7 @@ import Testing
 
 /// What a press means (`PressMeaning`), on values: the decision and the facts in, the actions out.
 @Suite(.tags(.unit)) struct PressMeaningTests {
-    typealias Decision = PressPolicy<ContinuousClock.Instant>.Decision
+    typealias Decision = PressMeaning.Decision
 
     func actions(_ decision: Decision, _ facts: PressMeaning.Facts = .init()) -> [PressMeaning.Action] {
         PressMeaning.actions(for: decision, facts: facts, input: "button")
@@ -33,10 +33,6 @@ import Testing
             actions(.orderFromSensor(slot: "t"), .init(sensorLatched: true))
                 == [.answer("slot t was already ordered while low; waiting for a refill")])
         #expect(actions(.sensorRefilled(slot: "t")) == [.recordRefill(slot: "t"), .answer("slot t refilled")])
-        // A sensor's order does not ask about an open order; a button's does not ask about the latch.
-        #expect(PressMeaning.needs(Decision.orderFromSensor(slot: "t")) == .init(sensorLatch: true, subscription: true))
-        #expect(PressMeaning.needs(Decision.order(slot: "s")) == .init(openOrder: true, subscription: true))
-        #expect(PressMeaning.needs(Decision.armRepairing) == .init())
     }
 
     @Test func gesturesAcknowledgementsAndUnmappedInputs() {

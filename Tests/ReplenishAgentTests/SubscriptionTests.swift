@@ -73,7 +73,7 @@ import Testing
         clock.advance(by: .seconds(10))
         #expect(await subscriptions.allowsPress(slot: "slot-1") == true)
         #expect(calls() == 2)
-        #expect(await status.subscribed("slot-1") == true)
+        #expect(await status.record.slots["slot-1"]?.subscribed == true)
         #expect(
             await status.record.slots["slot-1"]?.products == [.init(asin: "B0EXAMPLE1", quantity: 1, unit: "count")])
         // Subscribed: a press is let through without a question.
@@ -82,7 +82,7 @@ import Testing
         // DRS refuses an order as not subscribed (an order parked): recorded, and the next press within the
         // minute is refused without a question.
         await subscriptions.refused(slot: "slot-1")
-        #expect(await status.subscribed("slot-1") == false)
+        #expect(await status.record.slots["slot-1"]?.subscribed == false)
         #expect(await subscriptions.allowsPress(slot: "slot-1") == false)
         #expect(calls() == 2)
     }

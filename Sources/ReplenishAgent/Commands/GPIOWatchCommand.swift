@@ -54,8 +54,8 @@ struct GPIOWatchCommand: AsyncParsableCommand {
             return "t=\(milliseconds)ms"
         }
         let pipeline = InputPipeline(board: boardFile, clock: clock, logger: Logger(label: "gpio-watch")) {
-            let press = $0.press
-            Output.line("press \(press.input) \(press.kind.rawValue) \(stamp())")
+            Output.line("press \($0.input) \($0.kind.rawValue) \(stamp())")
+            return .success("printed")
         }
         let api = boardFile.backend == .gpiod ? GpiodBackend.apiDescription : "simulated"
         Output.line(

@@ -127,17 +127,14 @@ struct Agent {
         var wifiLongPress: (@Sendable () async -> String?)?
         if let wifiSetup { wifiLongPress = { await wifiSetup.longPress() } }
         let presses = PressHandler(
-            config: config,
+            config: config, outbox: orders, book: orders.book, tracker: tracker, subscriptions: subscriptions,
             effects: DaemonPressEffects(
-                orders: orders, tokens: tokens, tracker: tracker, subscriptions: subscriptions, duties: duties,
-                signals: signals, openWindow: pairingEntry.open, reset: owner.resetConfirmedWithTheButton,
-                wifiSetup: wifiLongPress),
+                tokens: tokens, duties: duties, signals: signals, openWindow: pairingEntry.open,
+                reset: owner.resetConfirmedWithTheButton, wifiSetup: wifiLongPress),
             clock: clock, logger: logger)
-        let waiters = PressWaiters()
-        let inputs = InputPipeline(
-            board: config.board, clock: clock, logger: logger, handler: waiters.answering(presses.handle))
+        let inputs = InputPipeline(board: config.board, clock: clock, logger: logger, handler: presses.handle)
         let control = ControlServer(
-            backend: board.simulated, inputs: inputs, waiters: waiters, lights: lights, board: config.board,
+            backend: board.simulated, inputs: inputs, lights: lights, board: config.board,
             owner: owner.perform)
 
         // The streams: every subscription is made here, before any part runs, so none misses an event.

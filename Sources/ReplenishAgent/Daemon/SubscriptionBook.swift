@@ -101,8 +101,6 @@ actor SubscriptionBook {
 
     static func path(stateDirectory: String) -> String { POSIX.join(stateDirectory, "status.json") }
 
-    func subscribed(_ slot: String) -> Bool? { record.slots[slot]?.subscribed }
-
     // MARK: Subscriptions (Subscriptions)
 
     /// DRS refused an order of `slot` as not subscribed.

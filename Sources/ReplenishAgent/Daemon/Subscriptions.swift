@@ -38,7 +38,7 @@ actor Subscriptions<C: Clock> where C.Duration == Duration {
     /// once a minute; within it, or when DRS cannot be asked, the recorded answer stands) does not find it
     /// subscribed now.
     func allowsPress(slot: String) async -> Bool {
-        guard await subscriptionBook.subscribed(slot) == false else { return true }
+        guard await subscriptionBook.record.slots[slot]?.subscribed == false else { return true }
         // The spacing counts from the attempt: a failing DRS is not asked again on every press either.
         guard case .ask = recheck.decide("subscriptions", at: clock.now) else { return false }
         do throws(AgentError) {
@@ -48,7 +48,7 @@ actor Subscriptions<C: Clock> where C.Duration == Duration {
                 "subscription re-check failed", metadata: ["order.slot": "\(slot)", "error": "\(error.message)"])
             return false
         }
-        let subscribed = await subscriptionBook.subscribed(slot) == true
+        let subscribed = await subscriptionBook.record.slots[slot]?.subscribed == true
         if subscribed {
             logger.notice("the slot is subscribed now; taking the press", metadata: ["order.slot": "\(slot)"])
         }

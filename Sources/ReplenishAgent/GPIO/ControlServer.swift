@@ -17,9 +17,6 @@ struct ControlServer: Sendable {
     /// The simulated board, or nil on real hardware (press, level and state are then refused).
     let backend: SimulatedBackend?
     let inputs: InputPipeline<ContinuousClock>
-    /// The presses' requests waiting for their outcomes: the pipeline's handler answers them
-    /// (`PressWaiters.answering`).
-    let waiters: PressWaiters
     let lights: Lights<ContinuousClock>
     let board: BoardFile
     let owner: @Sendable (OwnerCommand) async -> Result<String, AgentError>
@@ -179,6 +176,7 @@ struct ControlServer: Sendable {
         }
         let timeout = PressWait<ContinuousClock.Instant>.timeout(
             hold: .milliseconds(Int64(hold * 1000)), debounce: .milliseconds(input.debounceMilliseconds))
+        let waiters = inputs.waiters
         let id = waiters.add()
         let ended = await pressAndRelease(input.name, holding: hold, bounces: bounces, request: id, backend: backend)
         if let ended {

@@ -1,5 +1,5 @@
 /// A change of an input line's logical level (active = pressed, or level below threshold), as the backend
-/// saw it: raw, bounces included. Debouncing is `ButtonDebouncer`'s job.
+/// saw it: raw, bounces included. Debouncing is `InputLine`'s job.
 struct InputEdge: Sendable, Equatable {
     var input: String
     var active: Bool

@@ -1,22 +1,24 @@
 import Logging
 
-/// Feeds a backend's raw edges through one `ButtonDebouncer` per input, wakes at each debounce deadline
-/// (no polling: the timer loop waits for a deadline only while a change is settling), and hands recognised
-/// presses to `handler`, each with the request whose edge started it (`InputEdge.request`: the control socket's
-/// `press`, whose waits for the outcome are `PressWaiters`').
+/// Feeds a backend's raw edges through one `InputLine` per input, wakes at each debounce deadline (no polling: the
+/// timer loop waits for a deadline only while a change is settling), and hands recognised presses to `handler`.
+/// A press that a request made (`InputEdge.request`: the control socket's `press`) has its outcome answered to that
+/// request's waiter in `waiters`, and to no other.
 ///
 /// An edge is timed by the kernel's timestamp when it has one (`InputEdge.timestamp`, CLOCK_MONOTONIC): its
 /// time on `clock` is now minus its age, so edges that reach the pipeline late (a busy device, a burst read
 /// at once) still debounce and measure a press by when they happened. Only the age crosses clocks, so
 /// `clock` need not be CLOCK_MONOTONIC (`ContinuousClock` on Linux is CLOCK_BOOTTIME).
 actor InputPipeline<C: Clock> where C.Duration == Duration {
-    typealias Handler = @Sendable (RecognisedPress) async -> Void
+    typealias Handler = @Sendable (ButtonPress) async -> PressWaiters.Outcome
 
     private let clock: C
     /// CLOCK_MONOTONIC now, the clock of the edges' timestamps (a test passes its manual clock's time).
     private let monotonicNow: @Sendable () -> Duration
     private let logger: Logger
     private let handler: Handler
+    /// The control socket's requests waiting for the outcome of a press they made.
+    nonisolated let waiters = PressWaiters()
     /// Each input's machine, and who made its press under way.
     private var lines: [String: InputLine<C.Instant>] = [:]
     /// Presses recognised and not yet handed to the handler, in order.
@@ -76,13 +78,7 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
     private func takeDue() -> (presses: [RecognisedPress], until: C.Instant?) {
         let now = clock.now
         for input in lines.keys.sorted() {
-            guard var line = lines[input] else { continue }
-            // A tick moves the deadline on or ends it; the bound only guards against a machine that would not.
-            for _ in 0..<8 {
-                guard let deadline = line.deadline, deadline <= now else { break }
-                if let press = line.settle(at: now) { ready.append(press) }
-            }
-            lines[input] = line
+            if let press = lines[input]?.settle(at: now) { ready.append(press) }
         }
         defer { ready.removeAll() }
         return (ready, lines.values.compactMap(\.deadline).min())
@@ -111,13 +107,19 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
     }
 
     /// Says that `recognised` was recognised; returns its handling, the handler's call, which runs off the
-    /// pipeline (the handler may take a DRS call or two).
+    /// pipeline (the handler may take a DRS call or two). A press a request made is answered to that request's
+    /// waiter, if it still waits: from the recognition on, its wait is for the handler's outcome, no longer for a
+    /// press.
     private func handling(_ recognised: RecognisedPress) -> @Sendable () async -> Void {
         let press = recognised.press
         logger.info(
             "press recognised", metadata: ["gpio.input": "\(press.input)", "gpio.press": "\(press.kind.rawValue)"])
-        let handler = handler
-        return { await handler(recognised) }
+        let (handler, waiters, request) = (handler, waiters, recognised.request)
+        return {
+            if let request { waiters.recognised(request) }
+            let outcome = await handler(press)
+            if let request { waiters.finish(request, with: outcome) }
+        }
     }
 }
 

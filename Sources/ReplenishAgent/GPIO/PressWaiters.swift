@@ -2,10 +2,10 @@ import Synchronization
 
 /// The control socket's requests waiting for the outcome of a press they made: a request registers (`add`) before
 /// it presses, its edges carry the id (`InputEdge.request`), and the press they start is answered to it alone
-/// (`answering`, the pipeline's handler). Each is answered once: with its own press's outcome, a failure when its
-/// wait ran out (`PressWait`), or a failure when its caller is cancelled (the agent stopping). An answer that comes
-/// before the request waits for it is kept until it does. `ControlServer` owns them; the pipeline knows only the
-/// request ids on its edges.
+/// (`InputPipeline`, whose waiters these are, gives the handler's outcome). Each is answered once: with its own
+/// press's outcome, a failure when its wait ran out (`PressWait`), or a failure when its caller is cancelled (the
+/// agent stopping). An answer that comes before the request waits for it is kept until it does. `ControlServer`
+/// adds the waiters and waits.
 ///
 /// A lock rather than an actor: the answers come from the handler's task, the wait's timer and a cancellation
 /// handler, none of which need to hop onto an actor to give one.
@@ -110,19 +110,6 @@ final class PressWaiters: Sendable {
             }
         } onCancel: {
             finish(id, with: .failure(AgentError(.server, "the agent is stopping")))
-        }
-    }
-
-    /// `handle` as the input pipeline's handler: a press made by a request is answered to that request's waiter, if
-    /// it still waits. The waiter is the request's own, never the oldest on this input; from the recognition on,
-    /// the wait is for the handler's outcome (which may take a DRS call or two), no longer for a press.
-    func answering(
-        _ handle: @escaping @Sendable (ButtonPress) async -> Outcome
-    ) -> @Sendable (RecognisedPress) async -> Void {
-        { recognised in
-            if let id = recognised.request { self.recognised(id) }
-            let outcome = await handle(recognised.press)
-            if let id = recognised.request { self.finish(id, with: outcome) }
         }
     }
 

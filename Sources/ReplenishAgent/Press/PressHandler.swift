@@ -1,21 +1,29 @@
 import Logging
 
-/// Carries out what a recognised press means: `PressPolicy` decides (cooldown, re-pairing from a long press),
-/// `PressMeaning` says what follows from that and the facts this gathers, and this carries the actions out
-/// through `PressEffects` (the outbox, a press recorded on an open order, a refill, a slot-status report, the
-/// LED's signals). Its answer goes back to whoever caused the press (the control socket's `press`).
+/// Carries out what a recognised press means: `PressPolicy` decides (cooldown, re-pairing from a long press), this
+/// asks the facts an order needs of their owners, `PressMeaning` says what follows, and this carries the actions
+/// out: on the order side with the owners themselves (the outbox, a press recorded on an open order, a refill), the
+/// rest through `PressEffects` (a slot-status report, the LED's signals, the pairing). Its answer goes back to
+/// whoever caused the press (the control socket's `press`).
 actor PressHandler<C: Clock> where C.Duration == Duration {
     private let config: AgentConfig
+    private let outbox: any PressOutbox
+    private let book: any PressBook
+    private let tracker: any OpenOrderCheck
+    private let subscriptions: any SubscriptionCheck
     private let effects: any PressEffects
     private let clock: C
     private let logger: Logger
     private var policy = PressPolicy<C.Instant>()
 
-    init(config: AgentConfig, effects: any PressEffects, clock: C, logger: Logger) {
-        self.config = config
-        self.effects = effects
-        self.clock = clock
-        self.logger = logger
+    /// In the daemon each owner is the actor itself (`DeliveryLoop`, `OrderBook`, `OrderTracker`, `Subscriptions`);
+    /// `PressHandlerTests` pass one recording double for all.
+    init(
+        config: AgentConfig, outbox: any PressOutbox, book: any PressBook, tracker: any OpenOrderCheck,
+        subscriptions: any SubscriptionCheck, effects: any PressEffects, clock: C, logger: Logger
+    ) {
+        (self.config, self.outbox, self.book, self.tracker) = (config, outbox, book, tracker)
+        (self.subscriptions, self.effects, self.clock, self.logger) = (subscriptions, effects, clock, logger)
     }
 
     func handle(_ press: ButtonPress) async -> Result<String, AgentError> {
@@ -32,13 +40,25 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
             press.kind, slot: config.slot(forInput: press.input), cooldown: config.cooldown(forInput: press.input),
             paired: paired, at: now)
         effects.signal(.repairingArmed(policy.isRepairingArmed(at: now)))
-        let facts = await gather(PressMeaning.needs(decision), for: decision)
-        if case .orderFromSensor(let slot) = decision, facts.sensorLatched {
-            logger.info(
-                "level sensor low again before a refill was seen: no new order", metadata: ["order.slot": "\(slot)"])
-        }
-        if case .armRepairing = decision {
+        // The facts an order needs, each asked once: a button's open order, re-checked with DRS (at most once a
+        // minute); a level sensor's latch; then, only when the press would order, whether `Subscriptions` lets it.
+        var facts = PressMeaning.Facts()
+        switch decision {
+        case .order(let slot):
+            facts.openOrder = await tracker.recheck(slot: slot)
+            if facts.openOrder == nil { facts.subscribed = await subscriptions.allowsPress(slot: slot) }
+        case .orderFromSensor(let slot):
+            facts.sensorLatched = await book.sensorOrderedWhileLow(slot)
+            if facts.sensorLatched {
+                logger.info(
+                    "level sensor low again before a refill was seen: no new order",
+                    metadata: ["order.slot": "\(slot)"])
+            } else {
+                facts.subscribed = await subscriptions.allowsPress(slot: slot)
+            }
+        case .armRepairing:
             logger.notice("long press: re-pairing armed; long-press again within 30 s to confirm, short press cancels")
+        default: break
         }
         var answer: Result<String, AgentError> = .failure(AgentError(.invalidInput, "the press was not answered"))
         var actions = PressMeaning.actions(for: decision, facts: facts, input: press.input)
@@ -49,7 +69,7 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
             case .signal(let signal): effects.signal(signal)
             case .recordRefill(let slot):
                 do {
-                    try await effects.recordRefill(slot: slot)
+                    try await book.recordRefill(slot: slot)
                     logger.info(
                         "level sensor: refill seen; the next low orders again", metadata: ["order.slot": "\(slot)"])
                 } catch {
@@ -60,7 +80,7 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
                     return .failure(error)
                 }
             case .recordPressWhileOpen(let slot, let state):
-                do { try await effects.recordPressWhileOpen(slot: slot) } catch {
+                do { try await book.recordPressWhileOpen(slot: slot) } catch {
                     logger.error(
                         "could not record the press", metadata: ["order.slot": "\(slot)", "error": "\(error.message)"])
                 }
@@ -69,7 +89,7 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
                     metadata: ["order.slot": "\(slot)", "order.status": "\(state ?? "placed")"])
             case .order(let slot, let fromSensor):
                 do {
-                    let acceptance = try await effects.accept(slot: slot, fromSensor: fromSensor)
+                    let acceptance = try await outbox.accept(slot: slot, fromSensor: fromSensor)
                     policy.orderAccepted(slot: slot, at: now)
                     actions =
                         PressMeaning.accepted(
@@ -97,26 +117,6 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
         return answer
     }
 
-    /// The facts `needs` names, for the slot of `decision`, each asked once: the level sensor's latch; the slot's
-    /// open order, re-checked with DRS (at most once a minute); whether `Subscriptions` lets it order (asked only
-    /// when the press would order: not latched, no open order).
-    private func gather(_ needs: PressMeaning.Needs, for decision: PressPolicy<C.Instant>.Decision) async
-        -> PressMeaning.Facts
-    {
-        let slot: String
-        switch decision {
-        case .order(let orderSlot), .orderFromSensor(let orderSlot): slot = orderSlot
-        default: return PressMeaning.Facts()
-        }
-        var facts = PressMeaning.Facts()
-        if needs.sensorLatch { facts.sensorLatched = await effects.sensorLatched(slot: slot) }
-        if needs.openOrder { facts.openOrder = await effects.openOrder(slot: slot) }
-        if needs.subscription, !facts.sensorLatched, facts.openOrder == nil {
-            facts.subscribed = await effects.allowsPress(slot: slot)
-        }
-        return facts
-    }
-
     /// How the device pairs again, for the answers to a confirmed re-pairing.
     private var pairingAgain: String {
         switch config.pairingMode {
@@ -126,24 +126,46 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
     }
 }
 
-/// Everything a press does outside `PressHandler`: the facts it asks for and the actions it carries out, one
-/// method each. The daemon's are `DaemonPressEffects`; the handler's tests use a double that records the calls.
+/// The outbox, as a press gives it an order: `DeliveryLoop`.
+protocol PressOutbox: Sendable {
+    /// The press, durably in the outbox.
+    func accept(slot: String, fromSensor: Bool) async throws(AgentError) -> OrderBook.Acceptance
+}
+
+/// The outbox's book, as a press asks and records what is no order: `OrderBook`.
+protocol PressBook: Sendable {
+    /// A level sensor of `slot` ordered and no refill has been seen since.
+    func sensorOrderedWhileLow(_ slot: String) async -> Bool
+    func recordRefill(slot: String) async throws(AgentError)
+    func recordPressWhileOpen(slot: String) async throws(AgentError)
+}
+
+/// The order follow-up, as a press asks about the slot's open order: `OrderTracker`.
+protocol OpenOrderCheck: Sendable {
+    /// The slot's order if it is still open at DRS, as re-checked now (at most once a minute); nil when there is
+    /// none, it is final, or DRS could not be asked (the press is then taken as an order).
+    func recheck(slot: String) async -> PressMeaning.OpenOrder?
+}
+
+/// The subscriptions, as a press asks whether its slot may order: `Subscriptions`.
+protocol SubscriptionCheck: Sendable {
+    /// Whether a press for `slot` may order: not recorded unsubscribed, or found subscribed by a re-check.
+    func allowsPress(slot: String) async -> Bool
+}
+
+extension DeliveryLoop: PressOutbox {}
+extension OrderBook: PressBook {}
+extension OrderTracker: OpenOrderCheck {}
+extension Subscriptions: SubscriptionCheck {}
+
+/// What a press does besides the order side: the pairing it asks about for a long press, the slot-status report,
+/// the reset, the pairing window, the Wi-Fi setup and the LED's signals, one method each. The daemon's are
+/// `DaemonPressEffects`; the handler's tests use a double that records the calls.
 protocol PressEffects: Sendable {
     /// A long press offered to the Wi-Fi setup first: its answer when it took the press (no network), else nil.
     func wifiSetupLongPress() async -> String?
     /// Whether the device is paired (asked for a long press only: an order's pairing is the outbox's to check).
     func isPaired() async -> Bool
-    /// A level sensor of `slot` ordered and no refill has been seen since.
-    func sensorLatched(slot: String) async -> Bool
-    /// The slot's order if it is still open at DRS, as re-checked now (at most once a minute); nil when there is
-    /// none, it is final, or DRS could not be asked (the press is then taken as an order).
-    func openOrder(slot: String) async -> PressMeaning.OpenOrder?
-    /// Whether `Subscriptions` lets the slot order.
-    func allowsPress(slot: String) async -> Bool
-    /// The press, durably in the outbox.
-    func accept(slot: String, fromSensor: Bool) async throws(AgentError) -> OrderBook.Acceptance
-    func recordRefill(slot: String) async throws(AgentError)
-    func recordPressWhileOpen(slot: String) async throws(AgentError)
     func reportSlotStatus(slot: String, report: SlotStatusReport) async
     /// The owner-change gesture's work (`FactoryReset`: the one deregistration path, then the wipe).
     func factoryReset() async -> Result<String, AgentError>
@@ -153,13 +175,9 @@ protocol PressEffects: Sendable {
     func signal(_ signal: PressMeaning.Signal)
 }
 
-/// The daemon's press effects: the outbox and its delivery loop, the tokens, the order follow-up, the
-/// subscriptions, the duties, the pairing entry and the reset.
+/// The daemon's press effects: the tokens, the duties, the pairing entry, the reset and the LED's signals.
 struct DaemonPressEffects<C: Clock>: PressEffects where C.Duration == Duration {
-    let orders: DeliveryLoop<C>
     let tokens: TokenManager<C>
-    let tracker: OrderTracker<C>
-    let subscriptions: Subscriptions<C>
     let duties: Duties<C>
     let signals: Broadcast<PressMeaning.Signal>
     let openWindow: @Sendable () async -> String
@@ -169,16 +187,6 @@ struct DaemonPressEffects<C: Clock>: PressEffects where C.Duration == Duration {
 
     func wifiSetupLongPress() async -> String? { await wifiSetup?() }
     func isPaired() async -> Bool { await tokens.isPaired }
-    func sensorLatched(slot: String) async -> Bool { await orders.book.sensorOrderedWhileLow(slot) }
-    func openOrder(slot: String) async -> PressMeaning.OpenOrder? { await tracker.recheck(slot: slot) }
-    func allowsPress(slot: String) async -> Bool { await subscriptions.allowsPress(slot: slot) }
-    func accept(slot: String, fromSensor: Bool) async throws(AgentError) -> OrderBook.Acceptance {
-        try await orders.accept(slot: slot, fromSensor: fromSensor)
-    }
-    func recordRefill(slot: String) async throws(AgentError) { try await orders.book.recordRefill(slot: slot) }
-    func recordPressWhileOpen(slot: String) async throws(AgentError) {
-        try await orders.book.recordPressWhileOpen(slot: slot)
-    }
     func reportSlotStatus(slot: String, report: SlotStatusReport) async {
         await duties.reportSlotStatus(slot: slot, report: report)
     }

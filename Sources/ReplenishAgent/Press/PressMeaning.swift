@@ -1,7 +1,22 @@
-/// What a recognised press means, as a value: `PressPolicy`'s decision and the facts it needs in, the actions out.
-/// `PressHandler` gathers the facts (the level sensor's latch, a re-check of the slot's open order, whether
-/// `Subscriptions` lets it order) and carries the actions out; this decides, and its tests need no actor.
+/// What a recognised press means, as values: `PressPolicy` decides what the press is (an order, a gesture), and
+/// `actions` what follows from that decision and the facts it needed. `PressHandler` asks the facts (the level
+/// sensor's latch, a re-check of the slot's open order, whether `Subscriptions` lets it order) and carries the
+/// actions out; this decides, and its tests need no actor.
 enum PressMeaning {
+    /// What a press is, given the device's state (`PressPolicy.decide`).
+    enum Decision: Equatable, Sendable {
+        case order(slot: String)
+        case orderFromSensor(slot: String)
+        /// A level sensor's slot was refilled: its next low may order again.
+        case sensorRefilled(slot: String)
+        case acknowledgeOnly(reason: String)
+        case armRepairing
+        case confirmRepairing
+        case cancelRepairing
+        case openPairingWindow
+        case unmapped
+    }
+
     /// What is known of the press's slot when it is judged (only what the decision needs is asked for).
     struct Facts: Equatable, Sendable {
         /// A level sensor of the slot ordered and no refill has been seen since.
@@ -21,13 +36,6 @@ enum PressMeaning {
 
     struct OpenOrder: Equatable, Sendable {
         var state: String?
-    }
-
-    /// Which facts a decision needs.
-    struct Needs: Equatable, Sendable {
-        var sensorLatch = false
-        var openOrder = false
-        var subscription = false
     }
 
     /// What the LED shows because of a press (`Lights` follows these; nothing else drives it from a press).
@@ -53,16 +61,8 @@ enum PressMeaning {
         case openPairingWindow
     }
 
-    static func needs<I>(_ decision: PressPolicy<I>.Decision) -> Needs {
-        switch decision {
-        case .order: Needs(openOrder: true, subscription: true)
-        case .orderFromSensor: Needs(sensorLatch: true, subscription: true)
-        default: Needs()
-        }
-    }
-
     /// The actions for `decision` given `facts`, in order. `input`: the board input pressed (for `unmapped`).
-    static func actions<I>(for decision: PressPolicy<I>.Decision, facts: Facts, input: String) -> [Action] {
+    static func actions(for decision: Decision, facts: Facts, input: String) -> [Action] {
         switch decision {
         case .orderFromSensor(let slot) where facts.sensorLatched:
             return [.answer("slot \(slot) was already ordered while low; waiting for a refill")]
@@ -123,4 +123,60 @@ enum PressMeaning {
     static func refused(_ error: AgentError) -> [Action] {
         [.signal(.acknowledged), .refuse(error.code, error.message)]
     }
+}
+
+/// What a recognised press is, given the device's state: the cooldowns and the re-pairing gesture it remembers.
+/// Pure; `PressMeaning.actions` says what follows, `PressHandler` carries it out.
+///
+/// - A short press orders for its button's slot, unless the slot's cooldown (after the last accepted order
+///   from this device) is running: then it is only acknowledged on the LED, not re-ordered.
+/// - A long press on a paired device arms re-pairing for `confirmationWindow`; a second long press within
+///   the window confirms it (the device deregisters and goes back to pairing mode); a short press cancels.
+///   On an unpaired device a long press (re)opens the pairing window (`PairingWindow`).
+/// - A level sensor going low orders for its slot (the sensor's own hysteresis stops flapping).
+struct PressPolicy<Instant: InstantProtocol>: Sendable where Instant.Duration == Duration {
+    let confirmationWindow: Duration
+    private(set) var repairingArmedUntil: Instant?
+    private var lastOrderAt: [String: Instant] = [:]
+
+    init(confirmationWindow: Duration = .seconds(30)) { self.confirmationWindow = confirmationWindow }
+
+    func isRepairingArmed(at now: Instant) -> Bool { repairingArmedUntil.map { now < $0 } ?? false }
+
+    mutating func decide(_ kind: ButtonPress.Kind, slot: String?, cooldown: Duration, paired: Bool, at now: Instant)
+        -> PressMeaning.Decision
+    {
+        let armed = isRepairingArmed(at: now)
+        if !armed { repairingArmedUntil = nil }
+        switch kind {
+        case .long:
+            guard paired else { return .openPairingWindow }
+            if armed {
+                repairingArmedUntil = nil
+                return .confirmRepairing
+            }
+            repairingArmedUntil = now.advanced(by: confirmationWindow)
+            return .armRepairing
+        case .short:
+            if armed {
+                repairingArmedUntil = nil
+                return .cancelRepairing
+            }
+            guard let slot else { return .unmapped }
+            if let last = lastOrderAt[slot], last.duration(to: now) < cooldown {
+                return .acknowledgeOnly(
+                    reason: "an order for slot \(slot) was just placed; press acknowledged (cooldown)")
+            }
+            return .order(slot: slot)
+        case .low:
+            guard let slot else { return .unmapped }
+            return .orderFromSensor(slot: slot)
+        case .refilled:
+            guard let slot else { return .unmapped }
+            return .sensorRefilled(slot: slot)
+        }
+    }
+
+    /// An order for `slot` was accepted at `time`: its cooldown starts.
+    mutating func orderAccepted(slot: String, at time: Instant) { lastOrderAt[slot] = time }
 }
