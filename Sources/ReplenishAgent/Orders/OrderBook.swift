@@ -165,17 +165,7 @@ actor OrderBook {
         var next = outbox
         let result = change(&next)
         if next != outbox || writes.unwritten {
-            // A change that happened (an answer of DRS) stays in memory when it cannot be written.
-            do { try await store.save(next) } catch {
-                outbox = next
-                let delay = writes.failed()
-                logger.error(
-                    "could not write the outbox; nothing is sent until it is written",
-                    metadata: ["error": "\(error.message)", "order.retryIn": "\(delay.components.seconds)s"])
-                throw AgentError(
-                    .storage, "could not write \(store.path); the change is kept in memory and written later",
-                    retryAfter: delay)
-            }
+            do { try await store.save(next) } catch { throw keptUnwritten(next, error) }
             outbox = next
             if writes.succeeded() { logger.notice("the outbox is written now") }
         }
@@ -263,6 +253,19 @@ actor OrderBook {
         outbox = Outbox()
         marks.forgetAll()
         writes.succeeded()
+    }
+
+    /// A change that happened (an answer of DRS) stays in memory when it cannot be written: the file is behind,
+    /// and the error to throw says after which backoff to write again (`retryAfter`).
+    private func keptUnwritten(_ next: Outbox, _ error: AgentError) -> AgentError {
+        outbox = next
+        let delay = writes.failed()
+        logger.error(
+            "could not write the outbox; nothing is sent until it is written",
+            metadata: ["error": "\(error.message)", "order.retryIn": "\(delay.components.seconds)s"])
+        return AgentError(
+            .storage, "could not write \(store.path); the change is kept in memory and written later",
+            retryAfter: delay)
     }
 
     private func publish(_ event: OrderEvent) {

@@ -95,7 +95,8 @@ struct StateStore<Value: FileFormat>: Sendable {
 
     /// Writes `value` on the lane, in order with the work submitted before it (`DiskLane.write`; `DiskLane.Medium`
     /// says what a stopping caller waits for). Encoded on the caller's thread (a few hundred bytes): only system
-    /// calls go to the lane.
+    /// calls go to the lane. Never inlined: one copy per kind of file, not one in each caller (a smaller binary).
+    @inline(never)
     func save(_ value: Value, isolation: isolated (any Actor)? = #isolation) async throws(AgentError) {
         try await lane.write(
             isolation: isolation, try value.encoded(for: path), to: path, on: medium, boundedAtStop: boundedAtStop)
