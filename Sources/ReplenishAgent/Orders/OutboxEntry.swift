@@ -1,4 +1,4 @@
-/// One press still to be acknowledged by DRS (or parked), with what the device knows of its last call: the
+/// A slot's presses not yet acknowledged by DRS (or parked), with what the device knows of their last call: the
 /// outbox's entries (`Outbox`), at most one per slot.
 extension Outbox {
     struct Entry: Codable, Sendable, Equatable {
