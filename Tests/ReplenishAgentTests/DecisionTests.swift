@@ -234,8 +234,9 @@ import Testing
         #expect(outbox.parked.map(\.slot) == ["b"])
         #expect(outbox.accept(slot: "b", at: 9) == .queued)
         #expect(outbox.entry(for: "b")?.isParked == false)
-        outbox.complete(slot: "a")
+        outbox.recordAnswer(slot: "a", detailCode: "STANDARD_ORDER_PLACED", eventInstanceId: "o1", at: 10)
         #expect(outbox.entry(for: "a") == nil)
+        #expect(outbox.entry(for: "b")?.isParked == false)
     }
 }
 

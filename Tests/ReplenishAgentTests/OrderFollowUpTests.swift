@@ -256,13 +256,24 @@ extension OrderFollowUpTests {
         // A sensor that crossed its mark twice within minutes: one consumption, not a rate.
         #expect(ConsumptionRate.meanInterval([0, 60]) == nil)
         #expect(ConsumptionRate.meanInterval([0, 60, 10 * day + 60]) == 10 * day)
+        // Each press a new entry (the one before it answered), so each is a consumption.
         var outbox = Outbox()
         for time in stride(from: 0.0, through: 10 * day, by: day) {
-            outbox.recordConsumption(slot: "s", fromSensor: false, at: time)
+            #expect(outbox.accept(slot: "s", at: time) == .queued)
+            outbox.recordAnswer(slot: "s", detailCode: "ORDER_INPROGRESS", eventInstanceId: nil, at: time)
         }
         let history = outbox.slots["s"]?.consumedAt ?? []
         #expect(history.count == ConsumptionRate.historyLimit && history.last == 10 * day)
-        outbox.recordConsumption(slot: "s", fromSensor: false, at: 5)
+        // A press counted on a pending entry consumed nothing more; a level sensor's low did.
+        #expect(outbox.accept(slot: "s", at: 10 * day + 1) == .queued)
+        #expect(outbox.accept(slot: "s", at: 10 * day + 2) == .coalesced)
+        #expect(outbox.slots["s"]?.consumedAt?.last == 10 * day + 1)
+        #expect(outbox.slots["s"]?.sensorOrderedWhileLow == nil)
+        #expect(outbox.accept(slot: "s", at: 10 * day + 3, fromSensor: true) == .coalesced)
+        #expect(outbox.slots["s"]?.consumedAt?.last == 10 * day + 3)
+        #expect(outbox.slots["s"]?.sensorOrderedWhileLow == true)
+        outbox.recordAnswer(slot: "s", detailCode: "ORDER_INPROGRESS", eventInstanceId: nil, at: 10 * day + 4)
+        #expect(outbox.accept(slot: "s", at: 5) == .queued)
         #expect(outbox.slots["s"]?.consumedAt == [5])
     }
 }

@@ -70,7 +70,7 @@ actor ShownStatusBook {
         guard next != shown else { return }
         shown = next
         do throws(AgentError) {
-            // A tmpfs (`StateStore.Medium.tmpfs`): nothing to make durable; the lane keeps the writes in order,
+            // A tmpfs (`DiskLane.Medium.tmpfs`): nothing to make durable; the lane keeps the writes in order,
             // and a stop does not wait for one queued behind a flush of the flash. The directory is the daemon's
             // (made at its start with the boot's mark, `BootIdentity`), or made by the store, 0700, when missing.
             try await store.save(next)

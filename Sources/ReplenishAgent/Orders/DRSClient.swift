@@ -8,80 +8,67 @@ struct DRSClient: Sendable {
     let http: any HTTPClient
     let baseURL: EndpointURL
 
-    func replenish(slot: String, token: Secret) async throws(AgentError) -> HTTPResponse {
-        try await call(
-            .post, "/replenish/\(slot)", input: "DrsReplenishInput@1.0", accept: "DrsReplenishResult@1.0",
-            token: token)
-    }
+    /// The DRS device API calls (docs/protocol.md), as values.
+    enum Call: Sendable {
+        case replenish(slot: String)
+        case deviceStatus(mostRecentlyActive: Double)
+        /// A slot's contents after consumption (a press that ordered, or a level sensor found it low).
+        case slotStatus(slot: String, report: SlotStatusReport)
+        case subscriptionInfo
+        /// What DRS says of one of the device's orders.
+        case orderInfo(eventInstanceId: String)
+        /// The device's test orders: one slot's, or all (nil).
+        case cancelTestOrders(slot: String?)
+        case deregister
 
-    func deviceStatus(mostRecentlyActive: Double, token: Secret) async throws(AgentError) -> HTTPResponse {
-        struct Body: Encodable { var mostRecentlyActiveDate: String }
-        let body = try Self.encode(Body(mostRecentlyActiveDate: ISO8601.format(mostRecentlyActive)))
-        return try await call(
-            .post, "/deviceStatus", input: "DrsDeviceStatusInput@1.0",
-            accept: "DrsDeviceStatusResult@1.0", token: token, json: body)
-    }
-
-    /// Reports a slot's contents after consumption (a press that ordered, or a level sensor found it low).
-    /// `totalQuantityOnHand` (what the household holds beyond the unit in the slot) is left out: the device
-    /// cannot know it, and sending the remaining quantity as that total would tell DRS something untrue.
-    func slotStatus(slot: String, report: SlotStatusReport, token: Secret) async throws(AgentError) -> HTTPResponse {
-        struct Body: Encodable {
-            var expectedReplenishmentDate: String
-            var remainingQuantityInUnit: Double
-            var originalQuantityInUnit: Double
-            var lastUseDate: String
-        }
-        let body = try Self.encode(
-            Body(
-                expectedReplenishmentDate: ISO8601.format(report.expectedReplenishment),
-                remainingQuantityInUnit: report.remaining, originalQuantityInUnit: report.original,
-                lastUseDate: ISO8601.format(report.lastUse)))
-        return try await call(
-            .post, "/slotStatus/\(slot)", input: "DrsSlotStatusInput@1.0", accept: "DrsSlotStatusResult@1.0",
-            token: token, json: body)
-    }
-
-    /// A request body through `JSONEncoder` (never joined by hand); a value JSON cannot hold (a non-finite
-    /// quantity) is refused here rather than sent.
-    private static func encode<T: Encodable>(_ body: T) throws(AgentError) -> [UInt8] {
-        do { return Array(try JSONEncoder().encode(body)) } catch {
-            throw AgentError(.invalidInput, "cannot encode the request body: \(error)")
+        /// The operation's name in errors and logs.
+        var name: String {
+            switch self {
+            case .replenish: "replenish"
+            case .deviceStatus: "deviceStatus"
+            case .slotStatus: "slotStatus"
+            case .subscriptionInfo: "subscriptionInfo"
+            case .orderInfo: "getOrderInfo"
+            case .cancelTestOrders: "cancelTestOrders"
+            case .deregister: "deregister"
+            }
         }
     }
 
-    /// Asks for `@2.0` (products and quantities per slot); `SubscriptionInfo` reads `@1.0` as well.
-    func subscriptionInfo(token: Secret) async throws(AgentError) -> HTTPResponse {
-        try await call(
-            .get, "/subscriptionInfo", input: "DrsSubscriptionInfoInput@1.0",
-            accept: "DrsSubscriptionInfoResult@2.0", token: token)
-    }
-
-    /// What DRS says of one of the device's orders.
-    func orderInfo(eventInstanceId: String, token: Secret) async throws(AgentError) -> HTTPResponse {
-        try await call(
-            .get, "/getOrderInfo/\(CurlEasy.formEscape(eventInstanceId))", input: "DrsOrderInfoInput@1.0",
-            accept: "DrsOrderInfoResult@1.0", token: token)
-    }
-
-    /// Cancels the device's test orders: one slot's (`DELETE /testOrders/slots/{slotId}`) or all
-    /// (`DELETE /testOrders`).
-    func cancelTestOrders(slot: String?, token: Secret) async throws(AgentError) -> HTTPResponse {
-        try await call(
-            .delete, slot.map { "/testOrders/slots/\($0)" } ?? "/testOrders", input: "DrsCancelTestOrdersInput@1.0",
-            accept: "DrsCancelTestOrdersResult@1.0", token: token)
-    }
-
-    func deregister(token: Secret) async throws(AgentError) -> HTTPResponse {
-        try await call(
-            .delete, "/registration", input: "DrsDeregisterInput@2.0", accept: "DrsDeregisterResult@1.0",
-            token: token)
-    }
-
-    private func call(
-        _ method: HTTPRequest.Method, _ path: String, input: String, accept: String, token: Secret,
-        json: [UInt8]? = nil
-    ) async throws(AgentError) -> HTTPResponse {
+    /// Exactly one request of `call` with `token`, nothing retried: its endpoint, its version headers and its
+    /// body; DRS's answer as it came.
+    func send(_ call: Call, token: Secret) async throws(AgentError) -> HTTPResponse {
+        let method: HTTPRequest.Method
+        let path: String
+        let (input, accept): (String, String)
+        var json: [UInt8]?
+        switch call {
+        case .replenish(let slot):
+            (method, path) = (.post, "/replenish/\(slot)")
+            (input, accept) = ("DrsReplenishInput@1.0", "DrsReplenishResult@1.0")
+        case .deviceStatus(let mostRecentlyActive):
+            (method, path) = (.post, "/deviceStatus")
+            (input, accept) = ("DrsDeviceStatusInput@1.0", "DrsDeviceStatusResult@1.0")
+            json = try Self.encode(DeviceStatusBody(mostRecentlyActiveDate: ISO8601.format(mostRecentlyActive)))
+        case .slotStatus(let slot, let report):
+            (method, path) = (.post, "/slotStatus/\(slot)")
+            (input, accept) = ("DrsSlotStatusInput@1.0", "DrsSlotStatusResult@1.0")
+            json = try Self.encode(SlotStatusBody(report))
+        case .subscriptionInfo:
+            // `@2.0`: products and quantities per slot (`SubscriptionInfo` reads `@1.0` as well).
+            (method, path) = (.get, "/subscriptionInfo")
+            (input, accept) = ("DrsSubscriptionInfoInput@1.0", "DrsSubscriptionInfoResult@2.0")
+        case .orderInfo(let id):
+            (method, path) = (.get, "/getOrderInfo/\(CurlEasy.formEscape(id))")
+            (input, accept) = ("DrsOrderInfoInput@1.0", "DrsOrderInfoResult@1.0")
+        case .cancelTestOrders(let slot):
+            // `DELETE /testOrders/slots/{slotId}`, or `DELETE /testOrders` for all.
+            (method, path) = (.delete, slot.map { "/testOrders/slots/\($0)" } ?? "/testOrders")
+            (input, accept) = ("DrsCancelTestOrdersInput@1.0", "DrsCancelTestOrdersResult@1.0")
+        case .deregister:
+            (method, path) = (.delete, "/registration")
+            (input, accept) = ("DrsDeregisterInput@2.0", "DrsDeregisterResult@1.0")
+        }
         var headers = [
             ("Authorization", "Bearer \(token.value)"),
             ("x-amzn-type-version", Self.prefix + input),
@@ -90,8 +77,33 @@ struct DRSClient: Sendable {
         if json != nil { headers.append(("Content-Type", "application/json")) }
         return try await http.send(
             HTTPRequest(
-                method: method, url: baseURL.appending(path), headers: headers,
-                body: json, timeoutSeconds: 30))
+                method: method, url: baseURL.appending(path), headers: headers, body: json, timeoutSeconds: 30))
+    }
+
+    private struct DeviceStatusBody: Encodable { var mostRecentlyActiveDate: String }
+
+    /// `totalQuantityOnHand` (what the household holds beyond the unit in the slot) is left out: the device cannot
+    /// know it, and sending the remaining quantity as that total would tell DRS something untrue.
+    private struct SlotStatusBody: Encodable {
+        var expectedReplenishmentDate: String
+        var remainingQuantityInUnit: Double
+        var originalQuantityInUnit: Double
+        var lastUseDate: String
+
+        init(_ report: SlotStatusReport) {
+            expectedReplenishmentDate = ISO8601.format(report.expectedReplenishment)
+            remainingQuantityInUnit = report.remaining
+            originalQuantityInUnit = report.original
+            lastUseDate = ISO8601.format(report.lastUse)
+        }
+    }
+
+    /// A request body through `JSONEncoder` (never joined by hand); a value JSON cannot hold (a non-finite
+    /// quantity) is refused here rather than sent.
+    private static func encode<T: Encodable>(_ body: T) throws(AgentError) -> [UInt8] {
+        do { return Array(try JSONEncoder().encode(body)) } catch {
+            throw AgentError(.invalidInput, "cannot encode the request body: \(error)")
+        }
     }
 
     /// True when DRS (or a gateway in front of it) rejected the access token.

@@ -31,32 +31,8 @@ struct DRSSession: Sendable {
     let client: DRSClient
     let tokens: any AccessTokens
 
-    /// The DRS device API calls (docs/protocol.md), as values.
-    enum Call: Sendable {
-        case replenish(slot: String)
-        case deviceStatus(mostRecentlyActive: Double)
-        case slotStatus(slot: String, report: SlotStatusReport)
-        case subscriptionInfo
-        case orderInfo(eventInstanceId: String)
-        case cancelTestOrders(slot: String?)
-        case deregister
-
-        /// The operation's name in errors and logs.
-        var name: String {
-            switch self {
-            case .replenish: "replenish"
-            case .deviceStatus: "deviceStatus"
-            case .slotStatus: "slotStatus"
-            case .subscriptionInfo: "subscriptionInfo"
-            case .orderInfo: "getOrderInfo"
-            case .cancelTestOrders: "cancelTestOrders"
-            case .deregister: "deregister"
-            }
-        }
-    }
-
     /// The call with the current token, and once more after one refresh when DRS rejected it.
-    func send(_ call: Call) async throws(AgentError) -> HTTPResponse {
+    func send(_ call: DRSClient.Call) async throws(AgentError) -> HTTPResponse {
         let token = try await tokens.accessToken()
         let answer = try await sendOnce(call, token: token)
         guard DRSClient.isTokenRejection(answer) else { return answer }
@@ -65,7 +41,7 @@ struct DRSSession: Sendable {
 
     /// `send`, then any answer but a 2xx is an error that says which call it was and carries `Retry-After`.
     @discardableResult
-    func sendExpectingSuccess(_ call: Call) async throws(AgentError) -> HTTPResponse {
+    func sendExpectingSuccess(_ call: DRSClient.Call) async throws(AgentError) -> HTTPResponse {
         let answer = try await send(call)
         try Self.requireSuccess(answer, of: call)
         return answer
@@ -73,22 +49,14 @@ struct DRSSession: Sendable {
 
     /// The error for an answer that is not a 2xx: the call's name and status, and the server's `Retry-After`
     /// (no retry of the caller's comes sooner).
-    static func requireSuccess(_ answer: HTTPResponse, of call: Call) throws(AgentError) {
+    static func requireSuccess(_ answer: HTTPResponse, of call: DRSClient.Call) throws(AgentError) {
         guard !(200..<300).contains(answer.status) else { return }
         let rejected = DRSClient.isTokenRejection(answer) ? ": DRS rejected the access token" : ""
         throw AgentError(.server, "\(call.name) answered \(answer.status)\(rejected)", retryAfter: answer.retryAfter)
     }
 
-    /// Exactly one request with `token`; nothing is retried here.
-    func sendOnce(_ call: Call, token: Secret) async throws(AgentError) -> HTTPResponse {
-        switch call {
-        case .replenish(let slot): try await client.replenish(slot: slot, token: token)
-        case .deviceStatus(let at): try await client.deviceStatus(mostRecentlyActive: at, token: token)
-        case .slotStatus(let slot, let report): try await client.slotStatus(slot: slot, report: report, token: token)
-        case .subscriptionInfo: try await client.subscriptionInfo(token: token)
-        case .orderInfo(let id): try await client.orderInfo(eventInstanceId: id, token: token)
-        case .cancelTestOrders(let slot): try await client.cancelTestOrders(slot: slot, token: token)
-        case .deregister: try await client.deregister(token: token)
-        }
+    /// Exactly one request with `token` (`DRSClient.send`); nothing is retried here.
+    func sendOnce(_ call: DRSClient.Call, token: Secret) async throws(AgentError) -> HTTPResponse {
+        try await client.send(call, token: token)
     }
 }

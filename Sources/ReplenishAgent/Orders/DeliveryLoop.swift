@@ -189,9 +189,8 @@ actor DeliveryLoop<C: Clock> where C.Duration == Duration {
         let at = book.stamps.wallTime()
         switch decision {
         case .done(let detailCode, let eventInstanceId):
+            // The entry goes, and with it the mark the answer ends.
             await commit(.acknowledged(slot: slot, detailCode: detailCode)) {
-                answered(&$0)
-                $0.complete(slot: slot)
                 $0.recordAnswer(slot: slot, detailCode: detailCode, eventInstanceId: eventInstanceId, at: at)
             }
             machine.tried(slot, .finished, at: clock.now)

@@ -88,8 +88,8 @@ actor OrderBook {
         // A press of this boot does not wait behind an earlier boot's call whose age cannot be told yet.
         let replacesWaiting =
             outbox.entry(for: slot).map { Outbox.waitsForClock($0, run: run, clockSynchronized: synchronized) } ?? false
-        let kind = next.accept(slot: slot, at: now, pairingId: pairingId, replacesWaiting: replacesWaiting)
-        if kind == .queued || fromSensor { next.recordConsumption(slot: slot, fromSensor: fromSensor, at: now) }
+        let kind = next.accept(
+            slot: slot, at: now, pairingId: pairingId, replacesWaiting: replacesWaiting, fromSensor: fromSensor)
         var markedFrom: Outbox.Entry?
         // A press counted on an entry whose mark is still to be tried leaves that mark as it is.
         if kind == .queued ? markNow.ifQueued : markNow.ifCoalesced && !marks.has(slot),
@@ -99,8 +99,11 @@ actor OrderBook {
             next.markSending(slot: slot, at: now, run: run, uptime: stamps.sinceBoot())
             markedFrom = entry
         }
-        // Durable before the answer, and before the delivery loop can see it (and send it).
-        try await write(next, keepOnFailure: false)
+        // Durable before the answer, and before the delivery loop can see it (and send it). A press not written is
+        // refused, and its caller says why (`PressHandler`): nothing of it is kept.
+        try await store.save(next)
+        outbox = next
+        if writes.succeeded() { logger.notice("the outbox is written now") }
         if kind == .queued { marks.forget(slot) }
         if let markedFrom { marks.remember(slot, before: markedFrom) }
         if replacesWaiting {
@@ -161,7 +164,11 @@ actor OrderBook {
         defer { marks.keepOnlyWaiting(in: outbox) }
         var next = outbox
         let result = change(&next)
-        if next != outbox || writes.unwritten { try await write(next, keepOnFailure: true) }
+        if next != outbox || writes.unwritten {
+            do { try await store.save(next) } catch { throw keptUnwritten(next, error) }
+            outbox = next
+            if writes.succeeded() { logger.notice("the outbox is written now") }
+        }
         if let event { publish(event) }
         return result
     }
@@ -248,24 +255,17 @@ actor OrderBook {
         writes.succeeded()
     }
 
-    /// The one write of the file. `keepOnFailure`: a change that happened (an answer of DRS) stays in memory
-    /// when it cannot be written; a press that cannot be written is refused instead.
-    private func write(_ next: Outbox, keepOnFailure: Bool) async throws(AgentError) {
-        do { try await store.save(next) } catch {
-            // A press not written is refused, and its caller says why (`PressHandler`).
-            guard keepOnFailure else { throw error }
-            outbox = next
-            let delay = writes.failed()
-            logger.error(
-                "could not write the outbox; nothing is sent until it is written",
-                metadata: ["error": "\(error.message)", "order.retryIn": "\(delay.components.seconds)s"])
-            throw AgentError(
-                .storage, "could not write \(store.path); the change is kept in memory and written later",
-                retryAfter: delay)
-        }
+    /// A change that happened (an answer of DRS) stays in memory when it cannot be written: the file is behind,
+    /// and the error to throw says after which backoff to write again (`retryAfter`).
+    private func keptUnwritten(_ next: Outbox, _ error: AgentError) -> AgentError {
         outbox = next
-        if writes.unwritten { logger.notice("the outbox is written now") }
-        writes.succeeded()
+        let delay = writes.failed()
+        logger.error(
+            "could not write the outbox; nothing is sent until it is written",
+            metadata: ["error": "\(error.message)", "order.retryIn": "\(delay.components.seconds)s"])
+        return AgentError(
+            .storage, "could not write \(store.path); the change is kept in memory and written later",
+            retryAfter: delay)
     }
 
     private func publish(_ event: OrderEvent) {

@@ -24,29 +24,11 @@ struct OrderRecord: Codable, Sendable, Equatable {
     static let notSent = "NOT_SENT"
 }
 
-/// How the order facts change as orders are answered, followed up, pressed again and cancelled. Pure: the
-/// intent methods of `OrderBook` call them, tests call them on a value.
+/// How the order facts change as orders are followed up, pressed again while open, refused and cancelled (an
+/// acknowledged press is `Outbox.recordAnswer`). Pure: the intent methods of `OrderBook` call them, tests call
+/// them on a value.
 extension Outbox {
     static let orderHistoryLimit = 20
-
-    /// DRS answered a replenish call for `slot`.
-    mutating func recordAnswer(slot: String, detailCode: String, eventInstanceId: String?, at time: Double) {
-        slots[slot, default: .init()].lastResult = detailCode
-        slots[slot, default: .init()].lastResultAt = time
-        slots[slot, default: .init()].lastEventInstanceId = eventInstanceId
-        // A new order is followed up until DRS says it is final.
-        let placed = eventInstanceId != nil && detailCode.hasSuffix("ORDER_PLACED")
-        if placed {
-            slots[slot, default: .init()].orderOpen = true
-            slots[slot, default: .init()].orderStatus = nil
-            slots[slot, default: .init()].orderCheckedAt = nil
-        }
-        var history = orders ?? []
-        history.append(
-            OrderRecord(
-                slot: slot, detailCode: detailCode, eventInstanceId: eventInstanceId, answeredAt: time, open: placed))
-        orders = Array(history.suffix(Self.orderHistoryLimit))
-    }
 
     /// `getOrderInfo` said `status` of the slot's order `id`. A newer order that replaced it meanwhile is left
     /// to its own follow-up.

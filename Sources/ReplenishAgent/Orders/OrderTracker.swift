@@ -96,7 +96,7 @@ actor OrderTracker<C: Clock> where C.Duration == Duration {
     @discardableResult
     private func check(slot: String, eventInstanceId id: String) async -> (state: String, open: Bool)? {
         do throws(AgentError) {
-            let call = DRSSession.Call.orderInfo(eventInstanceId: id)
+            let call = DRSClient.Call.orderInfo(eventInstanceId: id)
             let answer = try await drs.send(call)
             let state: String
             switch answer.status {

@@ -8,61 +8,6 @@
 /// - The size is bounded by the number of configured slots; the recorded press times of one entry by
 ///   `maximumPressTimes` (the oldest are dropped: they are only kept for the record).
 struct Outbox: Codable, Sendable, Equatable {
-    struct Entry: Codable, Sendable, Equatable {
-        var slot: String
-        /// Wall-clock times of the presses this entry stands for, oldest first.
-        var pressedAt: [Double]
-        var attempts: Int = 0
-        var parkedReason: String?
-        /// Wall-clock time of the first replenish call for this entry whose answer never came (written before
-        /// the call leaves): DRS may have placed that order. Cleared by any answer.
-        var unansweredSince: Double?
-        /// The boot (`BootIdentity`: the agent's mark of this boot; nil when it could not be known) of the call
-        /// `unansweredSince` stands for: after a reboot the wall clock may be a restored one (fake-hwclock,
-        /// timesyncd's clock file) that makes an old call look seconds old, so a call of another boot waits for
-        /// a synchronised clock (`waitsForClock`).
-        var unansweredBoot: String?
-        /// The run of the agent that made that call (`AgentRun.id`): a mark of the running agent is of this
-        /// boot whatever else can be known.
-        var unansweredRun: String?
-        /// CLOCK_BOOTTIME (seconds since the boot began) when that call was made: in the same boot, its age is
-        /// this clock's difference, which no step of the wall clock changes.
-        var unansweredUptime: Double?
-        /// The pairing the press was made under (`TokenSet.pairingId`).
-        var pairingId: String?
-
-        var isParked: Bool { parkedReason != nil }
-
-        init(
-            slot: String, pressedAt: [Double], attempts: Int = 0, parkedReason: String? = nil,
-            unansweredSince: Double? = nil
-        ) {
-            self.slot = slot
-            self.pressedAt = pressedAt
-            self.attempts = attempts
-            self.parkedReason = parkedReason
-            self.unansweredSince = unansweredSince
-        }
-
-        // A file edited by hand or damaged in a way JSON still parses must not crash the agent: the attempt
-        // count (only a backoff input) is clamped, and the press itself is kept.
-        init(from decoder: any Decoder) throws {
-            let container = try decoder.container(keyedBy: CodingKeys.self)
-            slot = try container.decode(String.self, forKey: .slot)
-            pressedAt = try container.decode([Double].self, forKey: .pressedAt)
-            // Read as a Double so that a count too large for an Int (1e19) is clamped too, not a decoding error
-            // that would move the whole file, and its presses, aside.
-            let attempts = try container.decodeIfPresent(Double.self, forKey: .attempts) ?? 0
-            self.attempts = Int(min(max(attempts.rounded(.down), 0), Double(Outbox.maximumAttempts)))
-            parkedReason = try container.decodeIfPresent(String.self, forKey: .parkedReason)
-            unansweredSince = try container.decodeIfPresent(Double.self, forKey: .unansweredSince)
-            unansweredBoot = try container.decodeIfPresent(String.self, forKey: .unansweredBoot)
-            unansweredRun = try container.decodeIfPresent(String.self, forKey: .unansweredRun)
-            unansweredUptime = try container.decodeIfPresent(Double.self, forKey: .unansweredUptime)
-            pairingId = try container.decodeIfPresent(String.self, forKey: .pairingId)
-        }
-    }
-
     enum Acceptance: Equatable, Sendable { case queued, coalesced }
 
     static let maximumPressTimes = 16
@@ -72,7 +17,8 @@ struct Outbox: Codable, Sendable, Equatable {
     var version = 1
     private(set) var entries: [Entry] = []
     /// What the device knows of each slot's orders (`SlotOrders`): kept with the presses, so that a press and
-    /// its answer are each one write of one file (`Orders/OrderHistory.swift` says how answers change it).
+    /// its answer are each one write of one file (`accept`, `recordAnswer`; `Orders/OrderHistory.swift` says how
+    /// follow-ups and refusals change it).
     var slots: [String: SlotOrders] = [:]
     /// The newest answered replenish calls (`OrderRecord`), newest last, for `replenish-agent orders`.
     var orders: [OrderRecord]?
@@ -82,50 +28,68 @@ struct Outbox: Codable, Sendable, Equatable {
 
     func entry(for slot: String) -> Entry? { entries.first { $0.slot == slot } }
 
-    /// `replacesWaiting`: the slot's entry waits for the clock (`waitsForClock`: a call of an earlier boot whose
-    /// answer is unknown): this press, made in this boot, gets an entry of its own that is sent now instead
-    /// of being merged into one that may wait a day. Its call covers both presses: DRS answers
-    /// `ORDER_INPROGRESS` while the earlier call's order is still on its way, and places a new one otherwise,
-    /// as for any press made after an order arrived.
+    /// A press for `slot` at `time` (wall clock), made under `pairingId`: a new entry (`.queued`), or one more
+    /// press time on the slot's pending entry (`.coalesced`). `replacesWaiting`: the slot's entry waits for the
+    /// clock (`waitsForClock`: a call of an earlier boot whose answer is unknown): this press, made in this boot,
+    /// gets an entry of its own that is sent now instead of being merged into one that may wait a day. Its call
+    /// covers both presses: DRS answers `ORDER_INPROGRESS` while the earlier call's order is still on its way, and
+    /// places a new one otherwise, as for any press made after an order arrived.
+    ///
+    /// The press of a new entry, and a level sensor's low (`fromSensor`, which latches the slot until a refill),
+    /// consumed the slot's contents: its time joins the slot's consumption times, the oldest dropped past
+    /// `ConsumptionRate.historyLimit`. A time earlier than the newest (the wall clock was set back) replaces them:
+    /// the rate starts again.
     mutating func accept(
-        slot: String, at time: Double, pairingId: String? = nil, replacesWaiting: Bool = false
+        slot: String, at time: Double, pairingId: String? = nil, replacesWaiting: Bool = false, fromSensor: Bool = false
     ) -> Acceptance {
-        if let index = entries.firstIndex(where: { $0.slot == slot }) {
+        let index = entries.firstIndex { $0.slot == slot }
+        let kind: Acceptance
+        if let index, !entries[index].isParked, entries[index].pairingId == pairingId, !replacesWaiting {
+            entries[index].pressedAt = Array((entries[index].pressedAt + [time]).suffix(Self.maximumPressTimes))
+            kind = .coalesced
+        } else {
             // A parked entry, one pressed under another pairing, or one waiting for the clock gives way to this
             // press (the times of the one waiting are kept for the record).
-            if entries[index].isParked || entries[index].pairingId != pairingId || replacesWaiting {
-                var entry = Entry(slot: slot, pressedAt: [time])
+            var entry = Entry(slot: slot, pressedAt: [time])
+            entry.pairingId = pairingId
+            if let index {
                 if replacesWaiting, !entries[index].isParked, entries[index].pairingId == pairingId {
                     entry.pressedAt = Array((entries[index].pressedAt + [time]).suffix(Self.maximumPressTimes))
                 }
-                entry.pairingId = pairingId
                 entries[index] = entry
-                return .queued
+            } else {
+                entries.append(entry)
             }
-            entries[index].pressedAt.append(time)
-            if entries[index].pressedAt.count > Self.maximumPressTimes {
-                entries[index].pressedAt.removeFirst(entries[index].pressedAt.count - Self.maximumPressTimes)
-            }
-            return .coalesced
+            kind = .queued
         }
-        var entry = Entry(slot: slot, pressedAt: [time])
-        entry.pairingId = pairingId
-        entries.append(entry)
-        return .queued
-    }
-
-    /// DRS acknowledged the slot's order: the entry is done.
-    /// A press consumed the slot's contents (`fromSensor`: a level sensor's, which latches it until a refill): its
-    /// time joins the slot's consumption times, the oldest dropped past `ConsumptionRate.historyLimit`. A time
-    /// earlier than the newest (the wall clock was set back) replaces them: the rate starts again.
-    mutating func recordConsumption(slot: String, fromSensor: Bool, at time: Double) {
+        guard kind == .queued || fromSensor else { return kind }
         if fromSensor { slots[slot, default: .init()].sensorOrderedWhileLow = true }
         var times = slots[slot]?.consumedAt ?? []
         if let newest = times.last, time < newest { times = [] }
         slots[slot, default: .init()].consumedAt = Array((times + [time]).suffix(ConsumptionRate.historyLimit))
+        return kind
     }
 
-    mutating func complete(slot: String) { entries.removeAll { $0.slot == slot } }
+    /// DRS acknowledged the slot's order (`detailCode`, and the order's `eventInstanceId` when it placed one) at
+    /// `time`: the entry is done and goes, its call's mark with it; the slot's last result and the history
+    /// record the answer, and a new order is followed up until DRS says it is final.
+    mutating func recordAnswer(slot: String, detailCode: String, eventInstanceId: String?, at time: Double) {
+        entries.removeAll { $0.slot == slot }
+        slots[slot, default: .init()].lastResult = detailCode
+        slots[slot, default: .init()].lastResultAt = time
+        slots[slot, default: .init()].lastEventInstanceId = eventInstanceId
+        let placed = eventInstanceId != nil && detailCode.hasSuffix("ORDER_PLACED")
+        if placed {
+            slots[slot, default: .init()].orderOpen = true
+            slots[slot, default: .init()].orderStatus = nil
+            slots[slot, default: .init()].orderCheckedAt = nil
+        }
+        var history = orders ?? []
+        history.append(
+            OrderRecord(
+                slot: slot, detailCode: detailCode, eventInstanceId: eventInstanceId, answeredAt: time, open: placed))
+        orders = Array(history.suffix(Self.orderHistoryLimit))
+    }
 
     mutating func recordAttempt(slot: String) {
         if let index = entries.firstIndex(where: { $0.slot == slot }) {

@@ -78,44 +78,38 @@ final class DiskLane: Sendable {
         return try result.get()
     }
 
-    /// Writes `bytes` to `path` atomically and durably (`POSIX.writeFileAtomically`): a state file's store's
-    /// `save` (`StateStore`), the lane's one write. A caller whose task is cancelled (a stop) hears of the write
-    /// once the new file is in place (its rename), without waiting for the directory's flush, which the lane
-    /// still does: on a flash whose flushes stall for seconds a stop stays within its bound and the file is
-    /// written (the rename is what a restart reads; the kernel writes the directory back on its own, at the latest
-    /// at the shutdown's sync). Only the power failing in those seconds can bring the old file back, as it could
-    /// before the write.
+    /// Where a state file lives, which says how the lane writes it and what a stopping caller waits for.
+    enum Medium: Sendable {
+        /// The flash of the state directory: written durably (fsync of the file and of its directory); a caller
+        /// cancelled meanwhile (a stop) hears of the write at the new file's rename.
+        case flash
+        /// The runtime directory's tmpfs: written without fsync (no power cut leaves half of a file that no boot
+        /// keeps), the directory made (0700) when missing; a caller cancelled meanwhile (a stop) returns at once,
+        /// so a stop never waits for such a write behind a flush of the flash. The write still runs.
+        case tmpfs
+    }
+
+    /// Writes `bytes` to `path` atomically (`POSIX.writeFileAtomically`) on the lane, in order with the work
+    /// submitted before it: a state file's store's `save` (`StateStore`), the lane's one write. The caller is
+    /// answered once, when the write has run, or earlier once its task is cancelled (a stop), as `medium` says.
     ///
-    /// `boundedAtStop`: the cancelled caller waits for the rename only until the stop's bound (`StopBound`); a
-    /// write that has not reached its rename by then is given up: it is never renamed (its temp file goes), the
-    /// file keeps what it held, and the caller hears that it was not written. For the files whose write a restart
-    /// can do again (the outbox, the status record); the tokens' write, which may hold the only copy of a rotated
-    /// refresh token, is waited for until its rename however long its flush stalls.
+    /// On the flash, a cancelled caller hears of the write once the new file is in place (its rename), without
+    /// waiting for the directory's flush, which the lane still does: on a flash whose flushes stall for seconds a
+    /// stop stays within its bound and the file is written (the rename is what a restart reads; the kernel writes
+    /// the directory back on its own, at the latest at the shutdown's sync). Only the power failing in those
+    /// seconds can bring the old file back, as it could before the write.
+    ///
+    /// `boundedAtStop` (the flash): the cancelled caller waits for the rename only until the stop's bound
+    /// (`StopBound`); a write that has not reached its rename by then is given up: it is never renamed (its temp
+    /// file goes), the file keeps what it held, and the caller hears that it was not written. For the files whose
+    /// write a restart can do again (the outbox, the status record); the tokens' write, which may hold the only
+    /// copy of a rotated refresh token, is waited for until its rename however long its flush stalls.
     func write(
-        isolation: isolated (any Actor)? = #isolation, _ bytes: [UInt8], to path: String, boundedAtStop: Bool = false
+        isolation: isolated (any Actor)? = #isolation, _ bytes: [UInt8], to path: String, on medium: Medium,
+        boundedAtStop: Bool = false
     ) async throws(AgentError) {
-        let ending = EarlyEnding(stopBound: boundedAtStop ? stopBound : nil)
-        try await submit(isolation: isolation, ending) { _ throws(AgentError) in
-            try POSIX.writeFileAtomically(path, bytes, mayRename: { ending.mayRename() }) { ending.renamed() }
-        }
-    }
-
-    /// Runs `work` (a write to the runtime directory, a tmpfs: nothing durable) on the lane, in order with the
-    /// writes submitted before it, and returns when it has run; a caller cancelled meanwhile (a stop) returns at
-    /// once, so a stop never waits for such a write behind a flush of the flash. The write still runs.
-    func runUnawaitedOnStop(
-        isolation: isolated (any Actor)? = #isolation,
-        _ work: @escaping @Sendable (borrowing Context) throws(AgentError) -> Void
-    ) async throws(AgentError) {
-        try await submit(isolation: isolation, EarlyEnding(atCancellation: true), work)
-    }
-
-    /// Runs `work` on the lane and answers the caller once, when `ending` says (the work's end, or earlier once
-    /// the caller is cancelled).
-    private func submit(
-        isolation: isolated (any Actor)?, _ ending: EarlyEnding,
-        _ work: @escaping @Sendable (borrowing Context) throws(AgentError) -> Void
-    ) async throws(AgentError) {
+        let ending = EarlyEnding(
+            atCancellation: medium == .tmpfs, stopBound: medium == .flash && boundedAtStop ? stopBound : nil)
         let result: Result<Void, AgentError> = await withTaskCancellationHandler {
             await withCheckedContinuation(isolation: isolation) { continuation in
                 ending.waiting(continuation)
@@ -125,8 +119,10 @@ final class DiskLane: Sendable {
                         return
                     }
                     do throws(AgentError) {
-                        let context = Context()
-                        try work(context)
+                        if medium == .tmpfs { try Self.makeParentDirectory(of: path, on: Context()) }
+                        try POSIX.writeFileAtomically(
+                            path, bytes, durable: medium == .flash, mayRename: { ending.mayRename() }
+                        ) { ending.renamed() }
                         ending.finish(.success(()))
                     } catch {
                         ending.finish(.failure(error))
@@ -139,9 +135,15 @@ final class DiskLane: Sendable {
         try result.get()
     }
 
-    /// The one answer of a write on the lane (`write`, `runUnawaitedOnStop`): its end, or, once the caller is
-    /// cancelled, the new file's rename (`write`) or the cancellation itself (`atCancellation`), whichever
-    /// comes first; with a `stopBound`, at the latest its deadline, when a write not yet at its rename is given up.
+    /// The runtime directory (a tmpfs, empty after a boot) made (0700) when missing, before a write into it.
+    static func makeParentDirectory(of path: String, on lane: borrowing Context) throws(AgentError) {
+        let directory = POSIX.parentDirectory(of: path)
+        if try POSIX.status(directory) == nil { try POSIX.makeDirectory(directory, 0o700) }
+    }
+
+    /// The one answer of a write on the lane (`write`): its end, or, once the caller is cancelled, the new file's
+    /// rename (the flash) or the cancellation itself (`atCancellation`: the tmpfs), whichever comes first; with a
+    /// `stopBound`, at the latest its deadline, when a write not yet at its rename is given up.
     private final class EarlyEnding: Sendable {
         private struct State {
             var continuation: CheckedContinuation<Result<Void, AgentError>, Never>?

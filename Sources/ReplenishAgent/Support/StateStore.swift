@@ -13,20 +13,10 @@ import FoundationEssentials
 /// in work on a lane and, through `DiskLane.Context.beforeServing`, for the commands that run without the daemon
 /// and the daemon's start before its loop serves.
 struct StateStore<Value: FileFormat>: Sendable {
-    /// Where the file lives.
-    enum Medium: Sendable {
-        /// The flash of the state directory: written durably (fsync of the file and of its directory); a caller
-        /// cancelled meanwhile (a stop) hears of a `save` at the new file's rename (`DiskLane.write`).
-        case flash
-        /// The runtime directory's tmpfs: written without fsync (no power cut leaves half of a file that no boot
-        /// keeps), the directory made (0700) when missing; a caller cancelled meanwhile (a stop) does not wait
-        /// for a `save` queued behind a flush of the flash (`DiskLane.runUnawaitedOnStop`), which still runs.
-        case tmpfs
-    }
-
     let path: String
     let lane: DiskLane
-    let medium: Medium
+    /// Where the file lives: the flash, or the runtime directory's tmpfs (`DiskLane.Medium`).
+    let medium: DiskLane.Medium
     /// The largest file this store reads (`StateFile.readBytes`).
     let limit: Int
     /// A `save` to the flash under way when the agent stops may be given up at the stop's bound, before its
@@ -35,7 +25,7 @@ struct StateStore<Value: FileFormat>: Sendable {
     let boundedAtStop: Bool
 
     init(
-        path: String, lane: DiskLane = .shared, medium: Medium = .flash, limit: Int = StateFile.readLimit,
+        path: String, lane: DiskLane = .shared, medium: DiskLane.Medium = .flash, limit: Int = StateFile.readLimit,
         boundedAtStop: Bool = false
     ) {
         self.path = path
@@ -103,18 +93,13 @@ struct StateStore<Value: FileFormat>: Sendable {
 
     // MARK: Writing
 
-    /// Writes `value` on the lane, in order with the work submitted before it (see `Medium` for what a stopping
-    /// caller waits for). Encoded on the caller's thread (a few hundred bytes): only system calls go to the lane.
+    /// Writes `value` on the lane, in order with the work submitted before it (`DiskLane.write`; `DiskLane.Medium`
+    /// says what a stopping caller waits for). Encoded on the caller's thread (a few hundred bytes): only system
+    /// calls go to the lane. Never inlined: one copy per kind of file, not one in each caller (a smaller binary).
+    @inline(never)
     func save(_ value: Value, isolation: isolated (any Actor)? = #isolation) async throws(AgentError) {
-        let bytes = try value.encoded(for: path)
-        switch medium {
-        case .flash: try await lane.write(isolation: isolation, bytes, to: path, boundedAtStop: boundedAtStop)
-        case .tmpfs:
-            let path = path
-            try await lane.runUnawaitedOnStop(isolation: isolation) { _ throws(AgentError) in
-                try Self.writeToTmpfs(bytes, to: path)
-            }
-        }
+        try await lane.write(
+            isolation: isolation, try value.encoded(for: path), to: path, on: medium, boundedAtStop: boundedAtStop)
     }
 
     /// Writes `value` now, on the calling thread: only for the commands that run without the daemon, the
@@ -122,10 +107,8 @@ struct StateStore<Value: FileFormat>: Sendable {
     /// writes with `save`.
     func saveNow(_ value: Value, on lane: borrowing DiskLane.Context) throws(AgentError) {
         let bytes = try value.encoded(for: path)
-        switch medium {
-        case .flash: try POSIX.writeFileAtomically(path, bytes)
-        case .tmpfs: try Self.writeToTmpfs(bytes, to: path)
-        }
+        if medium == .tmpfs { try DiskLane.makeParentDirectory(of: path, on: lane) }
+        try POSIX.writeFileAtomically(path, bytes, durable: medium == .flash)
     }
 
     /// Overwrites the file with zeros, syncs and unlinks it (`POSIX.shred`), on the lane. Something else at the
@@ -148,12 +131,6 @@ struct StateStore<Value: FileFormat>: Sendable {
         _ work: @escaping @Sendable (borrowing DiskLane.Context) throws(AgentError) -> T
     ) async throws(AgentError) -> T {
         try await lane.run(isolation: isolation, work)
-    }
-
-    private static func writeToTmpfs(_ bytes: [UInt8], to path: String) throws(AgentError) {
-        let directory = POSIX.parentDirectory(of: path)
-        if try POSIX.status(directory) == nil { try POSIX.makeDirectory(directory, 0o700) }
-        try POSIX.writeFileAtomically(path, bytes, durable: false)
     }
 }
 

@@ -34,9 +34,11 @@ struct WriteHealth: Sendable {
         return retry.failed(using: &random)
     }
 
-    /// A write succeeded (or nothing is left to write).
-    mutating func succeeded() {
-        unwritten = false
+    /// A write succeeded (or nothing is left to write); returns whether the file was behind until now.
+    @discardableResult
+    mutating func succeeded() -> Bool {
+        defer { unwritten = false }
         retry.succeeded()
+        return unwritten
     }
 }
