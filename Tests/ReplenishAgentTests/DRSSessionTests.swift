@@ -77,21 +77,27 @@ import Testing
         #expect(tokens.replaced.withLock { $0 } == 0)
     }
 
-    /// `DRSClient`'s one call (`send(_:token:)`; the session's own `send` takes no token) is made in
-    /// `DRSSession.swift` and nowhere else in the agent.
-    @Test func theSessionIsTheOnlyCallerOfTheDRSClient() throws {
-        let calls = try NSRegularExpression(pattern: #"\.(send)\(.*token:"#)
+    /// A DRS request is made in `DRSSession.swift` alone: `DRSClient`'s fields are private to that file, so the
+    /// compiler refuses a request made elsewhere. A single try without the session's one refresh (`sendOnce`) is
+    /// the session's and the delivery loop's, whose tries follow the same rule through `DeliveryPolicy`.
+    @Test func theSessionAloneMakesADRSRequestAndOnlyTheDeliveryLoopTriesOnce() throws {
+        let calls = try NSRegularExpression(pattern: #"(sendOnce)\(.*token:"#)
         var callers: Set<String> = []
+        var fieldsPrivate = false
         for file in try BoundaryTests.agentSources() {
             for line in file.lines where !BoundaryTests.matches(calls, BoundaryTests.code(line)).isEmpty {
                 callers.insert(file.path)
             }
+            if file.path == "Orders/DRSSession.swift" {
+                fieldsPrivate =
+                    file.lines.contains { $0.contains("fileprivate let http: any HTTPClient") }
+                    && file.lines.contains { $0.contains("fileprivate let baseURL: EndpointURL") }
+            }
         }
-        #expect(callers == ["Orders/DRSSession.swift"])
-        // The scan finds a call where one is.
-        #expect(!BoundaryTests.matches(calls, "let a = try await client.send(.deregister, token: token)").isEmpty)
-        #expect(!BoundaryTests.matches(calls, "try await drs.send(.replenish(slot: slot), token: token)").isEmpty)
-        #expect(BoundaryTests.matches(calls, "try await drs.sendOnce(.replenish(slot: slot), token: token)").isEmpty)
-        #expect(BoundaryTests.matches(calls, "try await drs.send(.cancelTestOrders(slot: slot))").isEmpty)
+        #expect(fieldsPrivate)
+        #expect(callers == ["Orders/DRSSession.swift", "Orders/DeliveryLoop.swift"])
+        // The scan finds a try where one is, and not the supply reporter's own `sendOnce()`.
+        #expect(!BoundaryTests.matches(calls, "try await drs.sendOnce(.replenish(slot: slot), token: token)").isEmpty)
+        #expect(BoundaryTests.matches(calls, "case .send: await sendOnce()").isEmpty)
     }
 }

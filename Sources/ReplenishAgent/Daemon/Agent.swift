@@ -7,7 +7,7 @@ import ServiceLifecycle
 /// against this device's identity, the LED's start, serving, the pairing's start after `READY=1`) is `StartUp`'s,
 /// called at its moments; docs/architecture.md's walk of the parts is this file.
 /// - a button press: `GPIOBackend` → `InputPipeline` (debounce) → `PressHandler` → `DeliveryLoop.accept`
-///   (durable outbox) → `DeliveryLoop.run` → `DRSSession` (the one caller of `DRSClient`);
+///   (durable outbox) → `DeliveryLoop.run` → `DRSSession` (the one maker of a DRS request);
 /// - streams: `TokenManager.events`, `OrderBook.updates`, `PairingWindowKeeper.changes` and (code mode)
 ///   `CodeLinker.changes`, each read by the services that follow it in their own tasks (lights, status
 ///   file, systemd, pairing window or code linking, duties).
