@@ -88,6 +88,21 @@ import Testing
         #expect(machine.next(pending: pending("c"), paired: true, at: at(2)) == .wait(until: at(61)))
     }
 
+    /// New tokens that come while a try asks for one (before its `tried`) let the slot go at once, not after the
+    /// refresh's backoff.
+    @Test func tokensThatChangeWhileATryAsksForOneLetTheSlotGoAtOnce() {
+        var machine = Machine()
+        #expect(machine.next(pending: pending("a"), paired: true, at: start) == .send(slot: "a"))
+        machine.tokensChanged()
+        machine.tried("a", .noToken(retryAfter: .seconds(120)), at: start)
+        #expect(machine.next(pending: pending("a"), paired: true, at: start) == .send(slot: "a"))
+        // No change during this try: it waits for the backoff, or for the next change.
+        machine.tried("a", .noToken(retryAfter: .seconds(120)), at: start)
+        #expect(machine.next(pending: pending("a"), paired: true, at: start) == .wait(until: at(120)))
+        machine.tokensChanged()
+        #expect(machine.next(pending: pending("a"), paired: true, at: at(1)) == .send(slot: "a"))
+    }
+
     @Test func anUnpairedSlotWithoutAChangeLooksAgainADayLater() {
         var machine = Machine()
         machine.tried("a", .noToken(retryAfter: nil), at: start)
