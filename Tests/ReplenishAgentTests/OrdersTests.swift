@@ -183,6 +183,30 @@ import Testing
         #expect(replaced.pressedAt == [epoch + 10])
     }
 
+    /// A press while its slot's call is out, marked with its write (nothing backs the slot off until the answer:
+    /// `DeliveryMachine.sendsAtOnce` says yes), remembers no "before the mark" of an entry that carries the call's
+    /// mark: a later try's entry before its mark is the last call's, which a call that never left goes back to.
+    @Test func aPressWhileACallIsOutRemembersNoMarkThatIsNotItsOwn() async throws {
+        let directory = temporaryDirectory()
+        let tokens = try tokenManager(
+            ScriptedHTTPClient { _ in json(503, "") }, store: MemoryTokenStore(tokenSet(expiresAt: epoch + 3600)))
+        let drs = ScriptedHTTPClient { _ in json(503, "") }
+        let book = try orderService(directory: directory, drs: drs, tokens: tokens).book
+        let markNow = OrderBook.MarkNow(ifQueued: true, ifCoalesced: true)
+        _ = try await book.accept(slot: "slot-1", fromSensor: false, pairingId: nil, markNow: markNow)
+        // The first try takes the press's mark (at epoch); its call is out when the slot is pressed again.
+        _ = try await book.markSending(slot: "slot-1", answeredBefore: false)
+        _ = try await book.accept(slot: "slot-1", fromSensor: false, pairingId: nil, markNow: markNow)
+        // DRS rejected the token; the try after the refresh marks its own call, which is never answered.
+        clock.advance(by: .seconds(10))
+        _ = try await book.markSending(slot: "slot-1", answeredBefore: true)
+        let before = try #require(try await book.markSending(slot: "slot-1", answeredBefore: false))
+        #expect(before.unansweredSince == epoch + 10)
+        // That try's call never left: the file says the last call's answer is unknown, since that call.
+        try await book.commit { $0.unmarkSending(slot: "slot-1", previous: before) }
+        #expect(try outboxOnDisk(directory)?.entry(for: "slot-1")?.unansweredSince == epoch + 10)
+    }
+
     @Test func anAcknowledgementThatCannotBeWrittenIsWrittenLaterAndNothingIsSentMeanwhile() async throws {
         let directory = temporaryDirectory()
         let drs = GatedHTTPClient(json(200, #"{"detailCode":"TEST_ORDER_PLACED"}"#))
