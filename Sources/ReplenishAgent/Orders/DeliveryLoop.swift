@@ -50,7 +50,7 @@ actor DeliveryLoop<C: Clock> where C.Duration == Duration {
             ifCoalesced: pairing.hasUsableAccessToken && machine.sendsAtOnce(slot: slot, queued: false, at: now))
         let acceptance = try await book.accept(
             slot: slot, fromSensor: fromSensor, pairingId: pairing.pairingId, markNow: markNow)
-        machine.pressRecorded(slot: slot, queued: acceptance.kind == .queued)
+        machine.pressRecorded(slot: slot, queued: acceptance.kind == .queued, at: clock.now)
         waker.ring()
         return acceptance
     }

@@ -4,8 +4,8 @@
 /// returns. It reads no clock, no file and makes no call.
 ///
 /// The rules:
-/// - A failed outbox write is tried again at its time, and nothing is sent before it succeeds (the "sent,
-///   answer unknown" mark must be durable before a call leaves).
+/// - A failed outbox write is tried again at its time (at once after a press), and nothing is sent before it
+///   succeeds (the "sent, answer unknown" mark must be durable before a call leaves).
 /// - An entry that must not be sent (a slot no longer configured, a press of another pairing, a call
 ///   unanswered for over a day: `Outbox.parkReason`) is parked before anything is sent; a look that finds
 ///   none parks nothing.
@@ -87,9 +87,10 @@ struct DeliveryMachine<Instant: InstantProtocol>: Sendable where Instant.Duratio
         writeRetryAt == nil && (queued || notBefore[slot].map { $0 <= now } ?? true)
     }
 
-    /// A press was recorded (its write succeeded); a newly queued slot is due at once.
-    mutating func pressRecorded(slot: String, queued: Bool) {
-        writeRetryAt = nil
+    /// A press was recorded; a newly queued slot is due at once. A write to retry is tried now, not trusted to the
+    /// press's write: a commit may have failed after it (the outbox writes only if the file is still behind).
+    mutating func pressRecorded(slot: String, queued: Bool, at now: Instant) {
+        if writeRetryAt != nil { writeRetryAt = now }
         if queued { notBefore[slot] = nil }
     }
 
