@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Synchronization
 import Testing
 
@@ -33,7 +34,7 @@ import Testing
         directory: String, drs: any HTTPClient, tokens: TokenManager<ManualClock>, slots: [String] = ["slot-1"],
         run: AgentRun = AgentRun(boot: "this-boot", id: "this-run"),
         clockSynchronized: @escaping @Sendable () -> Bool = { false },
-        sinceBoot: @escaping @Sendable () -> Double = { 60 }
+        sinceBoot: @escaping @Sendable () -> Double = { 60 }, logger: Logger = .init(label: "test")
     ) throws -> DeliveryLoop<ManualClock> {
         DeliveryLoop(
             book: try OrderBook(
@@ -42,7 +43,7 @@ import Testing
             slots: slots,
             drs: DRSSession(
                 client: DRSClient(http: drs, baseURL: try EndpointURL("http://127.0.0.1:1")), tokens: tokens),
-            clock: clock, random: .seeded(state: 3), logger: .init(label: "test"))
+            clock: clock, random: .seeded(state: 3), logger: logger)
     }
 
     func outboxOnDisk(_ directory: String) throws -> Outbox? {
@@ -205,6 +206,20 @@ import Testing
         // That try's call never left: the file says the last call's answer is unknown, since that call.
         try await book.commit { $0.unmarkSending(slot: "slot-1", previous: before) }
         #expect(try outboxOnDisk(directory)?.entry(for: "slot-1")?.unansweredSince == epoch + 10)
+    }
+
+    /// The retry line of a try that found no token says the entry's attempts, as every retry line does.
+    @Test func theRetryLineOfATryWithoutATokenSaysTheAttempts() async throws {
+        let logs = CapturedLogs()
+        let tokens = try tokenManager(
+            ScriptedHTTPClient { _ in json(503, "") }, store: MemoryTokenStore(tokenSet(expiresAt: epoch - 1)))
+        let orders = try orderService(
+            directory: temporaryDirectory(), drs: ScriptedHTTPClient { _ in json(503, "") }, tokens: tokens,
+            logger: logs.logger)
+        _ = try await orders.accept(slot: "slot-1")
+        await StepDriver(clock: clock, orders.step).drain()
+        let retry = try #require(logs.lines.withLock { $0 }.first { $0.hasPrefix("order not sent yet; will retry") })
+        #expect(retry.contains(#""order.attempts": 0"#), "\(retry)")
     }
 
     @Test func anAcknowledgementThatCannotBeWrittenIsWrittenLaterAndNothingIsSentMeanwhile() async throws {

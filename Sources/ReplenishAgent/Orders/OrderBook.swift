@@ -123,6 +123,9 @@ actor OrderBook {
     /// Whether a level sensor of `slot` ordered and no refill was seen since.
     func sensorOrderedWhileLow(_ slot: String) -> Bool { outbox.slots[slot]?.sensorOrderedWhileLow == true }
 
+    /// The tries of the slot's pending entry so far (nil: none pending).
+    func attempts(slot: String) -> Int? { outbox.entry(for: slot)?.attempts }
+
     /// The slot's order while DRS has not said it is final.
     func openOrder(slot: String) -> (eventInstanceId: String, status: String?)? { outbox.openOrder(slot: slot) }
 
