@@ -57,18 +57,21 @@ import Testing
         #expect(machine.next(pending: pending("a"), paired: true, at: at(5)) == .send(slot: "a"))
     }
 
-    @Test func aRecordedPressIsDueAtOnceAndItsWriteEndsAWriteRetry() {
+    /// A failed write reported before a press is (a commit that failed just after the press's write, or before
+    /// it): the press does not end the write's retry but has it tried at once (the outbox writes only if behind).
+    @Test func aRecordedPressIsDueAtOnceAfterAWriteRetriedAtOnce() {
         var machine = Machine()
         machine.tried("a", .retry(after: .seconds(60)), at: start)
         machine.written(failedRetryingIn: .seconds(5), at: start)
-        machine.pressRecorded(slot: "a", queued: true)
-        #expect(machine.writeRetryAt == nil)
+        machine.pressRecorded(slot: "a", queued: true, at: at(1))
+        #expect(machine.next(pending: pending("a"), paired: true, at: at(1)) == .retryWrite)
+        machine.written(failedRetryingIn: nil, at: at(1))
         #expect(machine.next(pending: pending("a"), paired: true, at: at(1)) == .send(slot: "a"))
         // A press while one is pending is merged into it: its retry instant stays, and its write carries no mark.
         machine.tried("a", .retry(after: .seconds(60)), at: at(1))
         #expect(!machine.sendsAtOnce(slot: "a", queued: false, at: at(2)))
         #expect(machine.sendsAtOnce(slot: "a", queued: true, at: at(2)))
-        machine.pressRecorded(slot: "a", queued: false)
+        machine.pressRecorded(slot: "a", queued: false, at: at(2))
         #expect(machine.next(pending: pending("a"), paired: true, at: at(2)) == .wait(until: at(61)))
         #expect(machine.sendsAtOnce(slot: "a", queued: false, at: at(61)))
     }
@@ -86,6 +89,21 @@ import Testing
         machine.tried("c", .retry(after: .seconds(60)), at: at(1))
         machine.tokensChanged()
         #expect(machine.next(pending: pending("c"), paired: true, at: at(2)) == .wait(until: at(61)))
+    }
+
+    /// New tokens that come while a try asks for one (before its `tried`) let the slot go at once, not after the
+    /// refresh's backoff.
+    @Test func tokensThatChangeWhileATryAsksForOneLetTheSlotGoAtOnce() {
+        var machine = Machine()
+        #expect(machine.next(pending: pending("a"), paired: true, at: start) == .send(slot: "a"))
+        machine.tokensChanged()
+        machine.tried("a", .noToken(retryAfter: .seconds(120)), at: start)
+        #expect(machine.next(pending: pending("a"), paired: true, at: start) == .send(slot: "a"))
+        // No change during this try: it waits for the backoff, or for the next change.
+        machine.tried("a", .noToken(retryAfter: .seconds(120)), at: start)
+        #expect(machine.next(pending: pending("a"), paired: true, at: start) == .wait(until: at(120)))
+        machine.tokensChanged()
+        #expect(machine.next(pending: pending("a"), paired: true, at: at(1)) == .send(slot: "a"))
     }
 
     @Test func anUnpairedSlotWithoutAChangeLooksAgainADayLater() {

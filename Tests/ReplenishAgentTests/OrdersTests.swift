@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Synchronization
 import Testing
 
@@ -33,7 +34,7 @@ import Testing
         directory: String, drs: any HTTPClient, tokens: TokenManager<ManualClock>, slots: [String] = ["slot-1"],
         run: AgentRun = AgentRun(boot: "this-boot", id: "this-run"),
         clockSynchronized: @escaping @Sendable () -> Bool = { false },
-        sinceBoot: @escaping @Sendable () -> Double = { 60 }
+        sinceBoot: @escaping @Sendable () -> Double = { 60 }, logger: Logger = .init(label: "test")
     ) throws -> DeliveryLoop<ManualClock> {
         DeliveryLoop(
             book: try OrderBook(
@@ -42,7 +43,7 @@ import Testing
             slots: slots,
             drs: DRSSession(
                 client: DRSClient(http: drs, baseURL: try EndpointURL("http://127.0.0.1:1")), tokens: tokens),
-            clock: clock, random: .seeded(state: 3), logger: .init(label: "test"))
+            clock: clock, random: .seeded(state: 3), logger: logger)
     }
 
     func outboxOnDisk(_ directory: String) throws -> Outbox? {
@@ -181,6 +182,44 @@ import Testing
         #expect(replaced.parkedReason == nil)
         #expect(replaced.unansweredSince == epoch + 10)
         #expect(replaced.pressedAt == [epoch + 10])
+    }
+
+    /// A press while its slot's call is out, marked with its write (nothing backs the slot off until the answer:
+    /// `DeliveryMachine.sendsAtOnce` says yes), remembers no "before the mark" of an entry that carries the call's
+    /// mark: a later try's entry before its mark is the last call's, which a call that never left goes back to.
+    @Test func aPressWhileACallIsOutRemembersNoMarkThatIsNotItsOwn() async throws {
+        let directory = temporaryDirectory()
+        let tokens = try tokenManager(
+            ScriptedHTTPClient { _ in json(503, "") }, store: MemoryTokenStore(tokenSet(expiresAt: epoch + 3600)))
+        let drs = ScriptedHTTPClient { _ in json(503, "") }
+        let book = try orderService(directory: directory, drs: drs, tokens: tokens).book
+        let markNow = OrderBook.MarkNow(ifQueued: true, ifCoalesced: true)
+        _ = try await book.accept(slot: "slot-1", fromSensor: false, pairingId: nil, markNow: markNow)
+        // The first try takes the press's mark (at epoch); its call is out when the slot is pressed again.
+        _ = try await book.markSending(slot: "slot-1", answeredBefore: false)
+        _ = try await book.accept(slot: "slot-1", fromSensor: false, pairingId: nil, markNow: markNow)
+        // DRS rejected the token; the try after the refresh marks its own call, which is never answered.
+        clock.advance(by: .seconds(10))
+        _ = try await book.markSending(slot: "slot-1", answeredBefore: true)
+        let before = try #require(try await book.markSending(slot: "slot-1", answeredBefore: false))
+        #expect(before.unansweredSince == epoch + 10)
+        // That try's call never left: the file says the last call's answer is unknown, since that call.
+        try await book.commit { $0.unmarkSending(slot: "slot-1", previous: before) }
+        #expect(try outboxOnDisk(directory)?.entry(for: "slot-1")?.unansweredSince == epoch + 10)
+    }
+
+    /// The retry line of a try that found no token says the entry's attempts, as every retry line does.
+    @Test func theRetryLineOfATryWithoutATokenSaysTheAttempts() async throws {
+        let logs = CapturedLogs()
+        let tokens = try tokenManager(
+            ScriptedHTTPClient { _ in json(503, "") }, store: MemoryTokenStore(tokenSet(expiresAt: epoch - 1)))
+        let orders = try orderService(
+            directory: temporaryDirectory(), drs: ScriptedHTTPClient { _ in json(503, "") }, tokens: tokens,
+            logger: logs.logger)
+        _ = try await orders.accept(slot: "slot-1")
+        await StepDriver(clock: clock, orders.step).drain()
+        let retry = try #require(logs.lines.withLock { $0 }.first { $0.hasPrefix("order not sent yet; will retry") })
+        #expect(retry.contains(#""order.attempts": 0"#), "\(retry)")
     }
 
     @Test func anAcknowledgementThatCannotBeWrittenIsWrittenLaterAndNothingIsSentMeanwhile() async throws {

@@ -50,7 +50,7 @@ actor DeliveryLoop<C: Clock> where C.Duration == Duration {
             ifCoalesced: pairing.hasUsableAccessToken && machine.sendsAtOnce(slot: slot, queued: false, at: now))
         let acceptance = try await book.accept(
             slot: slot, fromSensor: fromSensor, pairingId: pairing.pairingId, markNow: markNow)
-        machine.pressRecorded(slot: slot, queued: acceptance.kind == .queued)
+        machine.pressRecorded(slot: slot, queued: acceptance.kind == .queued, at: clock.now)
         waker.ring()
         return acceptance
     }
@@ -231,7 +231,7 @@ actor DeliveryLoop<C: Clock> where C.Duration == Duration {
         let delay = error.retryAfter ?? Backoff.tokenRefresh.minimum(attempt: 1)
         machine.tried(slot, .noToken(retryAfter: delay), at: clock.now)
         await book.tell(event)
-        logRetry(slot, after: delay, reason: error.message, attempts: nil)
+        logRetry(slot, after: delay, reason: error.message, attempts: await book.attempts(slot: slot))
     }
 
     /// The slot is tried again after `delay`; `change` (the try's attempt counted) is written first.

@@ -4,15 +4,16 @@
 /// returns. It reads no clock, no file and makes no call.
 ///
 /// The rules:
-/// - A failed outbox write is tried again at its time, and nothing is sent before it succeeds (the "sent,
-///   answer unknown" mark must be durable before a call leaves).
+/// - A failed outbox write is tried again at its time (at once after a press), and nothing is sent before it
+///   succeeds (the "sent, answer unknown" mark must be durable before a call leaves).
 /// - An entry that must not be sent (a slot no longer configured, a press of another pairing, a call
 ///   unanswered for over a day: `Outbox.parkReason`) is parked before anything is sent; a look that finds
 ///   none parks nothing.
 /// - Each slot waits for its own retry instant (never sooner than `Backoff.floor`); after a restart every
 ///   pending entry is due at once.
 /// - Nothing is sent while unpaired: a due entry then waits for a change (a pairing, new tokens).
-/// - A slot that found no token waits for the tokens to change (or, paired, for the refresh's backoff).
+/// - A slot that found no token waits for the tokens to change (or, paired, for the refresh's backoff); tokens
+///   that changed while its try asked for one let it go at once.
 /// - An entry that must wait for a synchronised wall clock (an unanswered call from an earlier boot) is looked
 ///   at again every `clockPoll`, and said once.
 struct DeliveryMachine<Instant: InstantProtocol>: Sendable where Instant.Duration == Duration {
@@ -47,6 +48,8 @@ struct DeliveryMachine<Instant: InstantProtocol>: Sendable where Instant.Duratio
     private var notBefore: [String: Instant] = [:]
     /// Slots whose last try found no token to send with: due again as soon as the tokens change.
     private var waitingForTokens: Set<String> = []
+    /// The tokens changed since the last `send` (its try may have asked for a token before they did).
+    private var tokensChangedSinceSend = false
     /// A write of the outbox failed: the next try is at this instant.
     private(set) var writeRetryAt: Instant?
     private var saidClockWait = false
@@ -60,7 +63,10 @@ struct DeliveryMachine<Instant: InstantProtocol>: Sendable where Instant.Duratio
         let waitingForClock = pending.filter(\.waitsForClock).map(\.slot)
         let sendable = pending.filter { !$0.waitsForClock }.map(\.slot)
         let due = sendable.first { slot in notBefore[slot].map { $0 <= now } ?? true }
-        if let due, paired { return .send(slot: due) }
+        if let due, paired {
+            tokensChangedSinceSend = false
+            return .send(slot: due)
+        }
         if !waitingForClock.isEmpty && !saidClockWait {
             saidClockWait = true
             return .sayWaitingForClock(slots: waitingForClock)
@@ -81,9 +87,10 @@ struct DeliveryMachine<Instant: InstantProtocol>: Sendable where Instant.Duratio
         writeRetryAt == nil && (queued || notBefore[slot].map { $0 <= now } ?? true)
     }
 
-    /// A press was recorded (its write succeeded); a newly queued slot is due at once.
-    mutating func pressRecorded(slot: String, queued: Bool) {
-        writeRetryAt = nil
+    /// A press was recorded; a newly queued slot is due at once. A write to retry is tried now, not trusted to the
+    /// press's write: a commit may have failed after it (the outbox writes only if the file is still behind).
+    mutating func pressRecorded(slot: String, queued: Bool, at now: Instant) {
+        if writeRetryAt != nil { writeRetryAt = now }
         if queued { notBefore[slot] = nil }
     }
 
@@ -94,6 +101,9 @@ struct DeliveryMachine<Instant: InstantProtocol>: Sendable where Instant.Duratio
             notBefore[slot] = nil
         case .retry(let delay):
             notBefore[slot] = now.advanced(by: max(delay, Backoff.floor))
+        case .noToken where tokensChangedSinceSend:
+            // New tokens came while this try asked for one: it is due again at once.
+            notBefore[slot] = nil
         case .noToken(let retryAfter):
             waitingForTokens.insert(slot)
             notBefore[slot] = now.advanced(by: retryAfter.map { max($0, Backoff.floor) } ?? Self.unpairedWait)
@@ -102,6 +112,7 @@ struct DeliveryMachine<Instant: InstantProtocol>: Sendable where Instant.Duratio
 
     /// New tokens (a pairing, a refresh): the slots that waited for them are due now.
     mutating func tokensChanged() {
+        tokensChangedSinceSend = true
         for slot in waitingForTokens { notBefore[slot] = nil }
         waitingForTokens.removeAll()
     }

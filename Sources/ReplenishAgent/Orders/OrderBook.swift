@@ -91,10 +91,11 @@ actor OrderBook {
         let kind = next.accept(
             slot: slot, at: now, pairingId: pairingId, replacesWaiting: replacesWaiting, fromSensor: fromSensor)
         var markedFrom: Outbox.Entry?
-        // A press counted on an entry whose mark is still to be tried leaves that mark as it is.
+        // A press counted on an entry whose mark is still to be tried, or on one already marked (a call out, or
+        // unanswered, or of an earlier boot waiting for the clock), leaves that mark as it is: only a mark this
+        // write adds is remembered, to be taken back.
         if kind == .queued ? markNow.ifQueued : markNow.ifCoalesced && !marks.has(slot),
-            let entry = next.entry(for: slot), !entry.isParked,
-            !Outbox.waitsForClock(entry, run: run, clockSynchronized: synchronized)
+            let entry = next.entry(for: slot), !entry.isParked, entry.unansweredSince == nil
         {
             next.markSending(slot: slot, at: now, run: run, uptime: stamps.sinceBoot())
             markedFrom = entry
@@ -121,6 +122,9 @@ actor OrderBook {
 
     /// Whether a level sensor of `slot` ordered and no refill was seen since.
     func sensorOrderedWhileLow(_ slot: String) -> Bool { outbox.slots[slot]?.sensorOrderedWhileLow == true }
+
+    /// The tries of the slot's pending entry so far (nil: none pending).
+    func attempts(slot: String) -> Int? { outbox.entry(for: slot)?.attempts }
 
     /// The slot's order while DRS has not said it is final.
     func openOrder(slot: String) -> (eventInstanceId: String, status: String?)? { outbox.openOrder(slot: slot) }
