@@ -40,26 +40,7 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
             press.kind, slot: config.slot(forInput: press.input), cooldown: config.cooldown(forInput: press.input),
             paired: paired, at: now)
         effects.signal(.repairingArmed(policy.isRepairingArmed(at: now)))
-        // The facts an order needs, each asked once: a button's open order, re-checked with DRS (at most once a
-        // minute); a level sensor's latch; then, only when the press would order, whether `Subscriptions` lets it.
-        var facts = PressMeaning.Facts()
-        switch decision {
-        case .order(let slot):
-            facts.openOrder = await tracker.recheck(slot: slot)
-            if facts.openOrder == nil { facts.subscribed = await subscriptions.allowsPress(slot: slot) }
-        case .orderFromSensor(let slot):
-            facts.sensorLatched = await book.sensorOrderedWhileLow(slot)
-            if facts.sensorLatched {
-                logger.info(
-                    "level sensor low again before a refill was seen: no new order",
-                    metadata: ["order.slot": "\(slot)"])
-            } else {
-                facts.subscribed = await subscriptions.allowsPress(slot: slot)
-            }
-        case .armRepairing:
-            logger.notice("long press: re-pairing armed; long-press again within 30 s to confirm, short press cancels")
-        default: break
-        }
+        let facts = await facts(for: decision)
         var answer: Result<String, AgentError> = .failure(AgentError(.invalidInput, "the press was not answered"))
         var actions = PressMeaning.actions(for: decision, facts: facts, input: press.input)
         while !actions.isEmpty {
@@ -115,6 +96,31 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
             logger.warning("press refused", metadata: ["order.slot": "\(slot)", "error": "\(error.message)"])
         }
         return answer
+    }
+
+    /// The facts an order needs, each asked once.
+    private func facts(for decision: PressMeaning.Decision) async -> PressMeaning.Facts {
+        var facts = PressMeaning.Facts()
+        // The facts an order needs, each asked once: a button's open order, re-checked with DRS (at most once a
+        // minute); a level sensor's latch; then, only when the press would order, whether `Subscriptions` lets it.
+        switch decision {
+        case .order(let slot):
+            facts.openOrder = await tracker.recheck(slot: slot)
+            if facts.openOrder == nil { facts.subscribed = await subscriptions.allowsPress(slot: slot) }
+        case .orderFromSensor(let slot):
+            facts.sensorLatched = await book.sensorOrderedWhileLow(slot)
+            if facts.sensorLatched {
+                logger.info(
+                    "level sensor low again before a refill was seen: no new order",
+                    metadata: ["order.slot": "\(slot)"])
+            } else {
+                facts.subscribed = await subscriptions.allowsPress(slot: slot)
+            }
+        case .armRepairing:
+            logger.notice("long press: re-pairing armed; long-press again within 30 s to confirm, short press cancels")
+        default: break
+        }
+        return facts
     }
 
     /// How the device pairs again, for the answers to a confirmed re-pairing.
