@@ -32,6 +32,23 @@ import Testing
         #expect(unknown.running && unknown.pid == nil)
     }
 
+    /// A new run holds the lock before it has written its shown status: the stopped run's file (its window and
+    /// its DNS-SD advertisement) is not shown as the new run's. Found in a clean-clone run: `status` said
+    /// "advertised" for an agent that had not started its pairing yet.
+    @Test func aStoppedRunsShownStatusIsNotTheRunningAgents() async throws {
+        let config = try config()
+        let (stopped, running) = (BootIdentity.randomId(), BootIdentity.randomId())
+        let shown = ShownStatusBook(runtimeDirectory: config.runtimeDirectory, run: stopped, logger: .init(label: "t"))
+        await shown.recordPairingWindow(closesAt: 1_800_000_600)
+        await shown.recordAdvertisement("advertised as _replenish._tcp on port 8642")
+        let now = 1_800_000_000.0
+        let own = StatusReport(config: config, now: now, runningAgent: 4242, agentRun: stopped)
+        #expect(own.pairingWindow.open && own.dnsSD == "advertised as _replenish._tcp on port 8642")
+        let other = StatusReport(config: config, now: now, runningAgent: 4243, agentRun: running)
+        #expect(!other.pairingWindow.open && other.dnsSD == nil)
+        #expect(other.pairingState == "not paired; pairing window closed (a long press opens it)")
+    }
+
     /// A slot DRS was never asked about: `subscribed` and `lastResult` are null, the other optionals left out.
     @Test func anUnknownSlotHasNullSubscribedAndLastResult() throws {
         let json = try encoded(StatusReport.Slot(subscribed: nil, lastResult: nil, pending: false))

@@ -27,7 +27,7 @@ struct AlexaAgent {
             cloud: CloudClient(http: try CloudClient.lane(config: config, settings: settings), settings: settings),
             clock: clock, wallTime: { WallClock.isTrusted() ? POSIX.wallTime() : nil }, logger: logger,
             onCorrupt: { logger.error("\($0)") }, loadingOn: lane)
-        let shown = ShownStatusBook(runtimeDirectory: config.runtimeDirectory, logger: logger)
+        let shown = ShownStatusBook(runtimeDirectory: config.runtimeDirectory, run: stateDirectory.run, logger: logger)
         _ = StartUp<Clock>.thisBoot(runtimeDirectory: config.runtimeDirectory, logger: logger, on: lane)
         // Every state file is loaded: from here on, blocking file work runs on a lane.
         _ = consume lane

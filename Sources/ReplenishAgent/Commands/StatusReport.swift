@@ -110,10 +110,12 @@ extension StatusReport {
                 StateStore<SubscriptionRecord>.subscriptionRecord(stateDirectory: config.stateDirectory), &problems))
             ?? SubscriptionRecord()
         // What the daemon shows while it runs (and its last word, until the next boot empties the runtime
-        // directory). A file that cannot be used is the daemon's to replace: it shows nothing here.
+        // directory). A file that cannot be used is the daemon's to replace: it shows nothing here; nor does a
+        // stopped run's file while a new run, which has not written yet, holds the lock.
         var shown = ShownStatus()
         if case .read(let value)? = try? StateStore<ShownStatus>.shownStatus(runtimeDirectory: config.runtimeDirectory)
-            .read(on: DiskLane.Context.beforeServing(), owner: StateDirectory.agentUID(config.runtimeDirectory))
+            .read(on: DiskLane.Context.beforeServing(), owner: StateDirectory.agentUID(config.runtimeDirectory)),
+            runningAgent == nil || value.run == agentRun
         {
             shown = value
         }

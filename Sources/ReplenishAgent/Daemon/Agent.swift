@@ -58,7 +58,7 @@ struct Agent {
         let session = DRSSession(client: drs, tokens: tokens)
         let subscriptionBook = try SubscriptionBook(
             stateDirectory: config.stateDirectory, onCorrupt: { logger.error("\($0)") }, loadingOn: lane)
-        let shown = ShownStatusBook(runtimeDirectory: config.runtimeDirectory, logger: logger)
+        let shown = ShownStatusBook(runtimeDirectory: config.runtimeDirectory, run: stateDirectory.run, logger: logger)
         // This boot, known under the unit's sandbox too (its /proc hides the kernel's boot id), and this run.
         let boot = StartUp<Clock>.thisBoot(runtimeDirectory: config.runtimeDirectory, logger: logger, on: lane)
         let run = AgentRun(boot: boot, id: stateDirectory.run)

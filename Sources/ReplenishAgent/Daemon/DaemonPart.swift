@@ -7,8 +7,11 @@ import ServiceLifecycle
 ///   normal end (not an error of the group).
 /// - `follow()` reads the streams the part follows (token events, outbox updates) in a task of its own beside
 ///   the work, and is cancelled when the work ends. Most parts follow nothing.
-/// - `mayEnd`: the part's job can be done before the stop (`SerialWatch`, `ClockWatch.Part`); its return then
-///   leaves the group running (`.ignore`). Any other part that returns, or any part that throws, ends the group.
+/// - `mayEnd`: the part's job can be done before the stop (`SerialWatch`, `ClockWatch.Part`). Its work then ends and
+///   the part waits for its turn of the stop, the group running on. It does not return: during a graceful
+///   shutdown the group counts the return of any part but the one it is stopping as "finished unexpectedly",
+///   whatever that part's termination behaviour (service-lifecycle 2.13.0), and the agent would exit 1. Any other
+///   part that returns, or any part that throws, ends the group.
 protocol DaemonPart: Service, CustomStringConvertible {
     func work() async throws
     func follow() async
@@ -25,8 +28,8 @@ extension DaemonPart {
     /// each type, a pass over every conformance record of the binary, about twenty before `READY=1`).
     var groupConfiguration: ServiceGroupConfiguration.ServiceConfiguration {
         ServiceGroupConfiguration.ServiceConfiguration(
-            service: self, successTerminationBehavior: mayEnd ? .ignore : .cancelGroup,
-            failureTerminationBehavior: .cancelGroup, serviceName: description)
+            service: self, successTerminationBehavior: .cancelGroup, failureTerminationBehavior: .cancelGroup,
+            serviceName: description)
     }
 
     func run() async throws {
@@ -38,6 +41,7 @@ extension DaemonPart {
                     tasks.cancelAll()
                 }
             }
+            if mayEnd { try await gracefulShutdown() }
         } catch is CancellationError {
             // The group is shutting down: a cancelled part has finished its job.
         }

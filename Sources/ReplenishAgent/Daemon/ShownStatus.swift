@@ -24,6 +24,9 @@ struct ShownStatus: Codable, Sendable, Equatable, StateFormat {
     var wifiSetup: String?
     /// Program alexa: the claim and the reports, as `ReportStatusKeeper.line` says them.
     var reports: String?
+    /// The run that wrote it (the lock's run id, `AgentRun.id`): while another run holds the lock, this file is
+    /// a stopped run's, and `status` shows none of it (its window and advertisement closed with it).
+    var run: String?
 
     static func path(runtimeDirectory: String) -> String { POSIX.join(runtimeDirectory, "shown-status.json") }
 }
@@ -32,18 +35,20 @@ struct ShownStatus: Codable, Sendable, Equatable, StateFormat {
 actor ShownStatusBook {
     private let store: StateStore<ShownStatus>
     private let logger: Logger
-    private(set) var shown = ShownStatus()
+    private(set) var shown: ShownStatus
     /// The runtime directory refused a write: said once in the log, then the shown status stays in memory.
     private var refusalLogged = false
 
-    init(store: StateStore<ShownStatus>, logger: Logger) {
+    /// For the run `run` (`StateDirectory.run`), which every write carries.
+    init(store: StateStore<ShownStatus>, run: String? = nil, logger: Logger) {
         self.store = store
+        self.shown = ShownStatus(run: run)
         self.logger = logger
     }
 
     /// Over `shown-status.json` of `runtimeDirectory` (`StateStore.shownStatus`).
-    init(runtimeDirectory: String, logger: Logger) {
-        self.init(store: .shownStatus(runtimeDirectory: runtimeDirectory), logger: logger)
+    init(runtimeDirectory: String, run: String? = nil, logger: Logger) {
+        self.init(store: .shownStatus(runtimeDirectory: runtimeDirectory), run: run, logger: logger)
     }
 
     /// The token state `status` shows (never a token): its kind and why.

@@ -104,7 +104,7 @@ import Testing
         for name in ["answering", "hung", "hung at the window's start"] {
             let milliseconds = Self.stopMilliseconds(section(name))
             print("stop: \(milliseconds.map(String.init) ?? "?") ms from SIGTERM to exit, avahi-daemon \(name)")
-            #expect(milliseconds != nil, "\(name): \(output)")
+            #expect(milliseconds != nil, "\(name): \(output)\n\(log)")
             #expect((milliseconds ?? .max) < 10_000, "\(name): \(output)")
         }
         #expect(!section("answering").contains("never advertised") && !section("hung").contains("never advertised"))
