@@ -82,9 +82,12 @@ enum PlainHTTP {
         let deadline = channel.channel.eventLoop.scheduleTask(in: timeout) { channel.channel.close(promise: nil) }
         defer { deadline.cancel() }
         return try await channel.executeThenClose { inbound, outbound in
-            try await outbound.write(.head(head))
-            if let body { try await outbound.write(.body(.byteBuffer(ByteBuffer(bytes: body)))) }
-            try await outbound.write(.end(nil))
+            // The whole request in one write: a device that answers once it has the head (a 429) and closes would
+            // otherwise close the channel under a second write ("I/O on closed channel"), and its answer be lost.
+            var parts: [HTTPClientRequestPart] = [.head(head)]
+            if let body { parts.append(.body(.byteBuffer(ByteBuffer(bytes: body)))) }
+            parts.append(.end(nil))
+            try await outbound.write(contentsOf: parts)
             var answer = Answer(status: 0, headers: [:], body: [])
             for try await part in inbound {
                 switch part {
