@@ -129,13 +129,13 @@ import Testing
     @Test func pipelineDebouncesOnAManualClockAndSleepsWhenIdle() async throws {
         let clock = ManualClock()
         let seen = Mutex<[ButtonPress]>([])
+        let waiters = PressWaiters()
         let pipeline = InputPipeline(
-            board: Self.buttonBoard, clock: clock, logger: Self.quiet,
+            board: Self.buttonBoard, clock: clock, logger: Self.quiet, requests: waiters,
             handler: { press in
                 seen.withLock { $0.append(press) }
                 return .success("ok")
             })
-        let waiters = pipeline.waiters
         let driver = StepDriver(clock: clock, pipeline.step)
         let id = waiters.add()
         // A bounce burst at one instant, then held.
@@ -205,10 +205,10 @@ import Testing
     /// down made no press of its own (issue 29, item 7: dead clients' waiters took the next presses' answers).
     @Test func aPressIsAnsweredToTheRequestThatMadeItAndAForgottenOneTakesNothing() async throws {
         let clock = ManualClock()
+        let waiters = PressWaiters()
         let pipeline = InputPipeline(
-            board: Self.buttonBoard, clock: clock, logger: Self.quiet,
+            board: Self.buttonBoard, clock: clock, logger: Self.quiet, requests: waiters,
             handler: { press in .success("\(press.kind.rawValue)") })
-        let waiters = pipeline.waiters
         let driver = StepDriver(clock: clock, pipeline.step)
         // A client that goes away while holding: its press is handled, answered to no one.
         let gone = waiters.add()

@@ -43,9 +43,11 @@ struct AlexaAgent {
             joined: { await reporter.checkClaimSoon() })
         let presses = AlexaPresses(
             config: config, reporter: reporter, signals: signals, wifiSetup: wifiSetup, logger: logger)
-        let inputs = InputPipeline(board: config.board, clock: clock, logger: logger, handler: presses.handle)
+        let waiters = PressWaiters()
+        let inputs = InputPipeline(
+            board: config.board, clock: clock, logger: logger, requests: waiters, handler: presses.handle)
         let control = ControlServer(
-            backend: board.simulated, inputs: inputs, lights: lights, board: config.board,
+            backend: board.simulated, inputs: inputs, waiters: waiters, lights: lights, board: config.board,
             owner: { command in await presses.owner(command) })
 
         let shownReports = reporter.shown.subscribe()

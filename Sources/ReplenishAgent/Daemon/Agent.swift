@@ -132,9 +132,11 @@ struct Agent {
                 tokens: tokens, duties: duties, signals: signals, openWindow: pairingEntry.open,
                 reset: owner.resetConfirmedWithTheButton, wifiSetup: wifiLongPress),
             clock: clock, logger: logger)
-        let inputs = InputPipeline(board: config.board, clock: clock, logger: logger, handler: presses.handle)
+        let waiters = PressWaiters()
+        let inputs = InputPipeline(
+            board: config.board, clock: clock, logger: logger, requests: waiters, handler: presses.handle)
         let control = ControlServer(
-            backend: board.simulated, inputs: inputs, lights: lights, board: config.board,
+            backend: board.simulated, inputs: inputs, waiters: waiters, lights: lights, board: config.board,
             owner: owner.perform)
 
         // The streams: every subscription is made here, before any part runs, so none misses an event.

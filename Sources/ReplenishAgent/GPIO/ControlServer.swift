@@ -17,6 +17,8 @@ struct ControlServer: Sendable {
     /// The simulated board, or nil on real hardware (press, level and state are then refused).
     let backend: SimulatedBackend?
     let inputs: InputPipeline<ContinuousClock>
+    /// The `press` requests waiting for their press's outcome, which `inputs` gives them.
+    let waiters: PressWaiters
     let lights: Lights<ContinuousClock>
     let board: BoardFile
     let owner: @Sendable (OwnerCommand) async -> Result<String, AgentError>
@@ -176,7 +178,6 @@ struct ControlServer: Sendable {
         }
         let timeout = PressWait<ContinuousClock.Instant>.timeout(
             hold: .milliseconds(Int64(hold * 1000)), debounce: .milliseconds(input.debounceMilliseconds))
-        let waiters = inputs.waiters
         let id = waiters.add()
         let ended = await pressAndRelease(input.name, holding: hold, bounces: bounces, request: id, backend: backend)
         if let ended {

@@ -2,8 +2,8 @@ import Logging
 
 /// Feeds a backend's raw edges through one `InputLine` per input, wakes at each debounce deadline (no polling: the
 /// timer loop waits for a deadline only while a change is settling), and hands recognised presses to `handler`.
-/// A press that a request made (`InputEdge.request`: the control socket's `press`) has its outcome answered to that
-/// request's waiter in `waiters`, and to no other.
+/// A press that a request made (`InputEdge.request`: the control socket's `press`) has its outcome given to
+/// `requests` (the control socket's waiters) under that request's id, and to no other.
 ///
 /// An edge is timed by the kernel's timestamp when it has one (`InputEdge.timestamp`, CLOCK_MONOTONIC): its
 /// time on `clock` is now minus its age, so edges that reach the pipeline late (a busy device, a burst read
@@ -17,8 +17,8 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
     private let monotonicNow: @Sendable () -> Duration
     private let logger: Logger
     private let handler: Handler
-    /// The control socket's requests waiting for the outcome of a press they made.
-    nonisolated let waiters = PressWaiters()
+    /// Told what became of a press a request made (the control socket's `PressWaiters`; none for `gpio-watch`).
+    private let requests: (any PressRequests)?
     /// Each input's machine, and who made its press under way.
     private var lines: [String: InputLine<C.Instant>] = [:]
     /// Presses recognised and not yet handed to the handler, in order.
@@ -28,11 +28,12 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
 
     init(
         board: BoardFile, clock: C, monotonicNow: @escaping @Sendable () -> Duration = { POSIX.monotonicNow() },
-        logger: Logger, handler: @escaping Handler
+        logger: Logger, requests: (any PressRequests)? = nil, handler: @escaping Handler
     ) {
         self.clock = clock
         self.monotonicNow = monotonicNow
         self.logger = logger
+        self.requests = requests
         self.handler = handler
         for input in board.inputs { lines[input.name] = InputLine(input) }
     }
@@ -107,18 +108,18 @@ actor InputPipeline<C: Clock> where C.Duration == Duration {
     }
 
     /// Says that `recognised` was recognised; returns its handling, the handler's call, which runs off the
-    /// pipeline (the handler may take a DRS call or two). A press a request made is answered to that request's
-    /// waiter, if it still waits: from the recognition on, its wait is for the handler's outcome, no longer for a
-    /// press.
+    /// pipeline (the handler may take a DRS call or two). What became of a press a request made goes to
+    /// `requests` under its id: from the recognition on, the request's wait is for the handler's outcome, no longer
+    /// for a press.
     private func handling(_ recognised: RecognisedPress) -> @Sendable () async -> Void {
         let press = recognised.press
         logger.info(
             "press recognised", metadata: ["gpio.input": "\(press.input)", "gpio.press": "\(press.kind.rawValue)"])
-        let (handler, waiters, request) = (handler, waiters, recognised.request)
+        let (handler, requests, request) = (handler, requests, recognised.request)
         return {
-            if let request { waiters.recognised(request) }
+            if let request { requests?.recognised(request) }
             let outcome = await handler(press)
-            if let request { waiters.finish(request, with: outcome) }
+            if let request { requests?.finish(request, with: outcome) }
         }
     }
 }

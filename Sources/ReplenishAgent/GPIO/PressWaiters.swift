@@ -2,7 +2,7 @@ import Synchronization
 
 /// The control socket's requests waiting for the outcome of a press they made: a request registers (`add`) before
 /// it presses, its edges carry the id (`InputEdge.request`), and the press they start is answered to it alone
-/// (`InputPipeline`, whose waiters these are, gives the handler's outcome). Each is answered once: with its own
+/// (`InputPipeline` says it was recognised and gives the handler's outcome, through `PressRequests`). Each is answered once: with its own
 /// press's outcome, a failure when its wait ran out (`PressWait`), or a failure when its caller is cancelled (the
 /// agent stopping). An answer that comes before the request waits for it is kept until it does. `ControlServer`
 /// adds the waiters and waits.
@@ -145,3 +145,14 @@ final class PressWaiters: Sendable {
         }
     }
 }
+
+/// Where the input pipeline says what became of a press a request made (`InputEdge.request`): the control
+/// socket's `PressWaiters`. The pipeline holds no waiter; it only passes the request's id back.
+protocol PressRequests: Sendable {
+    /// The request's press was recognised and goes to the handler; false when no one waits for it any more.
+    @discardableResult func recognised(_ id: Int) -> Bool
+    /// The handler's outcome of the request's press.
+    func finish(_ id: Int, with outcome: PressWaiters.Outcome)
+}
+
+extension PressWaiters: PressRequests {}
