@@ -163,18 +163,24 @@ actor OrderBook {
     {
         await turns.take()
         defer { turns.release() }
+        var next = outbox
+        let result = change(&next)
+        try await write(next, then: event)
+        return result
+    }
+
+    /// `commit`'s write, the same for every change (not generic, so each caller's `commit` is small): `next` made
+    /// current, written if it differs or the file is behind, then `event` published (if any).
+    private func write(_ next: Outbox, then event: OrderEvent?) async throws(AgentError) {
         // A mark is kept only while its entry still waits to be tried with it (completed, parked or dropped, it
         // goes), whether or not the write succeeded: memory holds the change either way.
         defer { marks.keepOnlyWaiting(in: outbox) }
-        var next = outbox
-        let result = change(&next)
         if next != outbox || writes.unwritten {
             do { try await store.save(next) } catch { throw keptUnwritten(next, error) }
             outbox = next
             if writes.succeeded() { logger.notice("the outbox is written now") }
         }
         if let event { publish(event) }
-        return result
     }
 
     /// Marks the slot's entry "sent, answer unknown" before its call leaves, stamped with this run and boot;
