@@ -12,7 +12,7 @@ struct OrdersCommand: AsyncParsableCommand {
 
     @OptionGroup var format: ReportFormat
 
-    struct Report: Encodable, Equatable {
+    struct Report: Encodable {
         struct Queued: Encodable, Equatable {
             var slot: String
             var presses: Int
