@@ -59,7 +59,7 @@ actor OrderBook {
 
     /// What the outbox made of a press: a new entry or one counted on the pending entry, and the slot's
     /// consumption after it (for the slot-status report).
-    struct Acceptance: Sendable, Equatable {
+    struct Acceptance: Sendable {
         var kind: Outbox.Acceptance
         var consumedAt: [Double]
         /// The press replaced an entry of an earlier boot that waited for the wall clock.
@@ -70,7 +70,7 @@ actor OrderBook {
     /// `DeliveryLoop` knows whether it leaves at once (a token at hand, the slot not backing off), for a new entry and
     /// for a press counted on the pending one. The entry as it was before the mark is kept here (`marks`), for
     /// the try that takes it (`markSending`) or gives it back (`unmarkAccepted`).
-    struct MarkNow: Sendable, Equatable {
+    struct MarkNow: Sendable {
         var ifQueued = false
         var ifCoalesced = false
     }
