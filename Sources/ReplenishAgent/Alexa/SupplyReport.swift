@@ -41,7 +41,7 @@ struct SupplyReport: Codable, Sendable, Equatable {
 }
 
 /// What the cloud answers to a report (`200`), and to `GET {cloudURL}/v1/units/{unit}`.
-struct CloudAnswer: Decodable, Sendable, Equatable {
+struct CloudAnswer: Decodable, Sendable {
     /// The report's sequence number, once the cloud has it (applied now, or earlier: a duplicate).
     var acknowledged: Int?
     /// Whether a customer has claimed the unit (`POST /v1/claims` from the phone).

@@ -26,7 +26,7 @@ final class AvahiAdvertisement: Sendable {
     static let stopBound: Duration = .seconds(2)
 
     /// What the advertisement is doing.
-    enum Change: Sendable, Equatable {
+    enum Change: Sendable {
         /// Established on the network, under the host name the daemon publishes (`name.local`, or another after a
         /// conflict such as `name-2.local`), when it said one.
         case advertised(hostName: String?)

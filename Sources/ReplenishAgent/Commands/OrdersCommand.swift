@@ -12,8 +12,8 @@ struct OrdersCommand: AsyncParsableCommand {
 
     @OptionGroup var format: ReportFormat
 
-    struct Report: Encodable, Equatable {
-        struct Queued: Encodable, Equatable {
+    struct Report: Encodable {
+        struct Queued: Encodable {
             var slot: String
             var presses: Int
             var firstPressAt: String?
@@ -21,7 +21,7 @@ struct OrdersCommand: AsyncParsableCommand {
             var parkedReason: String?
         }
 
-        struct Order: Encodable, Equatable {
+        struct Order: Encodable {
             var slot: String
             var detailCode: String
             var eventInstanceId: String?

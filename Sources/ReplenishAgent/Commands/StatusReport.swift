@@ -2,8 +2,8 @@ import FoundationEssentials
 
 /// What `status` shows: what the device knows, read from the state directory (whether or not the agent runs), and
 /// whether an agent runs. Never holds a token.
-struct StatusReport: Encodable, Equatable {
-    struct Slot: Encodable, Equatable {
+struct StatusReport: Encodable {
+    struct Slot: Encodable {
         /// Always present, `null` when unknown (docs/commands.md); the other optionals are left out when absent.
         @NullWhenAbsent var subscribed: Bool?
         @NullWhenAbsent var lastResult: String?
@@ -19,7 +19,7 @@ struct StatusReport: Encodable, Equatable {
         var order: Order? = nil
 
         /// `status` and `checkedAt` are always present, `null` until DRS was asked (docs/commands.md).
-        struct Order: Encodable, Equatable {
+        struct Order: Encodable {
             var eventInstanceId: String
             var open: Bool
             @NullWhenAbsent var status: String?
@@ -28,7 +28,7 @@ struct StatusReport: Encodable, Equatable {
     }
 
     /// Whether the pairing endpoints are served, and until when.
-    struct PairingWindow: Encodable, Equatable {
+    struct PairingWindow: Encodable {
         var open: Bool
         @NullWhenAbsent var closesAt: String?
     }
@@ -41,7 +41,7 @@ struct StatusReport: Encodable, Equatable {
     }
 
     /// Program alexa: what `reports.json` holds and what the running agent says of the cloud.
-    struct Alexa: Encodable, Equatable {
+    struct Alexa: Encodable {
         var unit: String
         /// Whether a customer has claimed the unit, as the cloud last said; `null` until it said.
         @NullWhenAbsent var claimed: Bool?

@@ -2,7 +2,7 @@
 /// cloud, the unit's certificate, and what each input tells of its slot's supply.
 extension AgentConfig {
     /// `alexa`: where the unit reports, and the certificate and key it proves itself with (mutual TLS).
-    struct AlexaSettings: Sendable, Equatable {
+    struct AlexaSettings: Sendable {
         /// The maker's cloud (`alexa.cloudURL`): reports go to `{cloudURL}/v1/units/{unitId}/reports`.
         var cloudURL: EndpointURL
         /// The unit's X.509 certificate, PEM (`alexa.certificateFile`).
@@ -18,7 +18,7 @@ extension AgentConfig {
     /// A load cell whose counts the kernel gives in a file (`alexa.scales[]`): an IIO ADC such as the HX711's
     /// driver (`/sys/bus/iio/devices/iio:deviceN/in_voltage0_raw`), read every `pollSeconds`; its slot's level is
     /// `(counts - zeroCounts) / countsPerUnit`, reported when it moved by `minimumChange` or more.
-    struct Scale: Sendable, Equatable {
+    struct Scale: Sendable {
         var slot: String
         var file: String
         var zeroCounts: Double
@@ -30,8 +30,8 @@ extension AgentConfig {
     }
 
     /// What an input tells of its slot's supply in the alexa program (`buttons[].usage` / `buttons[].level`).
-    struct SupplySensor: Sendable, Equatable {
-        enum Kind: Sendable, Equatable {
+    struct SupplySensor: Sendable {
+        enum Kind: Sendable {
             /// A press consumed this many units (Alexa's `InventoryUsageSensor`, a Count).
             case usage(unitsPerPress: Double)
             /// The level input's low and full mean these levels (Alexa's `InventoryLevelSensor`).

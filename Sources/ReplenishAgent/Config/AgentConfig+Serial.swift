@@ -136,7 +136,7 @@ extension AgentConfig {
     }
 
     /// Why a serial could not be read again.
-    struct SerialProblem: Error, Equatable {
+    struct SerialProblem: Error {
         var message: String
     }
 

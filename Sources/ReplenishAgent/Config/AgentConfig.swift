@@ -48,7 +48,7 @@ struct AgentConfig: Sendable {
         var baseURL: EndpointURL
     }
 
-    struct Button: Sendable, Equatable {
+    struct Button: Sendable {
         var input: String
         var slot: String
         /// After an accepted order, further presses of this button within this time only flash the LED.
@@ -64,7 +64,7 @@ struct AgentConfig: Sendable {
 
     /// `wifiSetup`: the interfaces NetworkManager uses, how long the access point stays open, and the setup
     /// endpoints' port while it is open.
-    struct WiFiSetupConfig: Sendable, Equatable {
+    struct WiFiSetupConfig: Sendable {
         /// The Wi-Fi interface that joins networks (empty: NetworkManager's first Wi-Fi device).
         var interface = ""
         /// The interface that runs the access point (empty: the same; `ap0` made by the package's

@@ -1,5 +1,5 @@
 /// A board file: which GPIO backend the device uses and which lines carry its inputs and LEDs.
-struct BoardFile: Sendable, Equatable {
+struct BoardFile: Sendable {
     enum Backend: String, Sendable { case gpiod, simulated }
     enum Bias: String, Sendable {
         case asIs = "as-is"
@@ -9,7 +9,7 @@ struct BoardFile: Sendable, Equatable {
     }
     enum InputKind: String, Sendable { case button, level }
 
-    struct Input: Sendable, Equatable {
+    struct Input: Sendable {
         var name: String
         var kind: InputKind
         /// Line offset on the chip (gpiod backend only).

@@ -3,7 +3,7 @@ import CCurl
 /// A failure libcurl reported: what the agent asked of it, libcurl's code and libcurl's words for it. Carried
 /// inside `AgentError` (as its `cause`), so callers and tests check the code (60: the server's certificate
 /// could not be verified) instead of reading the message.
-struct CurlError: Error, Sendable, Equatable, CustomStringConvertible {
+struct CurlError: Error, Sendable, CustomStringConvertible {
     /// Which of libcurl's code lists `code` is from.
     enum Kind: String, Sendable {
         /// `CURLcode`: the easy interface (a transfer, an option).

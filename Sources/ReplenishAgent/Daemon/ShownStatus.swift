@@ -74,6 +74,11 @@ actor ShownStatusBook {
         change(&next)
         guard next != shown else { return }
         shown = next
+        await write(next)
+    }
+
+    /// `change`'s write, the same for every change (so each caller's `change` stays small).
+    private func write(_ next: ShownStatus) async {
         do throws(AgentError) {
             // A tmpfs (`DiskLane.Medium.tmpfs`): nothing to make durable; the lane keeps the writes in order,
             // and a stop does not wait for one queued behind a flush of the flash. The directory is the daemon's

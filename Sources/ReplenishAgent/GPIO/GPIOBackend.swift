@@ -1,6 +1,6 @@
 /// A change of an input line's logical level (active = pressed, or level below threshold), as the backend
 /// saw it: raw, bounces included. Debouncing is `InputLine`'s job.
-struct InputEdge: Sendable, Equatable {
+struct InputEdge: Sendable {
     var input: String
     var active: Bool
     /// When the kernel saw the edge, as time on CLOCK_MONOTONIC (libgpiod's event timestamp; see

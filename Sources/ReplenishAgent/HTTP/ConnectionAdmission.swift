@@ -8,7 +8,7 @@ enum ConnectionAdmission {
         static func < (lhs: State, rhs: State) -> Bool { lhs.rawValue < rhs.rawValue }
     }
 
-    struct Connection: Equatable {
+    struct Connection {
         var id: Int
         var peer: String
         var state: State

@@ -1,6 +1,6 @@
 /// A URL the agent is allowed to call: `https://` anywhere, `http://` only on a loopback host (tests and the
 /// emulator). Parsed by libcurl's own URL parser (`CurlURL`), the same one that will send the request.
-struct EndpointURL: Sendable, Equatable, CustomStringConvertible {
+struct EndpointURL: Sendable, CustomStringConvertible {
     let text: String
     let scheme: String
     let host: String

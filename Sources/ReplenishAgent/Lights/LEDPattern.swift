@@ -46,7 +46,7 @@ enum LEDPattern: String, Sendable, CaseIterable {
     var steadyOn: Bool { self == .orderPlaced }
 
     /// What the device shows, most urgent first.
-    struct Facts: Sendable, Equatable {
+    struct Facts: Sendable {
         var paired = false
         /// The pairing endpoints are served (`PairingWindow`).
         var pairingWindowOpen = false

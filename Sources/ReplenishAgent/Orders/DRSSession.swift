@@ -13,7 +13,7 @@ protocol AccessTokens: Sendable {
 
 /// What the delivery loop knows of the pairing: its tag (stamped on each press), and whether an access token is
 /// at hand now (a press's call then leaves at once, `DeliveryLoop.accept`).
-struct TokenPairing: Sendable, Equatable {
+struct TokenPairing: Sendable {
     var pairingId: String?
     var hasUsableAccessToken: Bool
 }

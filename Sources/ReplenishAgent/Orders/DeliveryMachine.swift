@@ -137,7 +137,7 @@ struct DeliveryMachine<Instant: InstantProtocol>: Sendable where Instant.Duratio
 }
 
 /// A pending entry as one look of the delivery loop sees it (`OrderBook.look`).
-struct PendingSlot: Equatable, Sendable {
+struct PendingSlot: Sendable {
     var slot: String
     /// Its unanswered call is from an earlier boot, and the wall clock is not known synchronised yet.
     var waitsForClock = false

@@ -59,7 +59,7 @@ actor OrderBook {
 
     /// What the outbox made of a press: a new entry or one counted on the pending entry, and the slot's
     /// consumption after it (for the slot-status report).
-    struct Acceptance: Sendable, Equatable {
+    struct Acceptance: Sendable {
         var kind: Outbox.Acceptance
         var consumedAt: [Double]
         /// The press replaced an entry of an earlier boot that waited for the wall clock.
@@ -70,7 +70,7 @@ actor OrderBook {
     /// `DeliveryLoop` knows whether it leaves at once (a token at hand, the slot not backing off), for a new entry and
     /// for a press counted on the pending one. The entry as it was before the mark is kept here (`marks`), for
     /// the try that takes it (`markSending`) or gives it back (`unmarkAccepted`).
-    struct MarkNow: Sendable, Equatable {
+    struct MarkNow: Sendable {
         var ifQueued = false
         var ifCoalesced = false
     }
@@ -163,18 +163,24 @@ actor OrderBook {
     {
         await turns.take()
         defer { turns.release() }
+        var next = outbox
+        let result = change(&next)
+        try await write(next, then: event)
+        return result
+    }
+
+    /// `commit`'s write, the same for every change (not generic, so each caller's `commit` is small): `next` made
+    /// current, written if it differs or the file is behind, then `event` published (if any).
+    private func write(_ next: Outbox, then event: OrderEvent?) async throws(AgentError) {
         // A mark is kept only while its entry still waits to be tried with it (completed, parked or dropped, it
         // goes), whether or not the write succeeded: memory holds the change either way.
         defer { marks.keepOnlyWaiting(in: outbox) }
-        var next = outbox
-        let result = change(&next)
         if next != outbox || writes.unwritten {
             do { try await store.save(next) } catch { throw keptUnwritten(next, error) }
             outbox = next
             if writes.succeeded() { logger.notice("the outbox is written now") }
         }
         if let event { publish(event) }
-        return result
     }
 
     /// Marks the slot's entry "sent, answer unknown" before its call leaves, stamped with this run and boot;

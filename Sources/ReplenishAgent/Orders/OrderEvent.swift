@@ -1,5 +1,5 @@
 /// What happened to an order, for the LED and the logs.
-enum OrderEvent: Sendable, Equatable {
+enum OrderEvent: Sendable {
     case queued(slot: String)
     case retrying(slot: String, network: Bool)
     case acknowledged(slot: String, detailCode: String)
@@ -8,7 +8,7 @@ enum OrderEvent: Sendable, Equatable {
 
 /// An order event and what the followers show of the outbox right after it: the entries waiting to be sent and
 /// the ones parked.
-struct OrderUpdate: Sendable, Equatable {
+struct OrderUpdate: Sendable {
     var event: OrderEvent
     var pending: Int
     var parked: Int

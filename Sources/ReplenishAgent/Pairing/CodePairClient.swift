@@ -50,8 +50,8 @@ struct CodePairClient: Sendable {
     /// same scope data the companion app builds from the device's `deviceInfo` (docs/companion-app.md), its
     /// flags from the phase (`AgentConfig.Phase`), as `PairingCoordinator` reports them. A released device (the
     /// `production` phase) passes no flags at all, as Amazon's sample devices do: both keys are left out.
-    struct ScopeData: Encodable, Equatable {
-        struct Replenish: Encodable, Equatable {
+    struct ScopeData: Encodable {
+        struct Replenish: Encodable {
             var deviceModel: String
             var serial: String
             var isTestDevice: Bool?

@@ -3,7 +3,7 @@
 /// port with the TXT strings `v=2` (this protocol's version), `id=` the first 16 hex digits of SHA-256 of the
 /// serial (the app matches it to the label's serial without the serial going out on the network) and `md=` the
 /// device model. The instance name is `Replenish <id>`; Avahi picks `… #2` when another host has it.
-struct PairingAdvertisement: Sendable, Equatable {
+struct PairingAdvertisement: Sendable {
     static let serviceType = "_replenish._tcp"
 
     var name: String

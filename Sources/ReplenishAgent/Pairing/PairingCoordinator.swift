@@ -139,7 +139,7 @@ actor PairingCoordinator<C: Clock> where C.Duration == Duration {
     }
 
     /// The fields the app sends; each checked for presence, type and length.
-    struct CompanionInfo: Equatable {
+    struct CompanionInfo {
         var sessionId: String
         var authCode: Secret
         var clientId: String
@@ -147,7 +147,7 @@ actor PairingCoordinator<C: Clock> where C.Duration == Duration {
         /// The app's proof (`SetupKey.companionInfoMessage`); nil when not sent.
         var proof: String? = nil
 
-        enum Parsed: Equatable {
+        enum Parsed {
             case valid(CompanionInfo)
             case invalid(reason: String)
         }

@@ -27,7 +27,7 @@ struct WrongProofs<Instant: InstantProtocol>: Sendable where Instant.Duration ==
 
     /// What a log line says: the wrong proofs (answered `403`) and the refused tries (answered `429`) since
     /// `since`, from how many addresses, and the address that sent the most.
-    struct Report: Equatable, Sendable {
+    struct Report: Sendable {
         var wrongProofs = 0
         var throttled = 0
         var peers = 0

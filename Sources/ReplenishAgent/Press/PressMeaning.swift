@@ -18,7 +18,7 @@ enum PressMeaning {
     }
 
     /// What is known of the press's slot when it is judged (only what the decision needs is asked for).
-    struct Facts: Equatable, Sendable {
+    struct Facts: Sendable {
         /// A level sensor of the slot ordered and no refill has been seen since.
         var sensorLatched = false
         /// The slot's last order is still open at DRS (as just re-checked), with DRS's word for its state; nil

@@ -5,7 +5,7 @@
 /// and a fleet of devices retrying at once after an outage is exactly the load backoff exists to prevent).
 /// The random source is injected (the device uses the system's CSPRNG, never a time-seeded one; tests use a
 /// seeded generator).
-struct Backoff: Sendable, Equatable {
+struct Backoff: Sendable {
     var base: Duration
     var cap: Duration
 

@@ -68,7 +68,7 @@ enum BootIdentity {
 }
 
 /// What the boot's mark (`BootIdentity.markerName` in the runtime directory) holds: one line, the id.
-struct BootMark: FileFormat, Equatable {
+struct BootMark: FileFormat {
     var id: String
 
     static func decoded(from bytes: [UInt8]) -> Result<BootMark, StateFile.FormatProblem> {
@@ -92,7 +92,7 @@ extension StateStore<BootMark> {
 /// starts and recorded in the state directory's lock file (`StateDirectory.lock`), where `status` reads it
 /// while that agent runs. A mark with this run's id is of this boot whatever the sandbox hides: an unknown boot
 /// is only ever assumed for a mark loaded from disk.
-struct AgentRun: Sendable, Equatable {
+struct AgentRun: Sendable {
     var boot: String?
     var id: String?
 

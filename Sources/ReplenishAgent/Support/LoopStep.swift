@@ -3,7 +3,7 @@
 /// "step, then wait on the waker for what the step says", until cancelled. Tests drive `step()` themselves on a
 /// manual clock: no task runs the loop and nothing sleeps, so a test knows when an actor has done all it had to
 /// do.
-struct LoopStep<Instant: InstantProtocol>: Sendable, Equatable {
+struct LoopStep<Instant: InstantProtocol>: Sendable {
     /// The step carried out at least one action (a call, a write): what it changed may let another actor, or
     /// this one, do more at the same instant.
     var worked: Bool

@@ -3,7 +3,7 @@
 /// `subscribed` and `lastResult`, an order's `status` and `checkedAt`).
 // swift-format-ignore: UseSynthesizedInitializer
 @propertyWrapper
-struct NullWhenAbsent<Value: Encodable & Equatable & Sendable>: Encodable, Equatable, Sendable {
+struct NullWhenAbsent<Value: Encodable & Equatable & Sendable>: Encodable, Sendable {
     var wrappedValue: Value?
 
     // Written out (the lint rule is off for this type): the memberwise initializer of a type that uses the wrapper

@@ -1,7 +1,7 @@
 /// The time-sync signal the agent waits for, and whether anything on this system gives it: what `check-config`
 /// says, so that a board without systemd-timesyncd (chrony, ntpd, busybox's ntpd, a battery clock alone) is
 /// found before its first power cut, not after. Files only; nothing is run.
-struct TimeSyncSignal: Sendable, Equatable {
+struct TimeSyncSignal: Sendable {
     /// systemd runs as the init system (`/run/systemd/system` exists: `sd_booted()`'s test). Without it no unit
     /// ever starts, timesyncd's included (a container, a chroot, a board with another init).
     var systemdRunning: Bool

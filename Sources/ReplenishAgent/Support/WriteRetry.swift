@@ -1,7 +1,7 @@
 /// A state file whose write failed (disk full, an I/O error) and is tried again, as one value for every owner of
 /// one (the tokens' `RefreshTimeline`, the outbox's `OrderBook`): the failures in a row, and the wait before the next
 /// try on the state-write backoff (5 s doubling to 5 minutes, with jitter: `Backoff.stateWrite`).
-struct WriteRetry: Sendable, Equatable {
+struct WriteRetry: Sendable {
     /// Writes that failed in a row.
     private(set) var failures = 0
 

@@ -50,7 +50,7 @@ enum LoopExecutor {
     static var installed: Installed { outcome.withLock { $0 } }
     private static let outcome = Mutex(Installed.notTried)
 
-    enum Installed: Sendable, Equatable {
+    enum Installed: Sendable {
         case notTried
         /// Every job and timer on the loop: through the runtime's hooks (6.2), or the hooks and the executor
         /// factory (6.3).

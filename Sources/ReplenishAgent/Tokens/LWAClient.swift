@@ -27,7 +27,7 @@ struct LWAClient: Sendable {
 
     /// What `checkedAtPairing` found: the grant to keep, and why the client secret is not checked yet (LWA did
     /// not answer the check: a 5xx, a dropped connection, a timeout), nil when it was, or none is configured.
-    struct CheckedGrant: Sendable, Equatable {
+    struct CheckedGrant: Sendable {
         var grant: TokenGrant
         var uncheckedBecause: String?
     }

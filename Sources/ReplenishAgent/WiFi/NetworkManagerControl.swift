@@ -31,7 +31,7 @@ enum NetworkManagerChange: Sendable, Equatable {
 }
 
 /// Why setup mode is not available: said by `status` and `check-config`.
-struct NetworkManagerUnavailable: Error, Equatable, CustomStringConvertible {
+struct NetworkManagerUnavailable: Error, CustomStringConvertible {
     var reason: String
     var description: String { reason }
 }

@@ -9,7 +9,7 @@
 ///   unit's passphrase (the id is in the MAC).
 /// - A provisioning request carries a proof over every field the device acts on, and the device's answer a proof
 ///   over every field the phone acts on, keyed by the setup key like `deviceInfo`/`companionInfo`.
-struct SetupAccessPoint: Sendable, Equatable {
+struct SetupAccessPoint: Sendable {
     /// The access point's SSID.
     let ssid: String
     /// The WPA2 passphrase (prints as `<redacted>`).
