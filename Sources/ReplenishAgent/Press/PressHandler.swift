@@ -44,68 +44,58 @@ actor PressHandler<C: Clock> where C.Duration == Duration {
         var answer: Result<String, AgentError> = .failure(AgentError(.invalidInput, "the press was not answered"))
         var actions = PressMeaning.actions(for: decision, facts: facts, input: press.input)
         while !actions.isEmpty {
-            let action = actions.removeFirst()
-            guard await carryOut(action, of: press, at: now, answer: &answer, then: &actions) else { return answer }
+            switch actions.removeFirst() {
+            case .answer(let text): answer = .success(text)
+            case .refuse(let code, let message): answer = .failure(AgentError(code, message))
+            case .signal(let signal): effects.signal(signal)
+            case .recordRefill(let slot):
+                do {
+                    try await book.recordRefill(slot: slot)
+                    logger.info(
+                        "level sensor: refill seen; the next low orders again", metadata: ["order.slot": "\(slot)"])
+                } catch {
+                    // Not saved: the latch stays, and the sensor will not order at the next low. The customer's
+                    // button still orders; the log says why the sensor did not.
+                    logger.error(
+                        "could not record the refill", metadata: ["order.slot": "\(slot)", "error": "\(error.message)"])
+                    return .failure(error)
+                }
+            case .recordPressWhileOpen(let slot, let state):
+                do { try await book.recordPressWhileOpen(slot: slot) } catch {
+                    logger.error(
+                        "could not record the press", metadata: ["order.slot": "\(slot)", "error": "\(error.message)"])
+                }
+                logger.info(
+                    "press for a slot whose order is still open: recorded, not sent",
+                    metadata: ["order.slot": "\(slot)", "order.status": "\(state ?? "placed")"])
+            case .order(let slot, let fromSensor):
+                do {
+                    let acceptance = try await outbox.accept(slot: slot, fromSensor: fromSensor)
+                    policy.orderAccepted(slot: slot, at: now)
+                    actions =
+                        PressMeaning.accepted(
+                            acceptance, slot: slot, fromSensor: fromSensor, button: config.button(forInput: press.input)
+                        )
+                        + actions
+                } catch {
+                    logger.warning("press refused", metadata: ["order.slot": "\(slot)", "error": "\(error.message)"])
+                    actions = PressMeaning.refused(error) + actions
+                }
+            case .reportSlotStatus(let slot, let report):
+                await effects.reportSlotStatus(slot: slot, report: report)
+            case .confirmRepairing:
+                // The owner-change gesture is a factory reset: the next owner gets no queued press of this one.
+                answer = await effects.factoryReset().map { _ in
+                    "pairing forgotten, queued presses wiped; \(pairingAgain)"
+                }
+            case .openPairingWindow:
+                answer = .success(await effects.openPairingWindow())
+            }
         }
         if case .failure(let error) = answer, case .order(let slot) = decision, error.code == .accessDenied {
             logger.warning("press refused", metadata: ["order.slot": "\(slot)", "error": "\(error.message)"])
         }
         return answer
-    }
-
-    /// Carries out one of the press's actions: `answer` becomes its answer when it has one, and the actions it leads
-    /// to go first in `actions`. Returns false when the press ends here, with `answer` (a refill not recorded).
-    private func carryOut(
-        _ action: PressMeaning.Action, of press: ButtonPress, at now: C.Instant,
-        answer: inout Result<String, AgentError>, then actions: inout [PressMeaning.Action]
-    ) async -> Bool {
-        switch action {
-        case .answer(let text): answer = .success(text)
-        case .refuse(let code, let message): answer = .failure(AgentError(code, message))
-        case .signal(let signal): effects.signal(signal)
-        case .recordRefill(let slot):
-            do {
-                try await book.recordRefill(slot: slot)
-                logger.info(
-                    "level sensor: refill seen; the next low orders again", metadata: ["order.slot": "\(slot)"])
-            } catch {
-                // Not saved: the latch stays, and the sensor will not order at the next low. The customer's
-                // button still orders; the log says why the sensor did not.
-                logger.error(
-                    "could not record the refill", metadata: ["order.slot": "\(slot)", "error": "\(error.message)"])
-                answer = .failure(error)
-                return false
-            }
-        case .recordPressWhileOpen(let slot, let state):
-            do { try await book.recordPressWhileOpen(slot: slot) } catch {
-                logger.error(
-                    "could not record the press", metadata: ["order.slot": "\(slot)", "error": "\(error.message)"])
-            }
-            logger.info(
-                "press for a slot whose order is still open: recorded, not sent",
-                metadata: ["order.slot": "\(slot)", "order.status": "\(state ?? "placed")"])
-        case .order(let slot, let fromSensor):
-            do {
-                let acceptance = try await outbox.accept(slot: slot, fromSensor: fromSensor)
-                policy.orderAccepted(slot: slot, at: now)
-                actions =
-                    PressMeaning.accepted(
-                        acceptance, slot: slot, fromSensor: fromSensor, button: config.button(forInput: press.input))
-                    + actions
-            } catch {
-                logger.warning("press refused", metadata: ["order.slot": "\(slot)", "error": "\(error.message)"])
-                actions = PressMeaning.refused(error) + actions
-            }
-        case .reportSlotStatus(let slot, let report):
-            await effects.reportSlotStatus(slot: slot, report: report)
-        case .confirmRepairing:
-            // The owner-change gesture is a factory reset: the next owner gets no queued press of this one.
-            answer = await effects.factoryReset().map { _ in "pairing forgotten, queued presses wiped; \(pairingAgain)"
-            }
-        case .openPairingWindow:
-            answer = .success(await effects.openPairingWindow())
-        }
-        return true
     }
 
     /// The facts an order needs, each asked once.
