@@ -205,7 +205,7 @@ struct ReportShownPart: DaemonPart {
 }
 
 /// The `STATUS=` line of program alexa: the claim and the reports.
-actor ReportStatusKeeper: StatusLineKeeper {
+final actor ReportStatusKeeper: StatusLineKeeper {
     private let notifier: SystemdNotifier
     private var text: String
     private var running = false

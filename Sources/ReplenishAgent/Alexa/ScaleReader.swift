@@ -6,7 +6,7 @@ import Logging
 /// when it moved by `minimumChange` or more since the level last recorded. A file that cannot be read, or that
 /// holds no number, is logged (once until it reads again) and the next poll tries again; nothing is recorded from
 /// it.
-actor ScaleReader<C: Clock>: LoopingActor where C.Duration == Duration {
+final actor ScaleReader<C: Clock>: LoopingActor where C.Duration == Duration {
     static var samples: Int { 5 }
 
     private let scale: AgentConfig.Scale

@@ -6,7 +6,7 @@ import Logging
 /// at the times `ReportTimeline` says. A report is written before it is sent and resent unchanged until the
 /// cloud acknowledges its sequence number: no press is lost to a power cut, a network down or a refused
 /// certificate, and none is counted twice.
-actor SupplyReporter<C: Clock> where C.Duration == Duration {
+final actor SupplyReporter<C: Clock> where C.Duration == Duration {
     /// What `status` and the LED show of the reports.
     struct Shown: Sendable, Equatable {
         var claimed: Bool?

@@ -21,7 +21,7 @@ struct PendingDeregistration: Codable, Sendable, StateFormat {
 /// one is written to the file before the call that uses its access token, the rule `tokens.json` follows:
 /// a failed DELETE is retried with a token LWA still accepts. LWA's `invalid_grant` on the newest token means
 /// the pairing is gone already (the customer removed the device); either way the file is then removed.
-actor DeregistrationQueue<C: Clock> where C.Duration == Duration {
+final actor DeregistrationQueue<C: Clock> where C.Duration == Duration {
     typealias Pending = PendingDeregistration
 
     static func path(stateDirectory: String) -> String { POSIX.join(stateDirectory, "deregistration.json") }

@@ -4,7 +4,7 @@ import Logging
 /// The duties DRS asks of a paired device besides ordering: device status within 30 seconds of pairing or
 /// start, then daily; the subscription of each slot at the same times (`Subscriptions`, so presses for an
 /// unsubscribed slot are refused at the button). Failures retry with backoff.
-actor Duties<C: Clock> where C.Duration == Duration {
+final actor Duties<C: Clock> where C.Duration == Duration {
     static var interval: Duration { .seconds(24 * 3600) }
 
     private let drs: DRSSession

@@ -32,7 +32,7 @@ struct ShownStatus: Codable, Sendable, Equatable, StateFormat {
 }
 
 /// The daemon's single writer of the shown status (`ShownStatus`).
-actor ShownStatusBook {
+final actor ShownStatusBook {
     private let store: StateStore<ShownStatus>
     private let logger: Logger
     private(set) var shown: ShownStatus

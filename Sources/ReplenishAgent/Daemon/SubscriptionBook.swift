@@ -77,7 +77,7 @@ extension Outbox {
 
 /// The daemon's single writer of `status.json`: each fact is changed through a method named for what happened,
 /// called from the one file that owns that fact; `update` stays private.
-actor SubscriptionBook {
+final actor SubscriptionBook {
     private let store: StateStore<SubscriptionRecord>
     private(set) var record: SubscriptionRecord
     /// One change at a time across its write (`DiskLane`).

@@ -5,7 +5,7 @@ import Logging
 /// have subscribed since: the button works as soon as they have; a child pressing again and again is not a
 /// stream of calls); DRS refusing an order as not subscribed tells it too. It records what it learns in
 /// `status.json` (`SubscriptionBook.recordSubscriptions`, called from here only).
-actor Subscriptions<C: Clock> where C.Duration == Duration {
+final actor Subscriptions<C: Clock> where C.Duration == Duration {
     private let drs: DRSSession
     private let subscriptionBook: SubscriptionBook
     private let slots: [String]

@@ -9,7 +9,7 @@ import Logging
 /// time on `clock` is now minus its age, so edges that reach the pipeline late (a busy device, a burst read
 /// at once) still debounce and measure a press by when they happened. Only the age crosses clocks, so
 /// `clock` need not be CLOCK_MONOTONIC (`ContinuousClock` on Linux is CLOCK_BOOTTIME).
-actor InputPipeline<C: Clock> where C.Duration == Duration {
+final actor InputPipeline<C: Clock> where C.Duration == Duration {
     typealias Handler = @Sendable (ButtonPress) async -> PressWaiters.Outcome
 
     private let clock: C

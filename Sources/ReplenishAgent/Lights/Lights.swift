@@ -3,7 +3,7 @@ import Logging
 /// Drives the device's LED from what the daemon knows: every decision is `LightTimeline`'s (the pattern, its
 /// blinking steps, the transient signals' times); this sets the line and wakes when the timeline says. A
 /// steady pattern sets the line once and waits for a change: no wakeups.
-actor Lights<C: Clock> where C.Duration == Duration {
+final actor Lights<C: Clock> where C.Duration == Duration {
     private let backend: any GPIOBackend
     private let output: String?
     private let clock: C

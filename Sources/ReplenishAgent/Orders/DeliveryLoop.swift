@@ -5,7 +5,7 @@ import Logging
 /// `DeliveryPolicy`'s rules, across network outages, server errors, token rejections and restarts. A press is
 /// never lost and never sent twice while a call for it is still unanswered. What to do when is
 /// `DeliveryMachine`'s: each step looks at the outbox and the pairing once and carries out its action.
-actor DeliveryLoop<C: Clock> where C.Duration == Duration {
+final actor DeliveryLoop<C: Clock> where C.Duration == Duration {
     /// The order facts; every change of them is its `commit`.
     nonisolated let book: OrderBook
     /// The one road to DRS and to the tokens (the pairing, a token, one refresh on a rejection).

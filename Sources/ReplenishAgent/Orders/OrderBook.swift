@@ -4,7 +4,7 @@ import Logging
 /// latch, and the order history, all in `outbox.json`. Every change is one `commit`, written on the outbox's
 /// disk lane before anyone sees it; `DeliveryLoop` (the delivery loop), `OrderTracker`, the press and the owner
 /// commands change the facts only through here, and read only what they need.
-actor OrderBook {
+final actor OrderBook {
     /// `outbox.json`, on the outbox's own lane (`StateStore.outbox`).
     private let store: StateStore<Outbox>
     /// What the facts are stamped with: this run and boot, the wall clock and whether it is synchronised, the

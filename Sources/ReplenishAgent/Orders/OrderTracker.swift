@@ -16,7 +16,7 @@ extension OrderBook: FollowedOrders {}
 /// Follows each slot's last placed order with `getOrderInfo` (`OrderFollowUp`'s cadence) until DRS says it is
 /// shipped, delivered or cancelled, and records its state for `status`. Woken by the order stream when an
 /// order is placed; asks nothing while no order is open.
-actor OrderTracker<C: Clock> where C.Duration == Duration {
+final actor OrderTracker<C: Clock> where C.Duration == Duration {
     private let drs: DRSSession
     private let tokens: TokenManager<C>
     private let orders: any FollowedOrders

@@ -3,7 +3,7 @@ import Logging
 /// Carries out code-based linking (`pairing.mode` `code`): every decision is `CodeLinking`'s; this only asks
 /// LWA at the clock's time, stores a grant through `TokenManager.install` (durable, tagged, as a companion
 /// pairing is), and publishes the code the customer can enter (status file, LED). Runs only in code mode.
-actor CodeLinker<C: Clock> where C.Duration == Duration {
+final actor CodeLinker<C: Clock> where C.Duration == Duration {
     private var linking: CodeLinking<C.Instant>
     private let client: CodePairClient
     /// For the check of the client secret before the tokens are stored (`LWAClient.checkedAtPairing`).

@@ -11,7 +11,7 @@ import NIOHTTP1
 /// `nonce` and answers a `proof` of it and the session; `companionInfo` needs the app's `proof`, checked before
 /// anything goes to LWA (a wrong one answers 403 `INCORRECT_PROOF`, the code is not redeemed and the session
 /// stays valid). Wrong proofs are limited per address and per session, and logged as counts (`WrongProofs`).
-actor PairingCoordinator<C: Clock> where C.Duration == Duration {
+final actor PairingCoordinator<C: Clock> where C.Duration == Duration {
     private let device: AgentConfig.Device
     private let setupKey: SetupKey?
     private let clientId: String

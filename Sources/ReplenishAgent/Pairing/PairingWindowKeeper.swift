@@ -4,7 +4,7 @@ import Synchronization
 /// Opens the pairing port while the `PairingWindow` is open and closes it when the window closes (time up,
 /// or paired). Thin: every decision is the window's; this only applies events at the clock's time, publishes
 /// its state (LED, status), and starts and stops the server.
-actor PairingWindowKeeper<C: Clock> where C.Duration == Duration {
+final actor PairingWindowKeeper<C: Clock> where C.Duration == Duration {
     /// What observers see: open or not, and when it closes (wall-clock seconds since 1970).
     struct State: Sendable, Equatable {
         var open: Bool

@@ -5,7 +5,7 @@ import Logging
 /// out: on the order side with the owners themselves (the outbox, a press recorded on an open order, a refill), the
 /// rest through `PressEffects` (a slot-status report, the LED's signals, the pairing). Its answer goes back to
 /// whoever caused the press (the control socket's `press`).
-actor PressHandler<C: Clock> where C.Duration == Duration {
+final actor PressHandler<C: Clock> where C.Duration == Duration {
     private let config: AgentConfig
     private let outbox: any PressOutbox
     private let book: any PressBook

@@ -32,7 +32,7 @@ protocol StatusLineKeeper: Actor {
 }
 
 /// Keeps the latest facts for the `STATUS=` line and sends the line to systemd whenever its text changes.
-actor SystemdStatusKeeper<C: Clock>: StatusLineKeeper where C.Duration == Duration {
+final actor SystemdStatusKeeper<C: Clock>: StatusLineKeeper where C.Duration == Duration {
     private let notifier: SystemdNotifier
     private var token: TokenState
     private var pending: Int

@@ -1,7 +1,7 @@
 /// Sends `WATCHDOG=1` every `interval` (half of `WatchdogSec=`) while every probe passes, and none while one
 /// fails, so systemd restarts an agent whose loops stopped. It runs as a task on the agent's executor: an
 /// executor that cannot run it stops the pings by itself.
-actor WatchdogPinger<C: Clock> where C.Duration == Duration {
+final actor WatchdogPinger<C: Clock> where C.Duration == Duration {
     let interval: Duration
     let clock: C
     let probes: [HealthProbe]

@@ -4,7 +4,7 @@ import Logging
 /// token, and single-flight (concurrent callers share one refresh). A rotated refresh token is written
 /// durably before the new access token is used. `invalid_grant` means the customer removed the device: the
 /// tokens are wiped and the agent goes back to pairing mode.
-actor TokenManager<C: Clock> where C.Duration == Duration {
+final actor TokenManager<C: Clock> where C.Duration == Duration {
     typealias State = TokenState
 
     private let store: any TokenStore

@@ -3,7 +3,7 @@ import Logging
 /// Runs `NetworkSetup` against NetworkManager on the agent's clock: NetworkManager's changes, the long press, the
 /// phone's credentials and the machine's timer go in; the actions come out as NetworkManager calls. The setup
 /// endpoints (`ProvisioningEndpoints`) ask it for the networks, hand it the credentials and read the join's state.
-actor NetworkSetupKeeper<C: Clock> where C.Duration == Duration {
+final actor NetworkSetupKeeper<C: Clock> where C.Duration == Duration {
     typealias Machine = NetworkSetup<C.Instant>
 
     private var machine: Machine

@@ -5,7 +5,7 @@ import Logging
 /// the setup key (`SetupAccessPoint`'s texts). A missing or wrong proof answers `403 INCORRECT_PROOF` and changes
 /// nothing; wrong proofs are limited per address (`WrongProofs`). Served only while setup mode is open: `nil`
 /// for any other path, `404` while setup is closed.
-actor ProvisioningEndpoints<C: Clock> where C.Duration == Duration {
+final actor ProvisioningEndpoints<C: Clock> where C.Duration == Duration {
     private let key: SetupKey
     private let setup: NetworkSetupKeeper<C>
     private let clock: C

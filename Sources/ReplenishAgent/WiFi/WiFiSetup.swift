@@ -7,7 +7,7 @@ import NIOCore
 /// NetworkManager (`DBusNetworkManager`), runs `NetworkSetupKeeper`, and serves the setup endpoints
 /// (`ProvisioningEndpoints`) on `wifiSetup.port` of every address while the access point is open. The LED and
 /// `status` follow the phase.
-actor WiFiSetup<C: Clock> where C.Duration == Duration {
+final actor WiFiSetup<C: Clock> where C.Duration == Duration {
     private let settings: AgentConfig.WiFiSetupConfig
     private let accessPoint: SetupAccessPoint
     private let key: SetupKey
