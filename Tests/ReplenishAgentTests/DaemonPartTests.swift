@@ -1,6 +1,5 @@
 import Logging
 import ServiceLifecycle
-import Synchronization
 import Testing
 
 @testable import ReplenishAgent
@@ -10,30 +9,19 @@ import Testing
 /// it is stopping as "finished unexpectedly", so the part waits for its own turn. Found in a clean-clone run: an
 /// agent stopped at its start, as the clock watch ended its job, exited 1.
 @Suite(.tags(.unit)) struct DaemonPartTests {
-    /// Opened once: a waiter that comes after the opening passes at once.
+    /// Opened once: a wait after the opening passes at once (the stream is finished).
     final class Gate: Sendable {
-        private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+        private let opened = Locked(false)
+        private let signal = AsyncStream.makeStream(of: Void.self)
 
-        var isOpen: Bool { state.withLock { $0.open } }
+        var isOpen: Bool { opened.value }
 
         func open() {
-            let waiters = state.withLock { state in
-                state.open = true
-                defer { state.waiters = [] }
-                return state.waiters
-            }
-            for waiter in waiters { waiter.resume() }
+            opened.value = true
+            signal.continuation.finish()
         }
 
-        func wait() async {
-            await withCheckedContinuation { continuation in
-                let passes = state.withLock { state in
-                    if !state.open { state.waiters.append(continuation) }
-                    return state.open
-                }
-                if passes { continuation.resume() }
-            }
-        }
+        func wait() async { for await _ in signal.stream {} }
     }
 
     /// A part that may end: its work ends once `release` opens; `ended` opens when its `run` has returned.
