@@ -98,11 +98,10 @@ final actor PressHandler<C: Clock> where C.Duration == Duration {
         return answer
     }
 
-    /// The facts an order needs, each asked once.
+    /// The facts an order needs, each asked once: a button's open order, re-checked with DRS (at most once a minute);
+    /// a level sensor's latch; then, only when the press would order, whether `Subscriptions` lets it.
     private func facts(for decision: PressMeaning.Decision) async -> PressMeaning.Facts {
         var facts = PressMeaning.Facts()
-        // The facts an order needs, each asked once: a button's open order, re-checked with DRS (at most once a
-        // minute); a level sensor's latch; then, only when the press would order, whether `Subscriptions` lets it.
         switch decision {
         case .order(let slot):
             facts.openOrder = await tracker.recheck(slot: slot)
